@@ -1,0 +1,67 @@
+"""Payload guessing that the upper layers plug into.
+
+Scapy's ``bind_layers`` only matches field values of the lower layer.  Several
+RTRS decisions depend on the payload itself (the RTRS magic in CM private data,
+the message type of a SEND); lower layers therefore ask functions registered by
+the upper layers, which keeps ib.py and cm.py free of RTRS imports.
+"""
+
+from scapy.fields import LEShortField, StrFixedLenField
+from scapy.packet import Packet
+
+
+class GuessingPacket(Packet):
+    """A layer whose payload class can be chosen by registered guessers.
+
+    Each guesser is ``fn(layer, payload: bytes) -> Packet class or None``; the
+    first non-None answer wins, then Scapy's bindings decide.
+    """
+
+    payload_guessers = []
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.payload_guessers = []
+
+    @classmethod
+    def register_payload_guesser(cls, fn):
+        if fn not in cls.payload_guessers:
+            cls.payload_guessers.append(fn)
+        return fn
+
+    def guess_payload_class(self, payload):
+        for guesser in type(self).payload_guessers:
+            cls = guesser(self, payload)
+            if cls is not None:
+                return cls
+        return super().guess_payload_class(payload)
+
+
+def find_layer(pkt, cls):
+    """The nearest layer of class ``cls`` below ``pkt`` (or pkt itself), or None."""
+    while pkt is not None:
+        if isinstance(pkt, cls):
+            return pkt
+        pkt = pkt.underlayer
+    return None
+
+
+class FixedLayer(Packet):
+    """Base of fixed-size list elements: bytes after the element belong to the list."""
+
+    def extract_padding(self, s):
+        return b"", s
+
+
+class NulPaddedStrField(StrFixedLenField):
+    """A fixed-size, NUL-padded C string (pathname, dev_name); shown up to the first NUL."""
+
+    def i2repr(self, pkt, x):
+        return repr(bytes(x or b"").split(b"\0", 1)[0].decode("utf-8", "replace"))
+
+
+class AutoLEShortField(LEShortField):
+    """A LE u16 that a containing layer fills in; None builds as 0 on its own."""
+
+    def i2m(self, pkt, x):
+        return 0 if x is None else x

@@ -1,0 +1,303 @@
+"""IB Communication Management as used by RDMA CM: the MAD common header, CM
+REQ/REP/REJ/RTU/DREQ/DREP/MRA and the 36-byte RDMA-CM IP header (PROTOCOL.md §2).
+
+Field names follow the IBTA CM attribute layouts (as Wireshark decodes them),
+in snake case.  Each CM message's private data is its payload, padded to the
+fixed private-data size on build; upper layers register guessers to decode it
+(RTRS conn_req in REQ, conn_rsp in REP and REJ).
+"""
+
+from scapy.fields import (
+    BitEnumField, BitField, ByteEnumField, ByteField, IP6Field, IntField,
+    ShortEnumField, ShortField, StrFixedLenField, XBitField, XByteField,
+    XIntField, XLongField, XShortField,
+)
+from scapy.packet import Packet, bind_bottom_up, bind_top_down
+
+from .base import GuessingPacket
+from .ib import GSI_QPN, UD, register_ib_payload
+
+MGMT_CLASS_CM = 0x07
+CM_CLASS_VERSION = 2
+MAD_METHOD_SEND = 0x03
+MAD_SIZE = 256
+
+cm_attribute_ids = {
+    0x0001: "ClassPortInfo", 0x0010: "ConnectRequest", 0x0011: "MsgRcptAck",
+    0x0012: "ConnectReject", 0x0013: "ConnectReply", 0x0014: "ReadyToUse",
+    0x0015: "DisconnectRequest", 0x0016: "DisconnectReply",
+    0x0017: "ServiceIDResReq", 0x0018: "ServiceIDResReqResp",
+    0x0019: "LoadAlternatePath", 0x001A: "AlternatePathResponse",
+}
+mgmt_classes = {0x01: "SUBN_LID_ROUTED", 0x03: "SUBN_ADM", 0x04: "PERF",
+                 0x07: "CM", 0x81: "SUBN_DIRECTED_ROUTE"}
+# REJ reasons (IBTA table 112), those RDMA CM and RTRS produce, §2.4
+cm_rej_reasons = {
+    1: "No QP available", 2: "No EEC available", 3: "No resources available",
+    4: "Timeout", 5: "Unsupported request", 6: "Invalid Communication ID",
+    7: "Invalid Communication Instance", 8: "Invalid Service ID",
+    9: "Invalid Transport Service Type", 10: "Stale connection",
+    11: "RDC does not exist", 12: "Primary Remote Port GID rejected",
+    13: "Primary Remote Port LID rejected", 14: "Invalid Primary SL",
+    15: "Invalid Primary Traffic Class", 16: "Invalid Primary Hop Limit",
+    17: "Invalid Primary Packet Rate", 18: "Alternate Remote Port GID rejected",
+    19: "Alternate Remote Port LID rejected", 20: "Invalid Alternate SL",
+    21: "Invalid Alternate Traffic Class", 22: "Invalid Alternate Hop Limit",
+    23: "Invalid Alternate Packet Rate", 24: "Port Redirection",
+    26: "Invalid Path MTU", 27: "Insufficient Responder Resources",
+    28: "Consumer Reject", 29: "RNR Retry Count Reject",
+    30: "Port number is not specified", 31: "Invalid class version",
+    32: "Invalid Flow Label", 33: "Invalid Alternate Flow Label",
+    35: "Vendor option not supported",
+}
+msg_kinds = {0: "REQ", 1: "REP", 2: "other"}
+path_mtus = {1: "256", 2: "512", 3: "1024", 4: "2048", 5: "4096"}
+transport_service_types = {0: "RC", 1: "UC", 2: "RD", 3: "XRC"}
+
+# RDMA CM service IDs, §2.6: (port space << 16) + port
+RDMA_PS_TCP = 0x0106
+RDMA_PS_UDP = 0x0111
+RDMA_PS_IPOIB = 0x0002
+RDMA_PS_IB = 0x013F
+IP_SERVICE_ID_PREFIX = 0x0000000001000000  # 0x0000000001PPxxxx (Wireshark's prefix)
+AF_IB_SERVICE_ID = RDMA_PS_IB << 16
+
+
+def service_id(port, port_space=RDMA_PS_TCP):
+    return (port_space << 16) | port
+
+
+def is_ip_service_id(sid):
+    """True for RDMA CM IP port spaces (a CMA header precedes the REQ private data)."""
+    return sid >> 24 == IP_SERVICE_ID_PREFIX >> 24 and (sid >> 16) & 0xFF != RDMA_PS_IB & 0xFF
+
+
+class MAD(GuessingPacket):
+    """MAD common header, 24 bytes (§2.2); the attribute follows."""
+    name = "MAD"
+    fields_desc = [
+        ByteField("base_version", 1),
+        ByteEnumField("mgmt_class", MGMT_CLASS_CM, mgmt_classes),
+        ByteField("class_version", CM_CLASS_VERSION),
+        BitField("r", 0, 1),
+        BitField("method", MAD_METHOD_SEND, 7),
+        XShortField("status", 0),
+        XShortField("class_specific", 0),
+        XLongField("transaction_id", 0),
+        ShortEnumField("attribute_id", 0, cm_attribute_ids),
+        XShortField("reserved", 0),
+        XIntField("attribute_modifier", 0),
+    ]
+
+    def mysummary(self):
+        if self.mgmt_class == MGMT_CLASS_CM:
+            return self.sprintf("MAD CM %attribute_id% tid %transaction_id%")
+        return self.sprintf("MAD %mgmt_class%")
+
+
+class _CMMessage(GuessingPacket):
+    """A CM message: fixed fields, then ``private_data_size`` bytes of private data."""
+    private_data_size = 0
+
+    def post_build(self, p, pay):
+        return p + pay.ljust(self.private_data_size, b"\0")
+
+    def extract_padding(self, s):
+        return s[:self.private_data_size], s[self.private_data_size:]
+
+
+def _path_fields(prefix):
+    """Primary/alternate path information of a REQ, 44 bytes (§2.3 CM+52..95)."""
+    return [
+        XShortField(prefix + "_local_port_lid", 0),
+        XShortField(prefix + "_remote_port_lid", 0),
+        IP6Field(prefix + "_local_port_gid", "::"),
+        IP6Field(prefix + "_remote_port_gid", "::"),
+        XBitField(prefix + "_flow_label", 0, 20),
+        BitField(prefix + "_reserved1", 0, 6),
+        BitField(prefix + "_packet_rate", 0, 6),
+        ByteField(prefix + "_traffic_class", 0),
+        ByteField(prefix + "_hop_limit", 0),
+        BitField(prefix + "_sl", 0, 4),
+        BitField(prefix + "_subnet_local", 0, 1),
+        BitField(prefix + "_reserved2", 0, 3),
+        BitField(prefix + "_local_ack_timeout", 0, 5),
+        BitField(prefix + "_reserved3", 0, 3),
+    ]
+
+
+class CMReq(_CMMessage):
+    """ConnectRequest (0x0010), §2.3; private data: CMA header + conn_req."""
+    name = "CM REQ"
+    private_data_size = 92
+    fields_desc = [
+        XIntField("local_comm_id", 0),
+        ByteField("reserved1", 0),
+        XBitField("vendor_id", 0, 24),
+        XLongField("service_id", 0),
+        XLongField("local_ca_guid", 0),
+        XIntField("reserved2", 0),
+        XIntField("local_qkey", 0),
+        XBitField("local_qpn", 0, 24),
+        ByteField("responder_resources", 0),
+        XBitField("local_eecn", 0, 24),
+        ByteField("initiator_depth", 0),
+        XBitField("remote_eecn", 0, 24),
+        BitField("remote_cm_response_timeout", 20, 5),
+        BitEnumField("transport_service_type", 0, 2, transport_service_types),
+        BitField("end_to_end_flow_control", 0, 1),
+        BitField("starting_psn", 0, 24),
+        BitField("local_cm_response_timeout", 20, 5),
+        BitField("retry_count", 7, 3),
+        XShortField("partition_key", 0xFFFF),
+        BitEnumField("path_mtu", 3, 4, path_mtus),
+        BitField("rdc_exists", 0, 1),
+        BitField("rnr_retry_count", 7, 3),
+        BitField("max_cm_retries", 15, 4),
+        BitField("srq", 0, 1),
+        BitField("extended_transport_type", 0, 3),
+    ] + _path_fields("primary") + _path_fields("alternate")
+
+    def mysummary(self):
+        return self.sprintf("CM REQ comm_id %local_comm_id% qpn %local_qpn% "
+                            "service_id %service_id%")
+
+
+class CMRep(_CMMessage):
+    """ConnectReply (0x0013), §2.4; private data: conn_rsp."""
+    name = "CM REP"
+    private_data_size = 196
+    fields_desc = [
+        XIntField("local_comm_id", 0),
+        XIntField("remote_comm_id", 0),
+        XIntField("local_qkey", 0),
+        XBitField("local_qpn", 0, 24),
+        XByteField("vendor_id_high", 0),
+        XBitField("local_eecn", 0, 24),
+        XByteField("vendor_id_mid", 0),
+        BitField("starting_psn", 0, 24),
+        XByteField("vendor_id_low", 0),
+        ByteField("responder_resources", 0),
+        ByteField("initiator_depth", 0),
+        BitField("target_ack_delay", 0, 5),
+        BitField("failover_accepted", 0, 2),
+        BitField("end_to_end_flow_control", 0, 1),
+        BitField("rnr_retry_count", 7, 3),
+        BitField("srq", 0, 1),
+        BitField("reserved", 0, 4),
+        XLongField("local_ca_guid", 0),
+    ]
+
+    def mysummary(self):
+        return self.sprintf("CM REP comm_id %local_comm_id% qpn %local_qpn%")
+
+
+class CMRej(_CMMessage):
+    """ConnectReject (0x0012), §2.4; private data: conn_rsp with the errno."""
+    name = "CM REJ"
+    private_data_size = 148
+    fields_desc = [
+        XIntField("local_comm_id", 0),
+        XIntField("remote_comm_id", 0),
+        BitEnumField("message_rejected", 0, 2, msg_kinds),
+        BitField("reserved1", 0, 6),
+        BitField("reject_info_length", 0, 7),
+        BitField("reserved2", 0, 1),
+        ShortEnumField("reason", 28, cm_rej_reasons),
+        StrFixedLenField("additional_reject_information", b"\0" * 72, 72),
+    ]
+
+    def mysummary(self):
+        return self.sprintf("CM REJ comm_id %remote_comm_id% reason %reason%")
+
+
+class CMRtu(_CMMessage):
+    """ReadyToUse (0x0014), §2.4."""
+    name = "CM RTU"
+    private_data_size = 224
+    fields_desc = [XIntField("local_comm_id", 0), XIntField("remote_comm_id", 0)]
+
+
+class CMDreq(_CMMessage):
+    """DisconnectRequest (0x0015), §2.4."""
+    name = "CM DREQ"
+    private_data_size = 220
+    fields_desc = [
+        XIntField("local_comm_id", 0),
+        XIntField("remote_comm_id", 0),
+        XBitField("remote_qpn", 0, 24),
+        ByteField("reserved", 0),
+    ]
+
+
+class CMDrep(_CMMessage):
+    """DisconnectReply (0x0016), §2.4."""
+    name = "CM DREP"
+    private_data_size = 224
+    fields_desc = [XIntField("local_comm_id", 0), XIntField("remote_comm_id", 0)]
+
+
+class CMMra(_CMMessage):
+    """MsgRcptAck (0x0011), §2.4."""
+    name = "CM MRA"
+    private_data_size = 222
+    fields_desc = [
+        XIntField("local_comm_id", 0),
+        XIntField("remote_comm_id", 0),
+        BitEnumField("message_mraed", 0, 2, {0: "REQ", 1: "REP", 2: "LAP"}),
+        BitField("reserved1", 0, 6),
+        BitField("service_timeout", 0, 5),
+        BitField("reserved2", 0, 3),
+    ]
+
+
+class CmaIpHdr(GuessingPacket):
+    """RDMA CM header in front of the REQ private data (IP addressing), §2.7.
+
+    ``port`` is the active side's *source* port; the destination port is in
+    the service ID.
+    """
+    name = "RDMA CM IP header"
+    fields_desc = [
+        ByteField("cma_version", 0),
+        BitEnumField("ip_version", 4, 4, {4: "IPv4", 6: "IPv6"}),
+        BitField("reserved", 0, 4),
+        ShortField("port", 0),
+        IP6Field("src_addr", "::"),
+        IP6Field("dst_addr", "::"),
+    ]
+
+    @staticmethod
+    def _addr(value, version):
+        if version == 4 and value.startswith("::"):
+            return value.rsplit(":", 1)[-1] if "." in value else value
+        return value
+
+    @property
+    def src(self):
+        return self._addr(self.src_addr, self.ip_version)
+
+    @property
+    def dst(self):
+        return self._addr(self.dst_addr, self.ip_version)
+
+
+CM_MESSAGES = {0x0010: CMReq, 0x0011: CMMra, 0x0012: CMRej, 0x0013: CMRep,
+               0x0014: CMRtu, 0x0015: CMDreq, 0x0016: CMDrep}
+
+for _attr, _cls in CM_MESSAGES.items():
+    bind_bottom_up(MAD, _cls, mgmt_class=MGMT_CLASS_CM, attribute_id=_attr)
+    bind_top_down(MAD, _cls, mgmt_class=MGMT_CLASS_CM, attribute_id=_attr)
+
+
+@CMReq.register_payload_guesser
+def _req_private_data(req, payload):
+    return CmaIpHdr if is_ip_service_id(req.service_id) else None
+
+
+@register_ib_payload
+def _gsi_mad(bth, payload):
+    """CM MADs are UD SENDs to the GSI QP 1 (§2.1)."""
+    if bth.opcode == UD | 0x04 and bth.dqpn == GSI_QPN and len(payload) >= 24:
+        return MAD
+    return None

@@ -1,0 +1,252 @@
+"""RTRS messages, one layer per kernel struct of rtrs-pri.h (PROTOCOL.md §3).
+
+All fields little-endian.  conn_req travels in the CM REQ private data (after
+the RDMA CM IP header), conn_rsp in REP and REJ; info_req/info_rsp are RC
+SENDs on cid 0; rkey_rsp is the payload of a SEND WITH IMMEDIATE; the
+rdma_read/rdma_write trailers end the client's RDMA WRITE WITH IMMEDIATE (see
+rtrs_request.py for whole requests).
+"""
+
+import struct
+
+from scapy.fields import (
+    BitField, ByteField, FlagsField, LEFieldLenField, LEIntField, LEShortEnumField,
+    LEShortField, LESignedShortField, PacketListField, StrFixedLenField, UUIDField,
+    XLEIntField, XLELongField, XLEShortField,
+)
+from scapy.packet import Packet
+
+from ..constants import (
+    RTRS_MAGIC, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP, RTRS_MSG_READ,
+    RTRS_MSG_RKEY_RSP, RTRS_MSG_WRITE, RTRS_PROTO_VER, DEFAULT_MAX_HDR_SIZE,
+    DEFAULT_MAX_IO_SIZE, DEFAULT_QUEUE_DEPTH, RTRS_MSG_NEW_RKEY_F, errno_name,
+    rtrs_msg_flags, rtrs_msg_types,
+)
+from ..layout_refs import ref
+from .base import AutoLEShortField, FixedLayer, GuessingPacket, NulPaddedStrField
+from .cm import CmaIpHdr, CMRej, CMRep, CMReq, is_ip_service_id
+from .ib import RC, register_ib_payload
+
+_MAGIC_LE = struct.pack("<H", RTRS_MAGIC)
+NIL_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+class RtrsVersionField(XLEShortField):
+    """(major << 8) | minor, shown as '0x0200 (2.0)'."""
+
+    def i2repr(self, pkt, x):
+        return "0x%04x (%d.%d)" % (x, x >> 8, x & 0xFF) if x is not None else "None"
+
+
+class RtrsErrnoField(LESignedShortField):
+    """Negative errno, shown with its name."""
+
+    def i2repr(self, pkt, x):
+        return "%d (%s)" % (x, errno_name(x)) if x else "0"
+
+
+def _type_field(default):
+    return LEShortEnumField("type", default, rtrs_msg_types)
+
+
+class RtrsMsgConnReq(GuessingPacket):
+    """struct rtrs_msg_conn_req: CM REQ private data, client → server (§3.2).
+
+    56 bytes.  The two placeholder bytes stand for the RDMA CM header fields
+    that AF_IB overwrites; first_conn is bit 0 of byte 44 (a C bit-field on a
+    little-endian host).
+    """
+    name = "RTRS conn_req"
+    fields_desc = [
+        ByteField("__cma_version", 0),
+        ByteField("__ip_version", 0),
+        XLEShortField("magic", RTRS_MAGIC),
+        RtrsVersionField("version", RTRS_PROTO_VER),
+        LEShortField("cid", 0),
+        LEShortField("cid_num", 1),
+        LEShortField("recon_cnt", 1),
+        UUIDField("sess_uuid", NIL_UUID),
+        UUIDField("paths_uuid", NIL_UUID),
+        BitField("reserved_bits", 0, 7),
+        BitField("first_conn", 1, 1),
+        StrFixedLenField("reserved", b"\0" * 11, 11),
+    ]
+
+    def mysummary(self):
+        return self.sprintf("RTRS conn_req cid %cid%/%cid_num% recon_cnt %recon_cnt%")
+
+
+class RtrsMsgConnRsp(GuessingPacket):
+    """struct rtrs_msg_conn_rsp: CM REP (accept) / CM REJ (errno) private data (§3.3).
+
+    56 bytes; NEW_RKEY_F in flags means the server runs always_invalidate=Y.
+    """
+    name = "RTRS conn_rsp"
+    fields_desc = [
+        XLEShortField("magic", RTRS_MAGIC),
+        RtrsVersionField("version", RTRS_PROTO_VER),
+        RtrsErrnoField("errno", 0),
+        LEShortField("queue_depth", DEFAULT_QUEUE_DEPTH),
+        LEIntField("max_io_size", DEFAULT_MAX_IO_SIZE),
+        LEIntField("max_hdr_size", DEFAULT_MAX_HDR_SIZE),
+        FlagsField("flags", RTRS_MSG_NEW_RKEY_F, -32, rtrs_msg_flags),
+        StrFixedLenField("reserved", b"\0" * 36, 36),
+    ]
+
+    def mysummary(self):
+        return self.sprintf("RTRS conn_rsp errno %errno% queue_depth %queue_depth% "
+                            "flags %flags%")
+
+
+class RtrsMsgInfoReq(GuessingPacket):
+    """struct rtrs_msg_info_req: RC SEND on cid 0, client → server (§3.4). 272 bytes."""
+    name = "RTRS info_req"
+    fields_desc = [
+        _type_field(RTRS_MSG_INFO_REQ),
+        NulPaddedStrField("pathname", b"", 255),
+        StrFixedLenField("reserved", b"\0" * 15, 15),
+    ]
+
+
+class RtrsSgDesc(FixedLayer):
+    """struct rtrs_sg_desc: one memory region, in info_rsp and rdma_read (§3.5). 16 bytes."""
+    name = "RTRS sg_desc"
+    fields_desc = [XLELongField("addr", 0), XLEIntField("key", 0), LEIntField("len", 0)]
+
+
+class RtrsMsgInfoRsp(GuessingPacket):
+    """struct rtrs_msg_info_rsp: the server's chunk table, RC SEND on cid 0 (§3.5).
+
+    8 + 16*sg_cnt bytes; sg_cnt = queue_depth with always_invalidate=Y.
+    """
+    name = "RTRS info_rsp"
+    fields_desc = [
+        _type_field(RTRS_MSG_INFO_RSP),
+        LEFieldLenField("sg_cnt", None, count_of="desc"),
+        StrFixedLenField("reserved", b"\0" * 4, 4),
+        PacketListField("desc", [], RtrsSgDesc, count_from=ref("sg_cnt")),
+    ]
+
+
+class RtrsMsgRkeyRsp(GuessingPacket):
+    """struct rtrs_msg_rkey_rsp: new rkey of a chunk, SEND WITH IMM payload (§3.6). 8 bytes."""
+    name = "RTRS rkey_rsp"
+    fields_desc = [
+        _type_field(RTRS_MSG_RKEY_RSP),
+        LEShortField("buf_id", 0),
+        XLEIntField("rkey", 0),
+    ]
+
+
+class RtrsMsgRdmaHdr(Packet):
+    """struct rtrs_msg_rdma_hdr: the type shared by both request trailers (§3.7).
+
+    ``RtrsMsgRdmaHdr(raw_trailer)`` returns the read or write trailer.
+    """
+    name = "RTRS rdma_hdr"
+    fields_desc = [_type_field(RTRS_MSG_WRITE)]
+
+    @classmethod
+    def dispatch_hook(cls, _pkt=None, *args, **kargs):
+        if cls is RtrsMsgRdmaHdr and _pkt and len(_pkt) >= 2:
+            return _TRAILERS.get(struct.unpack_from("<H", _pkt)[0], cls)
+        return cls
+
+
+class RtrsMsgRdmaRead(RtrsMsgRdmaHdr, FixedLayer):
+    """struct rtrs_msg_rdma_read: trailer of a READ request (§3.7). 8 + 16*sg_cnt bytes.
+
+    sg_cnt is 0 or 1; desc[0] is the client buffer the server writes the data to.
+    """
+    name = "RTRS rdma_read"
+    fields_desc = [
+        _type_field(RTRS_MSG_READ),
+        AutoLEShortField("usr_len", None),
+        FlagsField("flags", 0, -16, rtrs_msg_flags),
+        LEFieldLenField("sg_cnt", None, count_of="desc"),
+        PacketListField("desc", [], RtrsSgDesc, count_from=ref("sg_cnt")),
+    ]
+
+
+class RtrsMsgRdmaWrite(RtrsMsgRdmaHdr, FixedLayer):
+    """struct rtrs_msg_rdma_write: trailer at the end of a WRITE request (§3.7). 4 bytes."""
+    name = "RTRS rdma_write"
+    fields_desc = [
+        _type_field(RTRS_MSG_WRITE),
+        AutoLEShortField("usr_len", None),
+    ]
+
+
+_TRAILERS = {RTRS_MSG_READ: RtrsMsgRdmaRead, RTRS_MSG_WRITE: RtrsMsgRdmaWrite}
+
+
+class RtrsMsg(Packet):
+    """Dispatcher for a whole RTRS SEND message: ``RtrsMsg(data)`` returns
+    info_req, info_rsp or rkey_rsp by the leading type (§3.1)."""
+    name = "RTRS message"
+    fields_desc = [_type_field(RTRS_MSG_INFO_REQ)]
+
+    @classmethod
+    def dispatch_hook(cls, _pkt=None, *args, **kargs):
+        if cls is RtrsMsg and _pkt and len(_pkt) >= 2:
+            return _SEND_MESSAGES.get(struct.unpack_from("<H", _pkt)[0], cls)
+        return cls
+
+
+_SEND_MESSAGES = {RTRS_MSG_INFO_REQ: RtrsMsgInfoReq, RTRS_MSG_INFO_RSP: RtrsMsgInfoRsp,
+                  RTRS_MSG_RKEY_RSP: RtrsMsgRkeyRsp}
+
+INFO_REQ_SIZE = 272
+INFO_RSP_HDR_SIZE = 8
+SG_DESC_SIZE = 16
+RKEY_RSP_SIZE = 8
+
+
+def send_message_class(payload, whole=True):
+    """The RTRS class of a SEND payload, or None when it is not one (§5.4).
+
+    ``whole`` says the payload is a complete message (SEND ONLY, or reassembled).
+    """
+    if len(payload) < 2:
+        return None
+    kind = struct.unpack_from("<H", payload)[0]
+    if kind == RTRS_MSG_INFO_REQ and len(payload) == INFO_REQ_SIZE:
+        return RtrsMsgInfoReq
+    if kind == RTRS_MSG_INFO_RSP and len(payload) >= INFO_RSP_HDR_SIZE:
+        sg_cnt = struct.unpack_from("<H", payload, 2)[0]
+        if sg_cnt and len(payload) == INFO_RSP_HDR_SIZE + SG_DESC_SIZE * sg_cnt:
+            return RtrsMsgInfoRsp
+    if kind == RTRS_MSG_RKEY_RSP and len(payload) == RKEY_RSP_SIZE:
+        return RtrsMsgRkeyRsp
+    return None
+
+
+@register_ib_payload
+def _rtrs_send(bth, payload):
+    if bth.opcode in (RC | 0x04, RC | 0x05):  # SEND ONLY [WITH IMMEDIATE]
+        return send_message_class(payload)
+    return None
+
+
+def _magic_at(payload, offset):
+    return payload[offset:offset + 2] == _MAGIC_LE
+
+
+@CmaIpHdr.register_payload_guesser
+def _conn_req_after_cma(cma, payload):
+    return RtrsMsgConnReq if _magic_at(payload, 2) else None
+
+
+@CMReq.register_payload_guesser
+def _conn_req_af_ib(req, payload):
+    if not is_ip_service_id(req.service_id) and _magic_at(payload, 2):
+        return RtrsMsgConnReq
+    return None
+
+
+def _conn_rsp(msg, payload):
+    return RtrsMsgConnRsp if _magic_at(payload, 0) else None
+
+
+CMRep.register_payload_guesser(_conn_rsp)
+CMRej.register_payload_guesser(_conn_rsp)
