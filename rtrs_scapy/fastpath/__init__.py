@@ -1,0 +1,1 @@
+"""Fast, Scapy-free capture reading and frame location."""
