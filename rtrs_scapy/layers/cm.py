@@ -51,6 +51,8 @@ cm_rej_reasons = {
     35: "Vendor option not supported",
 }
 msg_kinds = {0: "REQ", 1: "REP", 2: "other"}
+mraed_kinds = {0: "REQ", 1: "REP", 2: "LAP"}
+cma_ip_versions = {4: "IPv4", 6: "IPv6"}
 path_mtus = {1: "256", 2: "512", 3: "1024", 4: "2048", 5: "4096"}
 transport_service_types = {0: "RC", 1: "UC", 2: "RD", 3: "XRC"}
 
@@ -244,7 +246,7 @@ class CMMra(_CMMessage):
     fields_desc = [
         XIntField("local_comm_id", 0),
         XIntField("remote_comm_id", 0),
-        BitEnumField("message_mraed", 0, 2, {0: "REQ", 1: "REP", 2: "LAP"}),
+        BitEnumField("message_mraed", 0, 2, mraed_kinds),
         BitField("reserved1", 0, 6),
         BitField("service_timeout", 0, 5),
         BitField("reserved2", 0, 3),
@@ -260,7 +262,7 @@ class CmaIpHdr(GuessingPacket):
     name = "RDMA CM IP header"
     fields_desc = [
         ByteField("cma_version", 0),
-        BitEnumField("ip_version", 4, 4, {4: "IPv4", 6: "IPv6"}),
+        BitEnumField("ip_version", 4, 4, cma_ip_versions),
         BitField("reserved", 0, 4),
         ShortField("port", 0),
         IP6Field("src_addr", "::"),

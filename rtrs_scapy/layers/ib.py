@@ -337,6 +337,8 @@ def _vcrc(data):
 
 
 LNH_RAW, LNH_IP, LNH_IBA_LOCAL, LNH_IBA_GLOBAL = 0, 1, 2, 3
+lrh_next_headers = {LNH_RAW: "raw", LNH_IP: "ip", LNH_IBA_LOCAL: "iba_local",
+                    LNH_IBA_GLOBAL: "iba_global"}
 
 
 class LRH(Packet):
@@ -347,8 +349,7 @@ class LRH(Packet):
         BitField("lver", 0, 4),
         BitField("sl", 0, 4),
         BitField("reserved1", 0, 2),
-        BitEnumField("lnh", LNH_IBA_LOCAL, 2, {0: "raw", 1: "ip", 2: "iba_local",
-                                               3: "iba_global"}),
+        BitEnumField("lnh", LNH_IBA_LOCAL, 2, lrh_next_headers),
         XShortField("dlid", 0),
         BitField("reserved2", 0, 5),
         BitField("pktlen", None, 11),

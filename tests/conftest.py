@@ -1,0 +1,49 @@
+"""Shared fixtures: the real kernel captures (../shared/pcaps, or $RTRS_SHARED_PCAPS)
+and Scapy set to raise on dissector errors instead of hiding them as Raw."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from scapy.config import conf
+
+import rtrs_scapy  # noqa: F401  (binds every layer)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_PCAPS = Path(os.environ.get("RTRS_SHARED_PCAPS", REPO.parent / "shared" / "pcaps"))
+PROJECT_PCAPS = REPO / "pcaps"
+
+
+def real_captures():
+    """(name, pcap path, truth dict) of every real capture with a truth.json."""
+    found = []
+    for truth in sorted(SHARED_PCAPS.glob("*/truth.json")):
+        data = json.loads(truth.read_text())
+        found.append((truth.parent.name, truth.parent / data["pcap"], data))
+    return found
+
+
+REAL = real_captures()
+
+
+@pytest.fixture(autouse=True)
+def _debug_dissector():
+    old = conf.debug_dissector
+    conf.debug_dissector = True
+    yield
+    conf.debug_dissector = old
+
+
+def pytest_collection_modifyitems(config, items):
+    if not REAL:
+        raise pytest.UsageError("no real captures under %s (set RTRS_SHARED_PCAPS)" % SHARED_PCAPS)
+
+
+@pytest.fixture(params=[name for name, _, _ in REAL])
+def real_capture(request):
+    """(pcap path, truth) for each real capture."""
+    for name, path, truth in REAL:
+        if name == request.param:
+            return path, truth
+    raise LookupError(request.param)
