@@ -8,6 +8,7 @@ raises ``LayoutError`` at import/generation time instead of being guessed.
 """
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
@@ -15,9 +16,6 @@ from scapy import fields as F
 
 from . import constants
 from .layout_refs import ref
-from .layers import cm as cm_layers
-from .layers import ib as ib_layers
-from .layers.rnbd import RnbdRwField
 
 
 class LayoutError(Exception):
@@ -52,27 +50,52 @@ _SCALARS = {
 _LE_LEN_FIELDS = {"<H": ("uint", 2, "<"), "<I": ("uint", 4, "<"), "!H": ("uint", 2, ">"),
                   "H": ("uint", 2, ">"), "B": ("uint", 1, ">")}
 
-#: Enum tables by name; a field's enum is named by the table it equals.
-ENUM_TABLES = {
-    "rtrs_msg_types": constants.rtrs_msg_types,
-    "rtrs_msg_flags": constants.rtrs_msg_flags,
-    "rtrs_imm_types": constants.rtrs_imm_types,
-    "rnbd_msg_type": constants.rnbd_msg_type,
-    "rnbd_access_mode": constants.rnbd_access_mode,
-    "rnbd_io_op": constants.rnbd_io_op,
-    "rnbd_io_flags": constants.rnbd_io_flags,
-    "rnbd_cache_policy": constants.rnbd_cache_policy,
-    "ib_opcodes": ib_layers.BTH.fields_desc[0].i2s,
-    "lrh_next_headers": ib_layers.lrh_next_headers,
-    "cm_attribute_ids": cm_layers.cm_attribute_ids,
-    "cm_msg_kinds": cm_layers.msg_kinds,
-    "cm_mraed_kinds": cm_layers.mraed_kinds,
-    "cma_ip_versions": cm_layers.cma_ip_versions,
-    "cm_rej_reasons": cm_layers.cm_rej_reasons,
-    "mgmt_classes": cm_layers.mgmt_classes,
-    "path_mtus": cm_layers.path_mtus,
-    "transport_service_types": cm_layers.transport_service_types,
-}
+class _EnumTables(Mapping):
+    """Enum tables by name; a field's enum is named by the table it equals.
+
+    Filled on first use so that the layer modules can import the fast path.
+    """
+
+    def __init__(self):
+        self._tables = {}
+
+    def _load(self):
+        if self._tables:
+            return self._tables
+        from .layers import cm, ib
+        self._tables.update({
+            "rtrs_msg_types": constants.rtrs_msg_types,
+            "rtrs_msg_flags": constants.rtrs_msg_flags,
+            "rtrs_imm_types": constants.rtrs_imm_types,
+            "rnbd_msg_type": constants.rnbd_msg_type,
+            "rnbd_access_mode": constants.rnbd_access_mode,
+            "rnbd_io_op": constants.rnbd_io_op,
+            "rnbd_io_flags": constants.rnbd_io_flags,
+            "rnbd_cache_policy": constants.rnbd_cache_policy,
+            "ib_opcodes": ib.BTH.fields_desc[0].i2s,
+            "lrh_next_headers": ib.lrh_next_headers,
+            "cm_attribute_ids": cm.cm_attribute_ids,
+            "cm_msg_kinds": cm.msg_kinds,
+            "cm_mraed_kinds": cm.mraed_kinds,
+            "cma_ip_versions": cm.cma_ip_versions,
+            "cm_rej_reasons": cm.cm_rej_reasons,
+            "mgmt_classes": cm.mgmt_classes,
+            "path_mtus": cm.path_mtus,
+            "transport_service_types": cm.transport_service_types,
+        })
+        return self._tables
+
+    def __getitem__(self, name):
+        return self._load()[name]
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self):
+        return len(self._load())
+
+
+ENUM_TABLES = _EnumTables()
 
 
 @dataclass(frozen=True)
@@ -109,6 +132,7 @@ class Layout:
     trailer_size: int = 0            # FCS-like trailer fields (ICRC, VCRC)
     element_size: Optional[int] = None  # size of a list element (when it has one list)
     fingerprint: str = field(default="", compare=False)
+    cls: type = field(default=None, compare=False, repr=False)  # the Scapy class
 
     def field(self, name):
         for spec in self.fields:
@@ -165,8 +189,7 @@ def _field_spec(cls, fld, offset):
         size = getattr(fld, "sz", None)
         if size is None:
             raise LayoutError("%s: string without a fixed length" % what)
-        from .layers.base import NulPaddedStrField
-        kind = "string" if isinstance(fld, NulPaddedStrField) else "bytes"
+        kind = "string" if getattr(fld, "c_string", False) else "bytes"
         return FieldSpec(fld.name, offset, size, kind, "", kind)
     if isinstance(fld, F.FieldLenField) and type(fld) not in _SCALARS:
         kind, size, endian = _LE_LEN_FIELDS[fld.fmt]
@@ -179,7 +202,7 @@ def _field_spec(cls, fld, offset):
     enum = None
     if isinstance(fld, F._EnumField):
         enum = _enum_name(fld.i2s, what)
-    if isinstance(fld, RnbdRwField):
+    if hasattr(fld, "op_mask"):  # an operation in the low bits, flags above (rnbd rw)
         return FieldSpec(fld.name, offset, size, kind, endian, "hex",
                          enum=_enum_name(fld.ops, what), mask=fld.op_mask,
                          flags=_enum_name(fld.flags, what))
@@ -240,7 +263,7 @@ def layout_of(cls):
     layout = Layout(cls.__name__, tuple(specs), offset, trailer,
                     lists[0].element.fixed_size if lists else None)
     layout = Layout(layout.name, layout.fields, layout.fixed_size, layout.trailer_size,
-                    layout.element_size, _fingerprint(layout))
+                    layout.element_size, _fingerprint(layout), cls)
     _CACHE[cls] = layout
     return layout
 

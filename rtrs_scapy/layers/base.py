@@ -55,6 +55,7 @@ class FixedLayer(Packet):
 
 class NulPaddedStrField(StrFixedLenField):
     """A fixed-size, NUL-padded C string (pathname, dev_name); shown up to the first NUL."""
+    c_string = True
 
     def i2repr(self, pkt, x):
         return repr(bytes(x or b"").split(b"\0", 1)[0].decode("utf-8", "replace"))

@@ -7,8 +7,6 @@ fields of struct rnbd_msg_hdr (type, __padding); ``RnbdMsgHdr(data)`` returns
 the right message class.
 """
 
-import struct
-
 from scapy.fields import (
     ByteEnumField, ByteField, FlagsField, LEIntField, LELongField,
     LEShortEnumField, LEShortField, StrFixedLenField, XLEShortField,
@@ -21,6 +19,7 @@ from ..constants import (
     rnbd_access_mode, rnbd_cache_policy, rnbd_io_flags, rnbd_io_op, rnbd_msg_type,
     rnbd_rw_str,
 )
+from ..fastpath.plan import plan
 from .ib import RC, register_ib_payload
 from .base import NulPaddedStrField
 from .rtrs_request import register_user_header
@@ -49,7 +48,7 @@ class RnbdMsgHdr(Packet):
     @classmethod
     def dispatch_hook(cls, _pkt=None, *args, **kargs):
         if cls is RnbdMsgHdr and _pkt and len(_pkt) >= 2:
-            return RNBD_MESSAGES.get(struct.unpack_from("<H", _pkt)[0], cls)
+            return RNBD_MESSAGES.get(_read_type(_pkt, 0)[0], cls)
         return cls
 
 
@@ -139,15 +138,17 @@ RNBD_MESSAGES = {
     RNBD_MSG_IO: RnbdMsgIo, RNBD_MSG_CLOSE: RnbdMsgClose,
 }
 RNBD_REQUESTS = (RNBD_MSG_SESS_INFO, RNBD_MSG_OPEN, RNBD_MSG_IO, RNBD_MSG_CLOSE)
-SESS_INFO_RSP_SIZE = 36
-OPEN_RSP_SIZE = 56
+_read_type = plan(RnbdMsgHdr).reader("type")
+HDR_SIZE = plan(RnbdMsgHdr).size
+SESS_INFO_RSP_SIZE = plan(RnbdMsgSessInfoRsp).size
+OPEN_RSP_SIZE = plan(RnbdMsgOpenRsp).size
 
 
 def reply_class(data):
     """The RNBD reply carried by a server RDMA WRITE of READ data, or None (§7.1)."""
     if len(data) < 2:
         return None
-    kind = struct.unpack_from("<H", data)[0]
+    kind = _read_type(data, 0)[0]
     if kind == RNBD_MSG_SESS_INFO_RSP and len(data) == SESS_INFO_RSP_SIZE:
         return RnbdMsgSessInfoRsp
     if kind == RNBD_MSG_OPEN_RSP and len(data) == OPEN_RSP_SIZE:
@@ -157,7 +158,7 @@ def reply_class(data):
 
 @register_user_header
 def _rnbd_request(data):
-    if len(data) >= 4 and struct.unpack_from("<H", data)[0] in RNBD_REQUESTS:
+    if len(data) >= HDR_SIZE and _read_type(data, 0)[0] in RNBD_REQUESTS:
         return RnbdMsgHdr
     return None
 

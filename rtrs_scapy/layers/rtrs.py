@@ -7,8 +7,6 @@ rdma_read/rdma_write trailers end the client's RDMA WRITE WITH IMMEDIATE (see
 rtrs_request.py for whole requests).
 """
 
-import struct
-
 from scapy.fields import (
     BitField, ByteField, FlagsField, LEFieldLenField, LEIntField, LEShortEnumField,
     LEShortField, LESignedShortField, PacketListField, StrFixedLenField, UUIDField,
@@ -22,12 +20,12 @@ from ..constants import (
     DEFAULT_MAX_IO_SIZE, DEFAULT_QUEUE_DEPTH, RTRS_MSG_NEW_RKEY_F, errno_name,
     rtrs_msg_flags, rtrs_msg_types,
 )
+from ..fastpath.plan import plan
 from ..layout_refs import ref
 from .base import AutoLEShortField, FixedLayer, GuessingPacket, NulPaddedStrField
 from .cm import CmaIpHdr, CMRej, CMRep, CMReq, is_ip_service_id
 from .ib import RC, register_ib_payload
 
-_MAGIC_LE = struct.pack("<H", RTRS_MAGIC)
 NIL_UUID = "00000000-0000-0000-0000-000000000000"
 
 
@@ -149,7 +147,7 @@ class RtrsMsgRdmaHdr(Packet):
     @classmethod
     def dispatch_hook(cls, _pkt=None, *args, **kargs):
         if cls is RtrsMsgRdmaHdr and _pkt and len(_pkt) >= 2:
-            return _TRAILERS.get(struct.unpack_from("<H", _pkt)[0], cls)
+            return _TRAILERS.get(_read_type(_pkt, 0)[0], cls)
         return cls
 
 
@@ -189,36 +187,47 @@ class RtrsMsg(Packet):
     @classmethod
     def dispatch_hook(cls, _pkt=None, *args, **kargs):
         if cls is RtrsMsg and _pkt and len(_pkt) >= 2:
-            return _SEND_MESSAGES.get(struct.unpack_from("<H", _pkt)[0], cls)
+            return _SEND_MESSAGES.get(_read_type(_pkt, 0)[0], cls)
         return cls
 
 
 _SEND_MESSAGES = {RTRS_MSG_INFO_REQ: RtrsMsgInfoReq, RTRS_MSG_INFO_RSP: RtrsMsgInfoRsp,
                   RTRS_MSG_RKEY_RSP: RtrsMsgRkeyRsp}
 
-INFO_REQ_SIZE = 272
-INFO_RSP_HDR_SIZE = 8
-SG_DESC_SIZE = 16
-RKEY_RSP_SIZE = 8
+_read_type = plan(RtrsMsg).reader("type")
+_read_info_rsp_count = plan(RtrsMsgInfoRsp).reader("sg_cnt")
+_read_conn_req_magic = plan(RtrsMsgConnReq).reader("magic")
+_read_conn_rsp_magic = plan(RtrsMsgConnRsp).reader("magic")
+INFO_REQ_SIZE = plan(RtrsMsgInfoReq).size
+INFO_RSP_HDR_SIZE = plan(RtrsMsgInfoRsp).size
+SG_DESC_SIZE = plan(RtrsSgDesc).size
+RKEY_RSP_SIZE = plan(RtrsMsgRkeyRsp).size
+CONN_REQ_SIZE = plan(RtrsMsgConnReq).size
+CONN_RSP_SIZE = plan(RtrsMsgConnRsp).size
 
 
-def send_message_class(payload, whole=True):
-    """The RTRS class of a SEND payload, or None when it is not one (§5.4).
-
-    ``whole`` says the payload is a complete message (SEND ONLY, or reassembled).
-    """
+def send_message_class(payload):
+    """The RTRS class of a complete SEND message (SEND ONLY or reassembled), or None (§5.4)."""
     if len(payload) < 2:
         return None
-    kind = struct.unpack_from("<H", payload)[0]
+    kind = _read_type(payload, 0)[0]
     if kind == RTRS_MSG_INFO_REQ and len(payload) == INFO_REQ_SIZE:
         return RtrsMsgInfoReq
     if kind == RTRS_MSG_INFO_RSP and len(payload) >= INFO_RSP_HDR_SIZE:
-        sg_cnt = struct.unpack_from("<H", payload, 2)[0]
+        sg_cnt = _read_info_rsp_count(payload, 0)[0]
         if sg_cnt and len(payload) == INFO_RSP_HDR_SIZE + SG_DESC_SIZE * sg_cnt:
             return RtrsMsgInfoRsp
     if kind == RTRS_MSG_RKEY_RSP and len(payload) == RKEY_RSP_SIZE:
         return RtrsMsgRkeyRsp
     return None
+
+
+def is_conn_req(payload):
+    return len(payload) >= CONN_REQ_SIZE and _read_conn_req_magic(payload, 0)[0] == RTRS_MAGIC
+
+
+def is_conn_rsp(payload):
+    return len(payload) >= CONN_RSP_SIZE and _read_conn_rsp_magic(payload, 0)[0] == RTRS_MAGIC
 
 
 @register_ib_payload
@@ -228,24 +237,20 @@ def _rtrs_send(bth, payload):
     return None
 
 
-def _magic_at(payload, offset):
-    return payload[offset:offset + 2] == _MAGIC_LE
-
-
 @CmaIpHdr.register_payload_guesser
 def _conn_req_after_cma(cma, payload):
-    return RtrsMsgConnReq if _magic_at(payload, 2) else None
+    return RtrsMsgConnReq if is_conn_req(payload) else None
 
 
 @CMReq.register_payload_guesser
 def _conn_req_af_ib(req, payload):
-    if not is_ip_service_id(req.service_id) and _magic_at(payload, 2):
+    if not is_ip_service_id(req.service_id) and is_conn_req(payload):
         return RtrsMsgConnReq
     return None
 
 
 def _conn_rsp(msg, payload):
-    return RtrsMsgConnRsp if _magic_at(payload, 0) else None
+    return RtrsMsgConnRsp if is_conn_rsp(payload) else None
 
 
 CMRep.register_payload_guesser(_conn_rsp)

@@ -11,21 +11,22 @@ the IO_REQ immediate.  The user header is decoded by whatever upper layer
 registered itself (RNBD).
 """
 
-import struct
-
 from scapy.compat import raw
 from scapy.config import conf
 from scapy.fields import PacketField, StrField
 from scapy.packet import Packet
 
 from ..constants import RTRS_MSG_NEED_INVAL_F, RTRS_MSG_READ, RTRS_MSG_WRITE
+from ..fastpath.plan import plan
 from ..imm import encode_io_req
 from .ib import RC, register_ib_payload
-from .rtrs import RtrsMsgRdmaRead, RtrsMsgRdmaWrite
+from .rtrs import RtrsMsgRdmaRead, RtrsMsgRdmaWrite, RtrsSgDesc
 
-WRITE_TRAILER_SIZE = 4
-READ_TRAILER_SIZE = 8
-SG_DESC_SIZE = 16
+WRITE_TRAILER_SIZE = plan(RtrsMsgRdmaWrite).size
+READ_TRAILER_SIZE = plan(RtrsMsgRdmaRead).size
+SG_DESC_SIZE = plan(RtrsSgDesc).size
+_read_write_trailer = plan(RtrsMsgRdmaWrite).reader("type", "usr_len")
+_read_read_trailer = plan(RtrsMsgRdmaRead).reader("type", "usr_len", "sg_cnt")
 
 _user_header_guessers = []
 
@@ -49,25 +50,27 @@ def user_header(data):
     return conf.raw_layer(data)
 
 
-def split_write(payload):
-    """(data_len, usr_len) of a WRITE request, or None if the trailer does not fit."""
-    size = len(payload)
+def split_write(buf, start=0, end=None):
+    """(data_len, usr_len) of a WRITE request in buf[start:end], or None (§5.3)."""
+    end = len(buf) if end is None else end
+    size = end - start
     if size < WRITE_TRAILER_SIZE:
         return None
-    kind, usr_len = struct.unpack_from("<HH", payload, size - WRITE_TRAILER_SIZE)
+    kind, usr_len = _read_write_trailer(buf, end - WRITE_TRAILER_SIZE)
     if kind != RTRS_MSG_WRITE or usr_len > size - WRITE_TRAILER_SIZE:
         return None
     return size - WRITE_TRAILER_SIZE - usr_len, usr_len
 
 
-def split_read(payload):
-    """(usr_len, sg_cnt) of a READ request, or None (§6.5 recipe)."""
-    size = len(payload)
+def split_read(buf, start=0, end=None):
+    """(usr_len, sg_cnt) of a READ request in buf[start:end], or None (§6.5 recipe)."""
+    end = len(buf) if end is None else end
+    size = end - start
     for sg_cnt in (1, 0):
         usr_len = size - READ_TRAILER_SIZE - SG_DESC_SIZE * sg_cnt
         if usr_len < 0:
             continue
-        kind, u_len, _flags, count = struct.unpack_from("<HHHH", payload, usr_len)
+        kind, u_len, count = _read_read_trailer(buf, start + usr_len)
         if kind == RTRS_MSG_READ and u_len == usr_len and count == sg_cnt:
             return usr_len, sg_cnt
     return None
