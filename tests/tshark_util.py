@@ -193,7 +193,9 @@ def tshark_problem_frames(pcap, extra_options=()):
     return [line for line in done.stdout.splitlines() if line.strip()]
 
 
-def _norm(value):
+def _norm(value, field=None):
+    if field in ADDRESS_FIELDS and isinstance(value, int):  # GRH GIDs are 128-bit ints
+        return ipaddress.IPv6Address(value)
     if isinstance(value, str):
         return ipaddress.ip_address(value)
     if isinstance(value, bytes):
@@ -201,9 +203,9 @@ def _norm(value):
     return int(value)
 
 
-def _gid(field, value, view):
+def _gid(field, value, view, ipv4):
     addr = ipaddress.ip_address(value)
-    if addr.ipv4_mapped is not None:
+    if ipv4 and addr.ipv4_mapped is not None:
         view[field + "_ipv4"] = addr.ipv4_mapped
     else:
         view[field] = addr
@@ -220,12 +222,14 @@ def scapy_view(pkt):
             value = layer.getfieldval(scapy_field)
             if value is None:
                 continue
-            view[tshark_field] = _norm(value)
+            view[tshark_field] = _norm(value, tshark_field)
     req = pkt.getlayer(CMReq)
-    if req is not None:
-        for tshark_field, scapy_field in GID_FIELDS:
-            _gid(tshark_field, req.getfieldval(scapy_field), view)
     cma = pkt.getlayer(CmaIpHdr)
+    if req is not None:
+        # tshark shows the GIDs as IPv4 when the RDMA CM header says IPv4
+        ipv4 = cma is not None and cma.ip_version == 4
+        for tshark_field, scapy_field in GID_FIELDS:
+            _gid(tshark_field, req.getfieldval(scapy_field), view, ipv4)
     if cma is not None:
         suffix = "4" if cma.ip_version == 4 else "6"
         for tshark_field, scapy_field in CMA_ADDR_FIELDS:
