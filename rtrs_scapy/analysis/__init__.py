@@ -1,0 +1,44 @@
+"""Session analysis: what every RTRS session in a capture did (PROTOCOL.md §5–§7).
+
+``analyze(path)`` reads a capture through the fast path and returns an
+:class:`Analysis` with ``summary`` (the JSON shape) and ``messages``.
+"""
+
+from .analyzer import Analyzer
+from .summary import summarize
+from ..fastpath.reader import CaptureError, link_name, open_capture
+
+__all__ = ["Analysis", "Analyzer", "CaptureError", "analyze"]
+
+
+class Analysis:
+    """The result of one capture: the analyzer state, the summary dict, problems."""
+
+    def __init__(self, analyzer, capture):
+        self.analyzer = analyzer
+        self.truncated = capture.truncated
+        self.problems = list(capture.problems)
+        info = {"path": str(capture.path), "format": capture.fmt,
+                "link_type": link_name(analyzer.link_type if analyzer.link_type is not None
+                                       else capture.link_type),
+                "truncated": capture.truncated}
+        self.summary = summarize(analyzer, info)
+        for frame, kind, detail in self.problems:
+            self.summary["anomalies"].append({"frame": frame, "kind": kind, "detail": detail})
+
+    @property
+    def messages(self):
+        return self.analyzer.messages
+
+
+def analyze(path, keep_messages=True, queue_depth=None, progress=None):
+    """Analyze a capture file; ``progress(bytes_done)`` is called now and then."""
+    analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth)
+    with open_capture(path) as capture:
+        feed = analyzer.feed
+        for count, frame in enumerate(capture, 1):
+            feed(*frame)
+            if progress is not None and not count & 0x3FFF:
+                progress(capture.position())
+        analyzer.close()
+        return Analysis(analyzer, capture)

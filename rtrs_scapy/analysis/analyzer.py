@@ -1,0 +1,538 @@
+"""The session analyzer: one object fed frame by frame (raw bytes), shared by
+the CLI, the Scapy session class and the tests.
+
+Per frame it locates the IB transport, decodes the BTH and extension headers
+through the struct plans, routes CM MADs to the CM tracker and RC packets to
+their stream (PSN checks, reassembly), then interprets complete messages:
+requests (trailer + RNBD header, buf_id/offset from the immediate), responses
+(msg_id/errno, rkey_rsp), READ data and invalidations, heartbeats, info
+messages (PROTOCOL.md §5–§7).
+"""
+
+import socket
+
+from scapy.contrib.roce import AETH, BTH, GRH
+
+from ..constants import (
+    RNBD_MSG_OPEN, RNBD_MSG_OPEN_RSP, RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM,
+    RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM, errno_name,
+)
+from ..fastpath.plan import plan
+from ..fastpath.reader import ib_offset
+from ..imm import ERRNO_MASK, IMM_PAYLOAD_MASK, IMM_TYPE_SHIFT, MSG_ID_BITS, MSG_ID_MASK, mem_bits
+from ..layers import ib
+from ..layers.rtrs import (
+    RtrsMsgInfoReq, RtrsMsgInfoRsp, RtrsMsgRkeyRsp, send_message_class,
+)
+from .cm_tracker import CmTracker
+from .infer import MemBitsGuess
+from .model import Path, Request, Session
+from .reassembly import HEAD_LIMIT, SEND_LIMIT, Message, Stream
+from .requests import RNBD_ADMIN, decode_rnbd, decode_rnbd_reply, parse_request, rnbd_type
+
+_bth = plan(BTH).reader("opcode", "padcount", "dqpn", "psn")
+_reth = plan(ib.RETH).reader("va", "rkey", "dma_len")
+_imm = plan(ib.ImmDt).reader("imm")
+_ieth = plan(ib.IETH).reader("rkey")
+_aeth = plan(AETH).reader("syndrome")
+_rkey_rsp = plan(RtrsMsgRkeyRsp).reader("buf_id", "rkey")
+BTH_SIZE = plan(BTH).size
+ICRC_SIZE = plan(BTH).layout.trailer_size
+GRH_SIZE = plan(GRH).size
+LRH_SIZE = plan(ib.LRH).size
+
+_op = ib.opcode_value
+SEND_FIRST, SEND_MIDDLE = _op("RC_SEND_FIRST"), _op("RC_SEND_MIDDLE")
+SEND_ENDS = {_op("RC_SEND_LAST"), _op("RC_SEND_LAST_WITH_IMMEDIATE"),
+             _op("RC_SEND_LAST_WITH_INVALIDATE")}
+SEND_ONLYS = {_op("RC_SEND_ONLY"), _op("RC_SEND_ONLY_WITH_IMMEDIATE"),
+              _op("RC_SEND_ONLY_WITH_INVALIDATE")}
+WRITE_FIRST, WRITE_MIDDLE = _op("RC_RDMA_WRITE_FIRST"), _op("RC_RDMA_WRITE_MIDDLE")
+WRITE_ENDS = {_op("RC_RDMA_WRITE_LAST"), _op("RC_RDMA_WRITE_LAST_WITH_IMMEDIATE")}
+WRITE_ONLYS = {_op("RC_RDMA_WRITE_ONLY"), _op("RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE")}
+SENDS = {SEND_FIRST, SEND_MIDDLE} | SEND_ENDS | SEND_ONLYS
+RC_DATA = SENDS | {WRITE_FIRST, WRITE_MIDDLE} | WRITE_ENDS | WRITE_ONLYS
+ACK = _op("RC_ACKNOWLEDGE")
+CM_SEND = _op("UD_SEND_ONLY")
+CNP = _op("CNP")
+# §1.6/§8 item 21: opcodes RTRS never uses on its QPs
+FOREIGN = {_op(n) for n in ("RC_RDMA_READ_REQUEST", "RC_RDMA_READ_RESPONSE_FIRST",
+                            "RC_RDMA_READ_RESPONSE_MIDDLE", "RC_RDMA_READ_RESPONSE_LAST",
+                            "RC_RDMA_READ_RESPONSE_ONLY", "RC_COMPARE_SWAP", "RC_FETCH_ADD",
+                            "RC_ATOMIC_ACKNOWLEDGE")}
+AETH_NAK, AETH_RNR = 0x60, 0x20  # syndrome bits 6..5: 11 NAK, 01 RNR NAK (§1.7)
+
+
+def _opcode_offsets():
+    """opcode -> (extension bytes, RETH offset, ImmDt offset, IETH offset) after the BTH."""
+    table = {}
+    for opcode, (_name, chain) in ib.OPCODES.items():
+        where, size = {}, 0
+        for header in chain:
+            where[header] = size
+            size += plan(header).size
+        table[opcode] = (size, where.get(ib.RETH), where.get(ib.ImmDt), where.get(ib.IETH))
+    return table
+
+
+OPCODE_OFFSETS = _opcode_offsets()
+
+
+def address_text(raw):
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, bytes(raw))
+    if len(raw) == 16:
+        text = socket.inet_ntop(socket.AF_INET6, bytes(raw))
+        return text[7:] if text.startswith("::ffff:") and "." in text else text
+    return "LID 0x%04x" % int.from_bytes(raw, "big")
+
+
+class Analyzer:
+    """Feed frames with ``feed()``; ``close()`` returns the Analysis."""
+
+    def __init__(self, keep_messages=False, queue_depth=None):
+        self.keep_messages = keep_messages
+        self.forced_queue_depth = queue_depth
+        self.messages = []
+        self.sessions = {}          # paths_uuid -> Session (None key: inferred sessions)
+        self.paths = {}             # sess_uuid or (client, server) -> Path
+        self.streams = {}           # (dst address, dest QP) -> Stream
+        self.endpoints = {}         # (dst address, dest QP) -> (Connection, client_to_server)
+        self.anomalies = []
+        self.cm = CmTracker(self)
+        self.guesses = {}           # Path -> MemBitsGuess (handshake missing)
+        self.addr_cache = {}
+        self.frames = 0
+        self.ib_frames = 0
+        self.malformed = 0
+        self.first_ts = self.last_ts = None
+        self.link_type = None
+        self.unattributed = []      # (stream, imm type) of heartbeats on unknown streams
+        self.unmatched_responses = 0
+        self.partial_messages = 0
+        self.cnps = 0
+
+    # -- model helpers used by the CM tracker ------------------------------
+
+    def text(self, raw):
+        text = self.addr_cache.get(raw)
+        if text is None:
+            text = self.addr_cache[raw] = address_text(raw)
+        return text
+
+    def anomaly(self, frame, kind, detail):
+        self.anomalies.append({"frame": frame, "kind": kind, "detail": detail})
+
+    def path_for(self, sess_uuid, paths_uuid, client, server):
+        path = self.paths.get(sess_uuid)
+        if path is None:
+            path = self.paths[sess_uuid] = Path(sess_uuid, paths_uuid=paths_uuid,
+                                                client=self.text(client),
+                                                server=self.text(server))
+            path.client_raw, path.server_raw = client, server
+            session = self.sessions.get(paths_uuid)
+            if session is None:
+                session = self.sessions[paths_uuid] = Session(paths_uuid)
+            session.paths.append(path)
+            path.session = session
+        return path
+
+    def inferred_path(self, client, server):
+        """The path of a QP pair whose handshake is not in the capture (§6.5)."""
+        key = (client, server)
+        path = self.paths.get(key)
+        if path is None:
+            for known in self.paths.values():  # a handshake seen for the same endpoints
+                if getattr(known, "client_raw", None) == client \
+                        and getattr(known, "server_raw", None) == server:
+                    return known
+            path = self.paths[key] = Path(None, client=self.text(client),
+                                          server=self.text(server))
+            path.client_raw, path.server_raw = client, server
+            session = Session(None)
+            self.sessions[("inferred",) + key] = session
+            session.paths.append(path)
+            path.session = session
+            if self.forced_queue_depth:
+                self.set_queue_depth(path, self.forced_queue_depth)
+            else:
+                path.queue_depth_inferred = True
+                self.guesses[path] = MemBitsGuess()
+        return path
+
+    def set_queue_depth(self, path, queue_depth):
+        path.queue_depth = queue_depth
+        path.mem_bits = mem_bits(queue_depth) if queue_depth else None
+        self.guesses.pop(path, None)
+
+    def bind_connection(self, conn):
+        """After a REP: packets to the server QP are client→server and vice versa.
+
+        The REQ's starting PSN is the first PSN of the server→client stream and
+        the REP's that of the client→server stream (seen in the Linux 6.1 captures).
+        """
+        path = conn.path
+        for addr, qpn, c2s, psn in ((path.server_raw, conn.server_qpn, True, conn.rep_psn),
+                                    (path.client_raw, conn.client_qpn, False, conn.req_psn)):
+            key = (addr, qpn)
+            self.endpoints[key] = (conn, c2s)
+            stream = self.streams.get(key)
+            if stream is None or stream.conn is not conn:
+                stream = self.streams[key] = Stream(key, None, addr, qpn)
+            stream.conn, stream.client_to_server, stream.next_psn = conn, c2s, psn
+
+    def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None):
+        if not self.keep_messages:
+            return None
+        rec = {"frame": frame, "time": ts, "src": self.text(src), "dst": self.text(dst),
+               "qpn": qpn, "cid": conn.cid if conn is not None else None, "msg": msg,
+               "fields": fields, "rnbd": rnbd, "paired_frame": None, "latency": None}
+        self.messages.append(rec)
+        return rec
+
+    # -- per frame -------------------------------------------------------------
+
+    def feed(self, frame, ts, buf, start, end, link_type):
+        self.frames += 1
+        if self.first_ts is None:
+            self.first_ts = ts
+            self.link_type = link_type
+        self.last_ts = ts
+        loc = ib_offset(buf, start, end, link_type)
+        if loc is None:
+            return
+        kind, off, ib_end, src, dst = loc
+        self.ib_frames += 1
+        if kind == "rocev1":
+            bth = off + GRH_SIZE
+        elif kind == "ib":
+            bth = off + LRH_SIZE + (GRH_SIZE if buf[off + 1] & 3 == ib.LNH_IBA_GLOBAL else 0)
+        else:
+            bth = off
+        if bth + BTH_SIZE + ICRC_SIZE > ib_end:
+            self.malformed += 1
+            self.anomaly(frame, "truncated", "IB packet shorter than BTH + ICRC")
+            return
+        opcode, pad, dqpn, psn = _bth(buf, bth)
+        offsets = OPCODE_OFFSETS.get(opcode)
+        if offsets is None:
+            self.anomaly(frame, "unknown_opcode", "BTH opcode 0x%02x" % opcode)
+            return
+        ext, reth_o, imm_o, ieth_o = offsets
+        hdr = bth + BTH_SIZE
+        p_start = hdr + ext
+        p_end = ib_end - ICRC_SIZE - pad
+        if p_end < p_start:
+            self.malformed += 1
+            self.anomaly(frame, "truncated", "%s shorter than its headers"
+                         % ib.OPCODE_NAMES.get(opcode, hex(opcode)))
+            return
+        if opcode in RC_DATA:
+            self._rc(frame, ts, src, dst, dqpn, psn, opcode, buf, hdr, reth_o, imm_o, ieth_o,
+                     p_start, p_end)
+        elif opcode == ACK:
+            self._ack(frame, dst, dqpn, _aeth(buf, hdr)[0])
+        elif opcode == CM_SEND and dqpn == ib.GSI_QPN:
+            self.cm.feed(frame, ts, src, dst, buf, p_start, p_end)
+        elif opcode == CNP:
+            self.cnps += 1
+            stream = self.streams.get((dst, dqpn))
+            if stream is not None and stream.conn is not None:
+                stream.conn.path.transport["cnps"] += 1
+        elif opcode in FOREIGN:
+            stream = self.streams.get((dst, dqpn))
+            if stream is not None and stream.conn is not None:
+                self.anomaly(frame, "foreign_opcode", "%s on an RTRS QP"
+                             % ib.OPCODE_NAMES[opcode])
+
+    def _ack(self, frame, dst, dqpn, syndrome):
+        stream = self.streams.get((dst, dqpn))
+        if stream is None:
+            return
+        stream.acks += 1
+        path = stream.path
+        if path is None:
+            return
+        kind = syndrome & 0x60
+        if kind == AETH_NAK:
+            path.transport["naks"] += 1
+            self.anomaly(frame, "nak", "AETH NAK syndrome 0x%02x" % syndrome)
+        elif kind == AETH_RNR:
+            path.transport["rnr_naks"] += 1
+        else:
+            path.transport["acks"] += 1
+
+    def _rc(self, frame, ts, src, dst, dqpn, psn, opcode, buf, hdr, reth_o, imm_o, ieth_o,
+            p_start, p_end):
+        key = (dst, dqpn)
+        stream = self.streams.get(key)
+        if stream is None:
+            stream = self.streams[key] = Stream(key, src, dst, dqpn)
+        elif stream.src is None:
+            stream.src = src
+        stream.last_frame = frame
+        expected = stream.next_psn
+        status = stream.check_psn(psn)
+        if status == "duplicate":
+            if stream.path is not None:
+                stream.path.transport["retransmissions"] += 1
+            return
+        if status == "gap":
+            self.anomaly(frame, "psn_gap", "QP 0x%x: PSN %d where %d was expected"
+                         % (dqpn, psn, expected))
+            stream.message = None
+        reth = _reth(buf, hdr + reth_o) if reth_o is not None else None
+        if opcode == SEND_FIRST or opcode == WRITE_FIRST:
+            stream.message = Message(frame, ts, SEND_LIMIT if opcode in SENDS else HEAD_LIMIT,
+                                     reth)
+            stream.message.add(buf, p_start, p_end)
+            return
+        if opcode == SEND_MIDDLE or opcode == WRITE_MIDDLE:
+            if stream.message is not None:
+                stream.message.add(buf, p_start, p_end)
+            return
+        if opcode in SEND_ONLYS or opcode in WRITE_ONLYS:
+            msg = Message(frame, ts, SEND_LIMIT if opcode in SENDS else HEAD_LIMIT, reth)
+            msg.add(buf, p_start, p_end)
+        else:
+            msg = stream.message
+            if msg is not None:
+                msg.add(buf, p_start, p_end)
+            elif stream.seen > 1:
+                self.anomaly(frame, "partial_message", "last packet without its first")
+            else:
+                self.partial_messages += 1
+        stream.message = None
+        imm = _imm(buf, hdr + imm_o)[0] if imm_o is not None else None
+        ieth = _ieth(buf, hdr + ieth_o)[0] if ieth_o is not None else None
+        self._complete(stream, opcode in SENDS, msg, imm, ieth, frame, ts)
+
+    # -- complete messages -----------------------------------------------------
+
+    def _complete(self, stream, is_send, msg, imm, ieth, frame, ts):
+        if imm is not None:
+            kind = imm >> IMM_TYPE_SHIFT
+            if kind == RTRS_IO_REQ_IMM:
+                self._request(stream, msg, imm, frame, ts)
+            elif kind == RTRS_IO_RSP_IMM or kind == RTRS_IO_RSP_W_INV_IMM:
+                self._response(stream, msg, imm, is_send, frame, ts)
+            elif kind == RTRS_HB_MSG_IMM or kind == RTRS_HB_ACK_IMM:
+                self._heartbeat(stream, kind, frame, ts)
+            else:
+                self.anomaly(frame, "unknown_imm", "immediate 0x%08x" % imm)
+        elif ieth is not None:
+            self._invalidate(stream, ieth)
+        elif msg is None:
+            return
+        elif is_send:
+            self._info(stream, msg, frame, ts)
+        else:
+            self._read_data(stream, msg, frame, ts)
+
+    def _stream_path(self, stream, client_to_server):
+        """The path of a stream; infers it from the direction when there was no CM."""
+        if stream.conn is not None:
+            return stream.conn.path
+        if stream.path_inferred is None:
+            if client_to_server:
+                stream.path_inferred = self.inferred_path(stream.src, stream.dst)
+            else:
+                stream.path_inferred = self.inferred_path(stream.dst, stream.src)
+            stream.client_to_server = client_to_server
+        return stream.path_inferred
+
+    def _request(self, stream, msg, imm, frame, ts):
+        path = self._stream_path(stream, True)
+        if msg is None:
+            return
+        parsed = parse_request(msg)
+        if parsed is None:
+            self.anomaly(frame, "bad_trailer", "IO_REQ message of %d bytes without an "
+                         "RTRS read/write trailer" % msg.length)
+            return
+        payload = imm & IMM_PAYLOAD_MASK
+        guess = self.guesses.get(path)
+        if guess is not None and guess.add_request(payload, parsed.offset):
+            self._rekey(path, guess)
+        elif guess is not None and path.mem_bits is None:
+            self._rekey(path, guess)
+        bits = path.mem_bits
+        buf_id = payload >> bits
+        offset = payload & ((1 << bits) - 1)
+        if offset != parsed.offset and guess is None:
+            self.anomaly(frame, "offset_mismatch", "immediate offset %d, message says %d"
+                         % (offset, parsed.offset))
+        counter = path.io[parsed.op]
+        counter.count += 1
+        counter.bytes += parsed.data_len + parsed.usr_len
+        rnbd = None
+        kind = rnbd_type(parsed.usr)
+        if self.keep_messages or kind in RNBD_ADMIN:
+            rnbd = decode_rnbd(parsed.usr)
+        req = Request(frame, ts, parsed.op, buf_id, offset, parsed.usr_len, parsed.data_len,
+                      payload, stream.conn, msg.first_frame,
+                      desc_key=parsed.desc["key"] if parsed.desc else None, rnbd=rnbd)
+        previous = path.pending.get(buf_id)
+        if previous is not None:
+            self.anomaly(frame, "buf_id_reused", "buf_id %d still pending from frame %d"
+                         % (buf_id, previous.frame))
+        path.pending[buf_id] = req
+        if req.desc_key is not None:
+            path.reads_by_key[req.desc_key] = req
+        fields = {"buf_id": buf_id, "offset": offset, "usr_len": parsed.usr_len,
+                  "data_len": parsed.data_len, "sg_cnt": parsed.sg_cnt,
+                  "first_frame": msg.first_frame}
+        if parsed.desc:
+            fields["desc"] = parsed.desc
+        req.record = self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
+                                 parsed.op, fields, rnbd)
+
+    def _rekey(self, path, guess):
+        bits = guess.value
+        path.mem_bits = bits
+        path.queue_depth = guess.queue_depth(bits)
+        pending = list(path.pending.values())
+        path.pending = {}
+        for req in pending:
+            req.buf_id = req.payload >> bits
+            req.offset = req.payload & ((1 << bits) - 1)
+            path.pending[req.buf_id] = req
+            if req.record is not None:
+                req.record["fields"].update(buf_id=req.buf_id, offset=req.offset)
+
+    def _response(self, stream, msg, imm, is_send, frame, ts):
+        path = self._stream_path(stream, False)
+        payload = imm & IMM_PAYLOAD_MASK
+        msg_id = payload & MSG_ID_MASK
+        errno = -((payload >> MSG_ID_BITS) & ERRNO_MASK)
+        fields = {"msg_id": msg_id, "errno": errno,
+                  "with_invalidate": imm >> IMM_TYPE_SHIFT == RTRS_IO_RSP_W_INV_IMM}
+        name = "io_rsp"
+        if is_send and msg is not None and send_message_class(msg.data()) is RtrsMsgRkeyRsp:
+            buf_id, rkey = _rkey_rsp(msg.data(), 0)
+            fields.update(rkey_rsp={"buf_id": buf_id, "rkey": rkey})
+            path.rkey_refreshes += 1
+            name = "rkey_rsp"
+            if path.always_invalidate is None:
+                path.always_invalidate = True
+        elif path.always_invalidate is None and not is_send:
+            path.always_invalidate = False
+        req = path.pending.pop(msg_id, None)
+        guess = self.guesses.get(path)
+        if req is None and guess is not None:
+            for candidate in list(path.pending.values()):
+                values = guess.matching(candidate.payload, msg_id)
+                if values and guess.restrict(values):
+                    self._rekey(path, guess)
+                    req = path.pending.pop(msg_id, None)
+                    break
+        rec = self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn, name,
+                          fields)
+        if req is None:
+            if path.sess_uuid is not None:
+                self.anomaly(frame, "unmatched_response", "no pending request for msg_id %d"
+                             % msg_id)
+            else:
+                self.unmatched_responses += 1
+            return
+        if req.desc_key is not None:
+            path.reads_by_key.pop(req.desc_key, None)
+        latency = ts - req.time
+        path.latencies[req.op].append(latency)
+        if errno:
+            path.io[req.op].errors += 1
+            path.errors.append({"frame": frame, "op": req.op, "errno": errno,
+                                "name": errno_name(errno)})
+        if rec is not None:
+            rec["paired_frame"], rec["latency"] = req.frame, latency
+        if req.record is not None:
+            req.record["paired_frame"], req.record["latency"] = frame, latency
+
+    def _heartbeat(self, stream, kind, frame, ts):
+        name = "hb_msg" if kind == RTRS_HB_MSG_IMM else "hb_ack"
+        self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn, name, {})
+        if stream.conn is None and stream.path_inferred is None:
+            self.unattributed.append((stream, kind))
+            return
+        self._count_heartbeat(stream.path, stream.client_to_server, kind)
+
+    @staticmethod
+    def _count_heartbeat(path, client_to_server, kind):
+        side = "client_to_server" if client_to_server else "server_to_client"
+        key = side if kind == RTRS_HB_MSG_IMM else "acks_" + side
+        path.heartbeats[key] += 1
+
+    def _invalidate(self, stream, rkey):
+        """SEND WITH INVALIDATE of a read's client buffer (§5.4): link it to the read."""
+        path = stream.path
+        req = path.reads_by_key.get(rkey) if path is not None else None
+        if req is not None and req.record is not None:
+            req.record["fields"]["invalidate_frame"] = stream.last_frame
+
+    def _info(self, stream, msg, frame, ts):
+        data = msg.data() if msg.whole else b""
+        cls = send_message_class(data)
+        if cls is RtrsMsgInfoReq:
+            path = self._stream_path(stream, True)
+            fields = plan(RtrsMsgInfoReq).decode(data, 0, len(data))
+            path.pathname = fields["pathname"]
+            if path.session.sessname is None:
+                path.session.sessname = fields["pathname"]
+            self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
+                        "info_req", {"pathname": fields["pathname"]})
+        elif cls is RtrsMsgInfoRsp:
+            path = self._stream_path(stream, False)
+            fields = plan(RtrsMsgInfoRsp).decode(data, 0, len(data))
+            path.chunks = fields["sg_cnt"]
+            path.chunk_table = [(d["addr"], d["key"], d["len"]) for d in fields["desc"]]
+            path.state = "connected"
+            self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
+                        "info_rsp", {"sg_cnt": fields["sg_cnt"]})
+        else:
+            self.anomaly(frame, "unknown_send", "SEND of %d bytes is no RTRS message"
+                         % msg.length)
+
+    def _read_data(self, stream, msg, frame, ts):
+        """The server's RDMA WRITE of READ data: RNBD replies are decoded (§7.1)."""
+        path = stream.path
+        if path is None or msg.rkey is None:
+            return
+        req = path.reads_by_key.get(msg.rkey)
+        if req is None or req.rnbd is None or rnbd_type(msg.data()[:4]) is None:
+            return
+        reply = decode_rnbd_reply(msg.data())
+        if reply is None:
+            return
+        if rnbd_type(msg.data()) == RNBD_MSG_OPEN_RSP and req.rnbd.get("dev_name") is not None:
+            path.devices[reply["device_id"]] = req.rnbd["dev_name"]
+        if req.record is not None:
+            req.record["fields"]["reply_frame"] = frame
+            req.record["rnbd_reply"] = reply
+
+    # -- end ---------------------------------------------------------------------
+
+    def close(self):
+        for stream, kind in self.unattributed:
+            path = self._match_endpoints(stream)
+            if path is not None:
+                self._count_heartbeat(path, stream.src == path.client_raw, kind)
+        for path in self.paths.values():
+            for req in path.pending.values():
+                self.anomaly(req.frame, "unanswered", "%s buf_id %s got no response"
+                             % (req.op, req.buf_id))
+        self.anomalies.sort(key=lambda a: a["frame"])
+        return self
+
+    def _match_endpoints(self, stream):
+        for path in self.paths.values():
+            ends = {getattr(path, "client_raw", None), getattr(path, "server_raw", None)}
+            if {stream.src, stream.dst} == ends:
+                return path
+        return None
+
+    @property
+    def rtrs_packets(self):
+        return self.cm.rtrs_frames + sum(s.seen + s.acks for s in self.streams.values()
+                                         if s.path is not None)
+
+

@@ -1,0 +1,196 @@
+"""Connections from the IB CM handshake (PROTOCOL.md §2, §3.2, §3.3, §5.5 a/f/g).
+
+REQ creates a connection (client QPN, starting PSN, conn_req: path and
+session UUIDs, cid, recon_cnt), REP completes it (server QPN, conn_rsp: queue
+depth, sizes, always_invalidate), REJ records the conn_rsp errno, DREQ/DREP
+record who tore the path down.  CM state is keyed by (owner address, comm ID),
+so retransmitted MADs (same IDs) are recognised (§8 item 7).
+"""
+
+from ..constants import RTRS_MSG_NEW_RKEY_F, errno_name
+from ..fastpath.plan import plan
+from ..layers.cm import (
+    MAD, MGMT_CLASS_CM, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu,
+    cm_rej_reasons, is_ip_service_id,
+)
+from ..layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp, is_conn_req, is_conn_rsp
+from .model import Connection
+
+_mad = plan(MAD).reader("mgmt_class", "attribute_id")
+_req = plan(CMReq).reader("local_comm_id", "service_id", "local_qpn", "starting_psn",
+                          "path_mtu")
+_rep = plan(CMRep).reader("local_comm_id", "remote_comm_id", "local_qpn", "starting_psn")
+_rej = plan(CMRej).reader("local_comm_id", "remote_comm_id", "reason")
+_rtu = plan(CMRtu).reader("local_comm_id", "remote_comm_id")
+_dreq = plan(CMDreq).reader("local_comm_id", "remote_comm_id")
+_drep = plan(CMDrep).reader("local_comm_id", "remote_comm_id")
+_conn_req = plan(RtrsMsgConnReq)
+_conn_rsp = plan(RtrsMsgConnRsp)
+MAD_HDR = plan(MAD).size
+PRIVATE_OFFSET = {CMReq: plan(CMReq).size, CMRep: plan(CMRep).size, CMRej: plan(CMRej).size}
+CMA_HDR = plan(CmaIpHdr).size
+PMTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+
+ATTR = {0x0010: "req", 0x0012: "rej", 0x0013: "rep", 0x0014: "rtu",
+        0x0015: "dreq", 0x0016: "drep", 0x0011: "mra"}
+
+
+class CmTracker:
+    """Feeds CM MADs into the analyzer's model (``an`` is the Analyzer)."""
+
+    def __init__(self, an):
+        self.an = an
+        self.by_comm_id = {}   # (owner address, comm id) -> Connection
+        self.cm_retransmissions = 0
+        self.rtrs_frames = 0   # MADs of RTRS connections
+
+    def feed(self, frame, ts, src, dst, buf, off, end):
+        """Decode one MAD at buf[off:end]; returns its RTRS Connection or None."""
+        if end - off < MAD_HDR:
+            self.an.anomaly(frame, "truncated_mad", "%d bytes" % (end - off))
+            return None
+        mgmt_class, attr = _mad(buf, off)
+        if mgmt_class != MGMT_CLASS_CM or attr not in ATTR:
+            return None
+        body = off + MAD_HDR
+        handler = getattr(self, "_" + ATTR[attr])
+        known = handler(frame, ts, src, dst, buf, body, end)
+        if known:
+            self.rtrs_frames += 1
+        return known
+
+    # -- REQ / REP / REJ ----------------------------------------------------
+
+    def _req(self, frame, ts, src, dst, buf, body, end):
+        if end - body < PRIVATE_OFFSET[CMReq]:
+            self.an.anomaly(frame, "truncated_mad", "CM REQ")
+            return None
+        comm_id, sid, qpn, psn, pmtu = _req(buf, body)
+        if (src, comm_id) in self.by_comm_id:
+            self.cm_retransmissions += 1
+            return self.by_comm_id[(src, comm_id)]
+        private = body + PRIVATE_OFFSET[CMReq]
+        if is_ip_service_id(sid):
+            private += CMA_HDR
+        data = bytes(buf[private:min(end, private + _conn_req.size)])
+        if not is_conn_req(data):
+            return None  # not RTRS
+        fields = _conn_req.decode(data, 0, len(data))
+        path = self.an.path_for(fields["sess_uuid"], fields["paths_uuid"], src, dst)
+        path.port = sid & 0xFFFF
+        path.protocol_version = "%d.%d" % (fields["version"] >> 8, fields["version"] & 0xFF)
+        path.cid_num = fields["cid_num"]
+        if fields["cid"] == 0 and path.last_recon_cnt is not None \
+                and fields["recon_cnt"] > path.last_recon_cnt:
+            path.reconnects += 1
+        path.last_recon_cnt = max(path.last_recon_cnt or 0, fields["recon_cnt"])
+        path.state = "connecting"
+        conn = Connection(fields["cid"], client_qpn=qpn, recon_cnt=fields["recon_cnt"],
+                          first_conn=fields["first_conn"], req_psn=psn,
+                          client_comm_id=comm_id, path_mtu=PMTU_BYTES.get(pmtu),
+                          req_frame=frame, path=path)
+        path.connections.append(conn)
+        self.by_comm_id[(src, comm_id)] = conn
+        self.an.record(frame, ts, src, dst, 1, conn, "conn_req", fields)
+        return conn
+
+    def _rep(self, frame, ts, src, dst, buf, body, end):
+        if end - body < PRIVATE_OFFSET[CMRep]:
+            self.an.anomaly(frame, "truncated_mad", "CM REP")
+            return None
+        comm_id, remote_id, qpn, psn = _rep(buf, body)
+        conn = self.by_comm_id.get((dst, remote_id))
+        if conn is None:
+            return None  # not a connection we saw requested (or not RTRS)
+        if conn.server_comm_id is not None:
+            self.cm_retransmissions += 1
+            return conn
+        conn.server_qpn, conn.rep_psn, conn.server_comm_id = qpn, psn, comm_id
+        self.by_comm_id[(src, comm_id)] = conn
+        private = body + PRIVATE_OFFSET[CMRep]
+        data = bytes(buf[private:min(end, private + _conn_rsp.size)])
+        fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
+        path = conn.path
+        if fields.get("errno"):
+            self._rejected(frame, conn, fields["errno"])
+        elif fields:
+            path.queue_depth = fields["queue_depth"]
+            path.queue_depth_inferred = False
+            path.max_io_size = fields["max_io_size"]
+            path.max_hdr_size = fields["max_hdr_size"]
+            path.always_invalidate = bool(fields["flags"] & RTRS_MSG_NEW_RKEY_F)
+            self.an.set_queue_depth(path, fields["queue_depth"])
+            conn.state = "established"
+            self.an.bind_connection(conn)
+        self.an.record(frame, ts, src, dst, 1, conn, "conn_rsp", fields)
+        return conn
+
+    def _rej(self, frame, ts, src, dst, buf, body, end):
+        if end - body < PRIVATE_OFFSET[CMRej]:
+            self.an.anomaly(frame, "truncated_mad", "CM REJ")
+            return None
+        _comm_id, remote_id, reason = _rej(buf, body)
+        conn = self.by_comm_id.get((dst, remote_id))
+        if conn is None:
+            return None
+        if conn.state == "rejected":
+            self.cm_retransmissions += 1
+            return conn
+        private = body + PRIVATE_OFFSET[CMRej]
+        data = bytes(buf[private:min(end, private + _conn_rsp.size)])
+        fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
+        errno = fields.get("errno")
+        self._rejected(frame, conn, errno, reason)
+        fields = dict(fields, reason=reason)
+        self.an.record(frame, ts, src, dst, 1, conn, "conn_rej", fields)
+        return conn
+
+    def _rejected(self, frame, conn, errno, reason=None):
+        conn.state = "rejected"
+        if errno:
+            name = errno_name(errno)
+        else:
+            name = cm_rej_reasons.get(reason, "reason %s" % reason)
+        conn.path.rejects.append({"frame": frame, "errno": errno, "name": name})
+
+    # -- RTU / DREQ / DREP ----------------------------------------------------
+
+    def _rtu(self, frame, ts, src, dst, buf, body, end):
+        """The REP already bound the QPs; an RTU only marks the MAD as RTRS."""
+        if end - body < plan(CMRtu).size:
+            return None
+        return self._find(src, dst, *_rtu(buf, body))
+
+    def _mra(self, frame, ts, src, dst, buf, body, end):
+        return None
+
+    def _find(self, src, dst, local_id, remote_id):
+        return self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
+
+    def _dreq(self, frame, ts, src, dst, buf, body, end):
+        if end - body < plan(CMDreq).size:
+            return None
+        conn = self._find(src, dst, *_dreq(buf, body))
+        if conn is None:
+            return None
+        if conn.state == "disconnected":
+            self.cm_retransmissions += 1
+            return conn
+        conn.state = "disconnected"
+        path = conn.path
+        initiator = "client" if src == path.client else "server"
+        if path.state != "disconnecting":
+            path.state = "disconnecting"
+            path.disconnects.append({"frame": frame, "initiator": initiator})
+        self.an.record(frame, ts, src, dst, 1, conn, "disconnect",
+                              {"initiator": initiator, "cm": "DREQ"})
+        return conn
+
+    def _drep(self, frame, ts, src, dst, buf, body, end):
+        if end - body < plan(CMDrep).size:
+            return None
+        conn = self._find(src, dst, *_drep(buf, body))
+        if conn is None:
+            return None
+        self.an.record(frame, ts, src, dst, 1, conn, "disconnect", {"cm": "DREP"})
+        return conn

@@ -1,0 +1,104 @@
+"""What the analyzer learns, in the vocabulary of PROTOCOL.md §5.1:
+session (paths_uuid) → path (sess_uuid) → connection (cid), plus the requests.
+
+Plain data; the renderers (report/) read it, the analyzer fills it.
+"""
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+OPS = ("read", "write")
+
+
+@dataclass(eq=False)
+class Connection:
+    """One RC QP pair of a path: the CM REQ/REP of one cid (§2.5)."""
+    cid: Optional[int]
+    client_qpn: Optional[int] = None
+    server_qpn: Optional[int] = None
+    recon_cnt: Optional[int] = None
+    first_conn: Optional[int] = None
+    req_psn: Optional[int] = None   # REQ starting PSN: first PSN server → client
+    rep_psn: Optional[int] = None   # REP starting PSN: first PSN client → server
+    client_comm_id: Optional[int] = None
+    server_comm_id: Optional[int] = None
+    path_mtu: Optional[int] = None
+    state: str = "requested"  # requested, established, rejected, disconnected
+    req_frame: Optional[int] = None
+    path: Optional["Path"] = None
+
+
+@dataclass
+class IoCounter:
+    count: int = 0
+    bytes: int = 0
+    errors: int = 0
+
+
+@dataclass(eq=False)
+class Request:
+    """One RTRS request (a client RDMA WRITE WITH IMM of type IO_REQ)."""
+    frame: int
+    time: float
+    op: str                      # "read" / "write"
+    buf_id: Optional[int]
+    offset: Optional[int]
+    usr_len: int
+    data_len: int
+    payload: int                 # the 28-bit immediate payload (for re-keying)
+    conn: Optional[Connection]
+    first_frame: int
+    desc_key: Optional[int] = None
+    rnbd: Optional[dict] = None
+    record: Optional[dict] = None  # the message record, when messages are kept
+
+
+@dataclass(eq=False)
+class Path:
+    """One RTRS path (client address ↔ server address), §5.1."""
+    sess_uuid: Optional[str]
+    paths_uuid: Optional[str] = None
+    client: Optional[str] = None
+    server: Optional[str] = None
+    port: Optional[int] = None
+    protocol_version: Optional[str] = None
+    cid_num: Optional[int] = None
+    queue_depth: Optional[int] = None
+    queue_depth_inferred: bool = False
+    max_io_size: Optional[int] = None
+    max_hdr_size: Optional[int] = None
+    always_invalidate: Optional[bool] = None
+    pathname: Optional[str] = None
+    chunks: Optional[int] = None          # descriptors in the last info_rsp
+    connections: List[Connection] = field(default_factory=list)
+    io: Dict[str, IoCounter] = field(default_factory=lambda: {op: IoCounter() for op in OPS})
+    latencies: Dict[str, array] = field(default_factory=lambda: {op: array("d") for op in OPS})
+    heartbeats: Dict[str, int] = field(default_factory=lambda: {
+        "client_to_server": 0, "server_to_client": 0,
+        "acks_client_to_server": 0, "acks_server_to_client": 0})
+    rkey_refreshes: int = 0
+    reconnects: int = 0
+    rejects: List[dict] = field(default_factory=list)
+    errors: List[dict] = field(default_factory=list)
+    disconnects: List[dict] = field(default_factory=list)
+    state: str = "connecting"           # connecting, connected, disconnecting
+    last_recon_cnt: Optional[int] = None
+    pending: Dict[int, Request] = field(default_factory=dict)   # buf_id -> request
+    reads_by_key: Dict[int, Request] = field(default_factory=dict)  # desc key -> read
+    devices: Dict[int, str] = field(default_factory=dict)        # RNBD device_id -> name
+    mem_bits: Optional[int] = None
+    transport: Dict[str, int] = field(default_factory=lambda: {
+        "acks": 0, "naks": 0, "rnr_naks": 0, "retransmissions": 0, "cnps": 0})
+
+    @property
+    def key(self):
+        return self.sess_uuid or "%s-%s" % (self.client, self.server)
+
+
+@dataclass(eq=False)
+class Session:
+    """One RTRS client session (paths_uuid), the RNBD session name."""
+    paths_uuid: Optional[str]
+    sessname: Optional[str] = None
+    paths: List[Path] = field(default_factory=list)
