@@ -1,0 +1,10 @@
+"""Wireshark support: a Lua dissector generated from the Scapy layers.
+
+``generate.generate()`` turns the layout IR of every RTRS/RNBD layer into Lua
+(ProtoFields, value_strings, sizes, one dissect function per message) and
+inlines the hand-written ``runtime.lua`` (heuristics, per-QP state,
+reassembly, request/response links).  ``install.install()`` writes the result
+into the personal Wireshark plugin folder.
+"""
+
+from .generate import generate, field_manifest  # noqa: F401

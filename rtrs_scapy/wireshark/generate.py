@@ -1,0 +1,547 @@
+"""Layout IR → Wireshark Lua: the generated half of ``wireshark/rtrs.lua``.
+
+Everything with an offset, a size, an endianness, an enum or a count comes
+from ``layout.layout_of`` of the Scapy layers; ``runtime.lua`` (hand-written,
+inlined between BEGIN/END markers) only holds state and heuristics.  Output is
+deterministic: same layers → same bytes.  Section order (STYLE.md §7):
+Protos → constants → value_strings → ProtoFields → ProtoExperts → SIZE →
+read_/dissect_ per message → dispatch tables → runtime → registration.
+(ProtoExperts come before the code that uses them: Lua locals must be
+declared before the functions that capture them.)
+
+Wireshark field names: ``rtrs.<msg>.<field>`` / ``rnbd.<msg>.<field>`` with
+the kernel field name; a Scapy name starting with ``__`` (kernel placeholders
+such as ``__cma_version``, ``__padding``) loses the underscores
+(``rtrs.conn_req.cma_version``).  Flag bits of a flags field become boolean
+sub-fields ``<field>.<flag>`` (the kernel name without the table's common
+prefix, lower case); the RNBD ``rw`` field gets ``rnbd.io.rw.op`` (mask of the
+operation bits) plus the flag booleans.
+"""
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from .. import __version__, constants, imm
+from ..layers import cm as cm_layers
+from ..layers import ib as ib_layers
+from ..layers import rnbd, rtrs
+from ..layout import ENUM_TABLES, LayoutError, fingerprint_of, layout_of
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNTIME = os.path.join(HERE, "runtime.lua")
+
+#: (protocol, message name, Scapy class): one Lua dissect function each.
+MESSAGES = (
+    ("rtrs", "conn_req", rtrs.RtrsMsgConnReq),
+    ("rtrs", "conn_rsp", rtrs.RtrsMsgConnRsp),
+    ("rtrs", "info_req", rtrs.RtrsMsgInfoReq),
+    ("rtrs", "info_rsp", rtrs.RtrsMsgInfoRsp),
+    ("rtrs", "sg_desc", rtrs.RtrsSgDesc),
+    ("rtrs", "rkey_rsp", rtrs.RtrsMsgRkeyRsp),
+    ("rtrs", "rdma_read", rtrs.RtrsMsgRdmaRead),
+    ("rtrs", "rdma_write", rtrs.RtrsMsgRdmaWrite),
+    ("rnbd", "sess_info", rnbd.RnbdMsgSessInfo),
+    ("rnbd", "sess_info_rsp", rnbd.RnbdMsgSessInfoRsp),
+    ("rnbd", "open", rnbd.RnbdMsgOpen),
+    ("rnbd", "open_rsp", rnbd.RnbdMsgOpenRsp),
+    ("rnbd", "close", rnbd.RnbdMsgClose),
+    ("rnbd", "io", rnbd.RnbdMsgIo),
+)
+
+#: Dispatch tables (type value → message) built from the layers' own tables.
+DISPATCH = (
+    ("RTRS_SEND_BY_TYPE", rtrs._SEND_MESSAGES),
+    ("RTRS_TRAILER_BY_TYPE", rtrs._TRAILERS),
+    ("RNBD_BY_TYPE", rnbd.RNBD_MESSAGES),
+)
+
+#: Constants the runtime needs, by kernel name.
+CONSTANT_NAMES = (
+    "RTRS_MAGIC", "RTRS_PROTO_VER_MAJOR", "RTRS_MSG_INFO_REQ", "RTRS_MSG_INFO_RSP",
+    "RTRS_MSG_WRITE", "RTRS_MSG_READ", "RTRS_MSG_RKEY_RSP", "RTRS_MSG_NEED_INVAL_F",
+    "RTRS_MSG_NEW_RKEY_F", "RTRS_IO_REQ_IMM", "RTRS_IO_RSP_IMM", "RTRS_IO_RSP_W_INV_IMM",
+    "RTRS_HB_MSG_IMM", "RTRS_HB_ACK_IMM", "RNBD_MSG_SESS_INFO", "RNBD_MSG_SESS_INFO_RSP",
+    "RNBD_MSG_OPEN", "RNBD_MSG_OPEN_RSP", "RNBD_MSG_IO", "RNBD_MSG_CLOSE", "RNBD_OP_MASK",
+    "MAX_SESS_QUEUE_DEPTH",
+)
+IMM_CONSTANTS = ("IMM_TYPE_SHIFT", "MSG_ID_BITS", "MSG_ID_MASK", "ERRNO_MASK")
+
+#: RC opcodes the runtime dispatches on (names from the IB layer's opcode table).
+OPCODE_NAMES = (
+    "RC_SEND_FIRST", "RC_SEND_MIDDLE", "RC_SEND_LAST", "RC_SEND_LAST_WITH_IMMEDIATE",
+    "RC_SEND_ONLY", "RC_SEND_ONLY_WITH_IMMEDIATE", "RC_RDMA_WRITE_FIRST",
+    "RC_RDMA_WRITE_MIDDLE", "RC_RDMA_WRITE_LAST", "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+    "RC_RDMA_WRITE_ONLY", "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+    "RC_SEND_LAST_WITH_INVALIDATE", "RC_SEND_ONLY_WITH_INVALIDATE",
+)
+
+#: Fields owned by the runtime (not from a layout): abbrev, Lua type, label, base, enum.
+RUNTIME_FIELDS = (
+    ("rtrs.imm", "uint32", "Immediate", "base.HEX", None),
+    ("rtrs.imm.type", "uint8", "Immediate type", "base.DEC", "rtrs_imm_types"),
+    ("rtrs.imm.buf_id", "uint32", "buf_id (chunk)", "base.DEC", None),
+    ("rtrs.imm.offset", "uint32", "Offset of the trailer in the chunk", "base.DEC", None),
+    ("rtrs.imm.msg_id", "uint32", "msg_id (= request buf_id)", "base.DEC", None),
+    ("rtrs.imm.errno", "int32", "errno", "base.DEC", None),
+    ("rtrs.queue_depth", "uint16", "Session queue depth", "base.DEC", None),
+    ("rtrs.mem_bits", "uint8", "Offset bits of an IO_REQ immediate", "base.DEC", None),
+    ("rtrs.cid", "uint16", "Connection id (cid)", "base.DEC", None),
+    ("rtrs.msg_len", "uint32", "Message length (reassembled)", "base.DEC", None),
+    ("rtrs.fragment_of", "framenum", "Fragment of the message ending in", None, None),
+    ("rtrs.request_in", "framenum_request", "Request in", None, None),
+    ("rtrs.response_in", "framenum_response", "Response in", None, None),
+    ("rtrs.response_time", "double", "Response time (seconds)", None, None),
+    ("rtrs.data_for", "framenum", "READ data / invalidation for the request in", None, None),
+    ("rtrs.rkey", "uint32", "Invalidated rkey", "base.HEX", None),
+)
+
+#: ProtoExpert items: key, abbrev, text, group, severity.
+EXPERTS = (
+    ("short", "rtrs.expert.short", "Message shorter than its layout", "MALFORMED", "ERROR"),
+    ("errno", "rtrs.expert.errno", "Request failed (nonzero errno)", "RESPONSE_CODE", "WARN"),
+    ("cm_reject", "rtrs.expert.cm_reject", "RTRS connection rejected", "RESPONSE_CODE", "WARN"),
+    ("bad_magic", "rtrs.expert.bad_magic", "Bad RTRS magic or protocol version", "PROTOCOL", "WARN"),
+    ("unknown_imm", "rtrs.expert.unknown_imm", "Unknown immediate type", "PROTOCOL", "WARN"),
+    ("psn_gap", "rtrs.expert.psn_gap", "PSN gap or retransmission", "SEQUENCE", "WARN"),
+    ("no_trailer", "rtrs.expert.no_trailer", "IO request without a valid RTRS trailer",
+     "MALFORMED", "WARN"),
+    ("inferred", "rtrs.expert.inferred", "Queue depth inferred (no CM handshake in the capture)",
+     "PROTOCOL", "NOTE"),
+)
+
+
+class GenerateError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class LuaField:
+    """One generated ProtoField (also the test/README manifest entry)."""
+    key: str             # Lua table key in F
+    abbrev: str          # display-filter name
+    ftype: str           # uint8 … uint64, int16, int32, guid, string, bytes, bool, none, …
+    label: str
+    base: Optional[str] = None
+    enum: Optional[str] = None
+    mask: Optional[int] = None
+    bits: Optional[int] = None   # bool: width of the parent field
+    proto: str = "rtrs"
+    msg: Optional[str] = None    # message name (layout fields)
+    source: Optional[str] = None  # Scapy field name
+    role: str = "value"          # value | bits | flag | op | presence | runtime
+
+
+def lua_name(name):
+    """Scapy field name → Lua/Wireshark name: kernel placeholders lose '__'."""
+    return name.lstrip("_")
+
+
+def _flag_names(table_name):
+    table = dict(ENUM_TABLES[table_name])
+    names = list(table.values())
+    prefix = os.path.commonprefix(names)
+    prefix = prefix[:prefix.rfind("_") + 1] if "_" in prefix else ""
+    return [(bit, name[len(prefix):].lower()) for bit, name in sorted(table.items())]
+
+
+def _ftype(spec, what):
+    if spec.kind == "uint":
+        if spec.size not in (1, 2, 3, 4, 8):
+            raise GenerateError("%s: no ProtoField for a %d-byte integer" % (what, spec.size))
+        return "uint%d" % (spec.size * 8)
+    if spec.kind == "int":
+        if spec.size not in (1, 2, 4, 8):
+            raise GenerateError("%s: no ProtoField for a %d-byte integer" % (what, spec.size))
+        return "int%d" % (spec.size * 8)
+    if spec.kind == "uuid":
+        return "guid"
+    if spec.kind in ("string", "bytes"):
+        return spec.kind
+    if spec.kind == "ipv6":
+        return "ipv6"
+    raise GenerateError("%s: IR kind %r has no Lua mapping" % (what, spec.kind))
+
+
+def _message_fields(proto, msg, layout):
+    """LuaFields of one message, in wire order; raises on unknown IR kinds."""
+    out = [LuaField(msg, "%s.%s" % (proto, msg), "none", getattr(layout.cls, "_name", layout.name), proto=proto,
+                    msg=msg, role="presence")]
+    seen = set()
+    for spec in layout.fields:
+        what = "%s.%s" % (layout.name, spec.name)
+        name = lua_name(spec.name)
+        if name in seen:
+            raise GenerateError("%s: two fields map to %r" % (what, name))
+        seen.add(name)
+        key = "%s_%s" % (msg, name)
+        abbrev = "%s.%s.%s" % (proto, msg, name)
+        if spec.kind == "list":
+            continue  # elements are their own message (sg_desc)
+        if spec.kind == "trailer":
+            raise GenerateError("%s: trailer fields are not RTRS message fields" % what)
+        ftype = _ftype(spec, what)
+        base = None
+        if ftype.startswith(("uint", "int")):
+            base = "base.HEX" if spec.display == "hex" else "base.DEC"
+        if spec.is_bits:
+            mask = ((1 << spec.width) - 1) << spec.shift
+            out.append(LuaField(key, abbrev, ftype, spec.name, base, spec.enum, mask,
+                                proto=proto, msg=msg, source=spec.name, role="bits"))
+            continue
+        out.append(LuaField(key, abbrev, ftype, spec.name, base, spec.enum, None,
+                            proto=proto, msg=msg, source=spec.name))
+        if spec.mask is not None:
+            op_mask = spec.mask
+            out.append(LuaField(key + "_op", abbrev + ".op", ftype, "op", "base.DEC",
+                                spec.enum, op_mask, proto=proto, msg=msg, source=spec.name,
+                                role="op"))
+        if spec.flags is not None:
+            for bit, flag in _flag_names(spec.flags):
+                out.append(LuaField("%s_%s" % (key, flag), "%s.%s" % (abbrev, flag), "bool",
+                                    flag.upper(), None, None, bit, spec.size * 8, proto=proto,
+                                    msg=msg, source=spec.name, role="flag"))
+    return out
+
+
+def _runtime_fields():
+    out = []
+    for abbrev, ftype, label, base, enum in RUNTIME_FIELDS:
+        key = abbrev[len("rtrs."):].replace(".", "_")
+        out.append(LuaField(key, abbrev, ftype, label, base, enum, role="runtime"))
+    return out
+
+
+def field_manifest():
+    """Every generated ProtoField as LuaField, in declaration order."""
+    fields = []
+    for proto, msg, cls in MESSAGES:
+        fields.extend(_message_fields(proto, msg, layout_of(cls)))
+    fields.extend(_runtime_fields())
+    abbrevs = [f.abbrev for f in fields]
+    if len(set(abbrevs)) != len(abbrevs):
+        raise GenerateError("duplicate field names")
+    return fields
+
+
+def _lua_str(text):
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _protofield(f):
+    vs = "VS.%s" % f.enum if f.enum else "nil"
+    if f.ftype == "none":
+        return "ProtoField.none(%s, %s)" % (_lua_str(f.abbrev), _lua_str(f.label))
+    if f.ftype == "bool":
+        return "ProtoField.bool(%s, %s, %d, nil, 0x%x)" % (
+            _lua_str(f.abbrev), _lua_str(f.label), f.bits, f.mask)
+    if f.ftype.startswith(("uint", "int")):
+        mask = ", 0x%x" % f.mask if f.mask is not None else ""
+        return "ProtoField.%s(%s, %s, %s, %s%s)" % (
+            f.ftype, _lua_str(f.abbrev), _lua_str(f.label), f.base, vs, mask)
+    if f.ftype in ("guid", "string", "bytes", "ipv6", "double"):
+        return "ProtoField.%s(%s, %s)" % (f.ftype, _lua_str(f.abbrev), _lua_str(f.label))
+    if f.ftype == "framenum":
+        return "ProtoField.framenum(%s, %s, base.NONE)" % (_lua_str(f.abbrev), _lua_str(f.label))
+    if f.ftype in ("framenum_request", "framenum_response"):
+        kind = f.ftype.split("_")[1].upper()
+        return "ProtoField.framenum(%s, %s, base.NONE, frametype.%s)" % (
+            _lua_str(f.abbrev), _lua_str(f.label), kind)
+    raise GenerateError("%s: unknown ProtoField type %s" % (f.abbrev, f.ftype))
+
+
+# -- code emitters --------------------------------------------------------------
+
+def _read_expr(spec, r="r"):
+    """Lua expression reading a scalar field's value from range r (None: not read)."""
+    if spec.kind == "uint":
+        if spec.size == 8:
+            return "%s:le_uint64()" % r if spec.endian == "<" else "%s:uint64()" % r
+        return "%s:le_uint()" % r if spec.endian == "<" and spec.size > 1 else "%s:uint()" % r
+    if spec.kind == "int":
+        if spec.size == 8:
+            return "%s:le_int64()" % r if spec.endian == "<" else "%s:int64()" % r
+        return "%s:le_int()" % r if spec.endian == "<" and spec.size > 1 else "%s:int()" % r
+    if spec.kind == "uuid":
+        return "tostring(%s:bytes())" % r
+    if spec.kind == "string":
+        return "%s:stringz()" % r
+    if spec.kind in ("bytes", "ipv6"):
+        return None
+    raise GenerateError("%s: IR kind %r cannot be read" % (spec.name, spec.kind))
+
+
+def _add_call(spec):
+    return "add_le" if spec.endian == "<" and spec.size > 1 else "add"
+
+
+def _emit_read(msg, layout, lines):
+    lines.append("-- read_%s: values of %s at off, no tree; nil when too short" % (msg, layout.name))
+    lines.append("local function read_%s(tvb, off)" % msg)
+    lines.append("  if tvb:len() - off < SIZE.%s then return nil end" % msg)
+    lines.append("  local v = {}")
+    for spec in layout.fields:
+        name = lua_name(spec.name)
+        if spec.kind == "list":
+            elem = _element_msg(spec)
+            lines.append("  do  -- %s[%s]: bounded by the bytes present" % (name, spec.count_ref))
+            lines.append("    local n = math.min(v.%s, math.floor((tvb:len() - off - SIZE.%s) / SIZE.%s))"
+                         % (lua_name(spec.count_ref), msg, elem))
+            lines.append("    local list = {}")
+            lines.append("    for i = 1, n do list[i] = read_%s(tvb, off + SIZE.%s + (i - 1) * SIZE.%s) end"
+                         % (elem, msg, elem))
+            lines.append("    v.%s = list" % name)
+            lines.append("  end")
+            continue
+        if spec.is_bits:
+            lines.append("  v.%s = bit.band(bit.rshift(tvb(off + %d, %d):uint(), %d), 0x%x)"
+                         % (name, spec.offset, spec.size, spec.shift, (1 << spec.width) - 1))
+            continue
+        expr = _read_expr(spec, "tvb(off + %d, %d)" % (spec.offset, spec.size))
+        if expr is not None:
+            lines.append("  v.%s = %s" % (name, expr))
+    lines.append("  return v")
+    lines.append("end")
+    lines.append("")
+
+
+def _element_msg(spec):
+    for _proto, msg, cls in MESSAGES:
+        if layout_of(cls) == spec.element:
+            return msg
+    raise GenerateError("list %s: element layout %s is not a generated message"
+                        % (spec.name, spec.element.name))
+
+
+def _emit_dissect(proto, msg, layout, fields, lines):
+    by_source = {}
+    for f in fields:
+        by_source.setdefault(f.source, []).append(f)
+    lines.append("-- dissect_%s: %s (%s), %s bytes%s" % (
+        msg, layout.name, layout.cls.__doc__.strip().splitlines()[0].split(":")[0],
+        layout.fixed_size,
+        " + list" if layout.lists else ""))
+    lines.append("-- returns the values table (nil when too short), the subtree and the end offset")
+    lines.append("local function dissect_%s(tvb, pinfo, tree, off)" % msg)
+    lines.append("  local avail = tvb:len() - off")
+    lines.append("  if avail < SIZE.%s then" % msg)
+    lines.append("    local t = avail > 0 and tree:add(F.%s, tvb(off, avail)) or tree:add(F.%s)"
+                 % (msg, msg))
+    lines.append('    t:add_proto_expert_info(EF.short, string.format("%s: %%d of %%d bytes", avail, SIZE.%s))'
+                 % (msg, msg))
+    lines.append("    return nil, t, off + avail")
+    lines.append("  end")
+    lines.append("  local t = tree:add(F.%s, tvb(off, SIZE.%s))" % (msg, msg))
+    lines.append("  local v, r = {}, nil")
+    for spec in layout.fields:
+        name = lua_name(spec.name)
+        if spec.kind == "list":
+            elem = _element_msg(spec)
+            lines.append("  do  -- %s[%s]: counted list, bounded by the bytes present"
+                         % (name, spec.count_ref))
+            lines.append("    local n = v.%s" % lua_name(spec.count_ref))
+            lines.append("    local fit = math.floor((avail - SIZE.%s) / SIZE.%s)" % (msg, elem))
+            lines.append("    if n > fit then")
+            lines.append('      t:add_proto_expert_info(EF.short, string.format("%s: %%d of %%d elements present", fit, n))'
+                         % name)
+            lines.append("      n = fit")
+            lines.append("    end")
+            lines.append("    local list, o = {}, off + SIZE.%s" % msg)
+            lines.append("    for i = 1, n do")
+            lines.append("      list[i] = dissect_%s(tvb, pinfo, t, o)" % elem)
+            lines.append("      o = o + SIZE.%s" % elem)
+            lines.append("    end")
+            lines.append("    v.%s = list" % name)
+            lines.append("    t:set_len(o - off)")
+            lines.append("    return v, t, o")
+            lines.append("  end")
+            continue
+        rng = "tvb(off + %d, %d)" % (spec.offset, spec.size)
+        flist = by_source.get(spec.name, [])
+        main = [f for f in flist if f.role in ("value", "bits")]
+        subs = [f for f in flist if f.role in ("op", "flag")]
+        if not main:
+            raise GenerateError("%s.%s: no ProtoField" % (layout.name, spec.name))
+        f = main[0]
+        lines.append("  r = %s" % rng)
+        if spec.is_bits:
+            lines.append("  v.%s = bit.band(bit.rshift(r:uint(), %d), 0x%x)"
+                         % (name, spec.shift, (1 << spec.width) - 1))
+            lines.append("  t:add(F.%s, r)" % f.key)
+            continue
+        expr = _read_expr(spec)
+        if expr is not None:
+            lines.append("  v.%s = %s" % (name, expr))
+        if spec.kind == "string":
+            lines.append("  local it_%s = t:add(F.%s, r, v.%s)" % (name, f.key, name)
+                         if subs else "  t:add(F.%s, r, v.%s)" % (f.key, name))
+        elif subs:
+            lines.append("  local it_%s = t:%s(F.%s, r)" % (name, _add_call(spec), f.key))
+        else:
+            lines.append("  t:%s(F.%s, r)" % (_add_call(spec), f.key))
+        for sub in subs:
+            lines.append("  it_%s:%s(F.%s, r)" % (name, _add_call(spec), sub.key))
+    lines.append("  return v, t, off + SIZE.%s" % msg)
+    lines.append("end")
+    lines.append("")
+
+
+def _lua_table(name, items, fmt_key="%s", fmt_value="%s"):
+    body = ", ".join("[%s] = %s" % (fmt_key % k, fmt_value % v) for k, v in items)
+    return "local %s = { %s }" % (name, body)
+
+
+def generate(runtime_path=RUNTIME):
+    """The complete Lua dissector as text."""
+    layouts = [(proto, msg, layout_of(cls)) for proto, msg, cls in MESSAGES]
+    fingerprint = fingerprint_of([cls for _p, _m, cls in MESSAGES])
+    fields = field_manifest()
+    used_enums = sorted({f.enum for f in fields if f.enum})
+    lines = [
+        "-- rtrs.lua: Wireshark dissector for Linux RTRS/RNBD over InfiniBand / RoCE.",
+        "-- GENERATED by rtrs_scapy.wireshark.generate from rtrs_scapy %s, layout %s -- do not edit."
+        % (__version__, fingerprint),
+        "-- Change the Scapy layers (or rtrs_scapy/wireshark/runtime.lua) and run",
+        "--   rtrs-dissect wireshark export -o wireshark/rtrs.lua",
+        "-- Lua 5.2 (Wireshark 4.0): bit.* for bit operations, UInt64 for 64-bit values.",
+        "",
+        "-- == Protos ==",
+        'local P_RTRS = Proto("rtrs", "RTRS (RDMA Transport, Linux rtrs)")',
+        'local P_RNBD = Proto("rnbd", "RNBD (RDMA Network Block Device)")',
+        'local VERSION = "%s"' % __version__,
+        'local LAYOUT = "%s"' % fingerprint,
+        "",
+        "-- == constants (rtrs_scapy.constants, rtrs_scapy.imm) ==",
+        "local C = {",
+    ]
+    for name in CONSTANT_NAMES:
+        lines.append("  %s = %d," % (name, getattr(constants, name)))
+    for name in IMM_CONSTANTS:
+        lines.append("  %s = %d," % (name, getattr(imm, name)))
+    lines.append("}")
+    lines.append("-- IB opcodes (rtrs_scapy.layers.ib)")
+    lines.append("local OP = {")
+    for name in OPCODE_NAMES:
+        lines.append("  %s = 0x%02x," % (name[3:], ib_layers.opcode_value(name)))
+    lines.append("}")
+    lines.append("-- CM attribute ids (rtrs_scapy.layers.cm)")
+    lines.append("local CM = {")
+    for attr, cls in sorted(cm_layers.CM_MESSAGES.items()):
+        lines.append("  %s = 0x%04x," % (cls.__name__[2:].upper(), attr))
+    lines.append("}")
+    lines.append("")
+    lines.append("-- == value_string tables (one per kernel enum) ==")
+    lines.append("local VS = {}")
+    for enum in used_enums:
+        items = sorted(dict(ENUM_TABLES[enum]).items())
+        lines.append(_lua_table("vs", items, "%d", '"%s"').replace("local vs", "VS.%s" % enum))
+    lines.append("")
+    lines.append("-- == ProtoFields (wire order per message) ==")
+    lines.append("local F = {}")
+    for f in fields:
+        lines.append("F.%s = %s" % (f.key, _protofield(f)))
+    for proto, var in (("rtrs", "P_RTRS"), ("rnbd", "P_RNBD")):
+        members = [f.key for f in fields if f.proto == proto]
+        lines.append("%s.fields = {" % var)
+        for i in range(0, len(members), 6):
+            lines.append("  " + ", ".join("F.%s" % k for k in members[i:i + 6]) + ",")
+        lines.append("}")
+    lines.append("")
+    lines.append("-- == ProtoExperts ==")
+    lines.append("local EF = {}")
+    for key, abbrev, text, group, severity in EXPERTS:
+        lines.append("EF.%s = ProtoExpert.new(%s, %s, expert.group.%s, expert.severity.%s)"
+                     % (key, _lua_str(abbrev), _lua_str(text), group, severity))
+    lines.append("P_RTRS.experts = { %s }" % ", ".join("EF.%s" % e[0] for e in EXPERTS))
+    lines.append("")
+    lines.append("-- == SIZE: fixed bytes of each message (before a counted list) ==")
+    lines.append("local SIZE = {")
+    for _proto, msg, layout in layouts:
+        lines.append("  %s = %d," % (msg, layout.fixed_size))
+    lines.append("}")
+    lines.append("-- counted lists: message -> {count field, element message}")
+    lines.append("local LIST = {")
+    for _proto, msg, layout in layouts:
+        for spec in layout.lists:
+            lines.append('  %s = { count = "%s", element = "%s" },'
+                         % (msg, lua_name(spec.count_ref), _element_msg(spec)))
+    lines.append("}")
+    lines.append("")
+    # list elements first: a local function must exist before its callers
+    elements = {_element_msg(spec) for _p, _m, layout in layouts for spec in layout.lists}
+    ordered = ([item for item in layouts if item[1] in elements]
+               + [item for item in layouts if item[1] not in elements])
+    lines.append("-- == read_<msg>: values without a tree ==")
+    for _proto, msg, layout in ordered:
+        _emit_read(msg, layout, lines)
+    lines.append("-- == dissect_<msg>: tree items ==")
+    by_msg = {}
+    for f in fields:
+        if f.msg:
+            by_msg.setdefault(f.msg, []).append(f)
+    for proto, msg, layout in ordered:
+        _emit_dissect(proto, msg, layout, by_msg[msg], lines)
+    lines.append("local READ = {")
+    for _proto, msg, _layout in layouts:
+        lines.append("  %s = read_%s," % (msg, msg))
+    lines.append("}")
+    lines.append("local DISSECT = {")
+    for _proto, msg, _layout in layouts:
+        lines.append("  %s = dissect_%s," % (msg, msg))
+    lines.append("}")
+    lines.append("local PROTO_OF = {")
+    for proto, msg, _layout in layouts:
+        lines.append('  %s = "%s",' % (msg, proto))
+    lines.append("}")
+    lines.append("")
+    lines.append("-- == dispatch: type value -> message ==")
+    names = {cls: msg for _p, msg, cls in MESSAGES}
+    for table, mapping in DISPATCH:
+        items = []
+        for value, cls in sorted(mapping.items()):
+            if cls not in names:
+                raise GenerateError("%s: %s is not a generated message" % (table, cls.__name__))
+            items.append((value, names[cls]))
+        lines.append(_lua_table(table, items, "%d", '"%s"'))
+    # the leading type field shared by a dispatch family (same offset/size/endian in all)
+    for fn, family in (("peek_rtrs_type", rtrs._SEND_MESSAGES), ("peek_rnbd_type", rnbd.RNBD_MESSAGES)):
+        specs = {(s.offset, s.size, s.endian) for s in
+                 (layout_of(c).field("type") for c in family.values())}
+        if len(specs) != 1:
+            raise GenerateError("%s: type field differs between messages" % fn)
+        offset, size, endian = specs.pop()
+        spec = layout_of(next(iter(family.values()))).field("type")
+        lines.append("local function %s(tvb, off)" % fn)
+        lines.append("  if tvb:len() - off < %d then return nil end" % (offset + size))
+        lines.append("  return %s" % _read_expr(spec, "tvb(off + %d, %d)" % (offset, size)))
+        lines.append("end")
+    lines.append("")
+    with open(runtime_path, encoding="utf-8") as fh:
+        runtime = fh.read()
+    lines.append("-- BEGIN runtime.lua " + "-" * 60)
+    lines.extend(runtime.rstrip("\n").split("\n"))
+    lines.append("-- END runtime.lua " + "-" * 62)
+    lines.append("")
+    lines.append("-- == registration ==")
+    lines.append('P_RTRS:register_heuristic("infiniband.mad.cm.private", heur_cm_private)')
+    lines.append('P_RTRS:register_heuristic("infiniband.payload", heur_payload)')
+    lines.append("P_RTRS.dissector = decode_as_dissector")
+    lines.append("P_RTRS.init = reset_state")
+    lines.append('DissectorTable.get("infiniband"):add_for_decode_as(P_RTRS)')
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    import sys
+    out = generate()
+    path = (argv or sys.argv[1:] or [None])[0]
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(out)
+    else:
+        sys.stdout.write(out)
+
+
+if __name__ == "__main__":
+    main()
