@@ -1,0 +1,1 @@
+"""Renderers of analysis results; they know nothing of the wire."""
