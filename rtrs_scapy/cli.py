@@ -151,3 +151,4 @@ def show(capture, frame_no, queue_depth):
 
 # Subcommands that live beside their subsystem register here.
 from .wireshark.commands import wireshark as _wireshark; main.add_command(_wireshark)  # noqa: E402
+from .craft.commands import craft as _craft; main.add_command(_craft)  # noqa: E402

@@ -1,0 +1,67 @@
+"""``rtrs-dissect craft``: write a crafted scenario as pcap, pcapng or gzip."""
+
+import json
+
+import click
+
+from .scenarios import CRAFTER_PARAMS, SCENARIOS, craft_frames, scenario_names
+from .session import write_capture
+
+
+def _parse_value(text):
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    lowered = text.lower()
+    if lowered in ("true", "yes", "y", "on"):
+        return True
+    if lowered in ("false", "no", "n", "off"):
+        return False
+    if lowered in ("none", "null"):
+        return None
+    return text
+
+
+@click.command()
+@click.argument("scenario", required=False)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="Capture to write: .pcap, .pcapng, .pcap.gz or .pcapng.gz.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of every random value (UUIDs, QPNs, PSNs, comm IDs, data).")
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="Scenario or crafter parameter, e.g. -p pmtu=4096 -p encap=ib.")
+@click.option("--truth/--no-truth", default=False,
+              help="Also write the ground truth to OUTPUT.truth.json.")
+@click.option("--list", "list_", is_flag=True, help="List the scenarios and exit.")
+def craft(scenario, output, seed, params, truth, list_):
+    """Craft an RTRS/RNBD capture from a named SCENARIO (see --list)."""
+    if list_:
+        for name in scenario_names():
+            _fn, doc, defaults = SCENARIOS[name]
+            extra = " ".join("%s=%s" % kv for kv in sorted(defaults.items()))
+            click.echo("%-20s %s%s" % (name, doc, " [%s]" % extra if extra else ""))
+        click.echo("common parameters: " + " ".join(
+            "%s=%s" % kv for kv in sorted(CRAFTER_PARAMS.items())), err=True)
+        return
+    if not scenario or not output:
+        raise click.UsageError("SCENARIO and -o FILE are required (or --list)")
+    kwargs = {}
+    for item in params:
+        if "=" not in item:
+            raise click.UsageError("parameter %r is not KEY=VALUE" % item)
+        key, value = item.split("=", 1)
+        kwargs[key.strip()] = _parse_value(value.strip())
+    try:
+        frames, truth_dict, linktype = craft_frames(scenario, seed=seed, **kwargs)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise click.ClickException(str(exc.args[0] if exc.args else exc))
+    if not (output.endswith((".pcap", ".pcapng", ".pcap.gz", ".pcapng.gz"))):
+        raise click.UsageError("output must end in .pcap, .pcapng, .pcap.gz or .pcapng.gz")
+    write_capture(output, frames, linktype=linktype)
+    if truth:
+        with open(output + ".truth.json", "w") as f:
+            json.dump(truth_dict, f, indent=1, sort_keys=True)
+            f.write("\n")
+    click.echo("%s: %d frames (%s, seed %d)" % (output, len(frames), scenario, seed), err=True)

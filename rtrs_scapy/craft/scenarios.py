@@ -1,0 +1,259 @@
+"""Named scenarios for the crafter: each is a function ``(crafter, **params)``
+driving a SessionCrafter, registered with its defaults and a one-line story.
+
+``craft_scenario(name, seed=0, **params) -> (packets, truth)``.
+Crafter options (encap, ip_version, vlan, pmtu, always_invalidate, queue_depth,
+cpus) are parameters of every scenario; the rest are the scenario's own.
+"""
+
+import errno as _errno
+
+from .session import CM_REJ_CONSUMER, CM_REJ_INVALID_SID, C, S, Encap, SessionCrafter
+
+SCENARIOS = {}
+
+CRAFTER_PARAMS = {"encap": "rocev2", "ip_version": 4, "vlan": None, "pmtu": 1024,
+                  "always_invalidate": True, "queue_depth": 512, "cpus": 2,
+                  "sessname": "lab1"}
+
+
+def scenario(name, doc, **defaults):
+    def register(fn):
+        SCENARIOS[name] = (fn, doc, defaults)
+        return fn
+    return register
+
+
+def scenario_names():
+    return sorted(SCENARIOS)
+
+
+def make_crafter(seed=0, **params):
+    encap = Encap(kind=params["encap"], ip_version=params["ip_version"], vlan=params["vlan"])
+    return SessionCrafter(seed=seed, encap=encap, pmtu=params["pmtu"],
+                          always_invalidate=params["always_invalidate"],
+                          queue_depth=params["queue_depth"], cpus=params["cpus"],
+                          sessname=params["sessname"])
+
+
+def craft_scenario(name, seed=0, **params):
+    """Craft the named scenario; returns (list of Scapy packets with .time, truth dict)."""
+    crafter, truth_since, merged = _run(name, seed, params)
+    packets = crafter.packets(since=truth_since)
+    truth = crafter.truth(since=truth_since, scenario=name, params=merged)
+    truth["frames"] = len(packets)
+    return packets, truth
+
+
+def craft_frames(name, seed=0, **params):
+    """Like craft_scenario but (time, bytes) frames: cheaper for writing files."""
+    crafter, truth_since, merged = _run(name, seed, params)
+    frames = crafter.frames(since=truth_since)
+    truth = crafter.truth(since=truth_since, scenario=name, params=merged)
+    truth["frames"] = len(frames)
+    return frames, truth, crafter.encap.linktype
+
+
+def _run(name, seed, params):
+    if name not in SCENARIOS:
+        raise KeyError("unknown scenario %r (known: %s)" % (name, ", ".join(scenario_names())))
+    fn, _doc, defaults = SCENARIOS[name]
+    merged = dict(CRAFTER_PARAMS)
+    merged.update(defaults)
+    unknown = set(params) - set(merged)
+    if unknown:
+        raise TypeError("scenario %s has no parameter(s) %s" % (name, ", ".join(sorted(unknown))))
+    merged.update(params)
+    crafter = make_crafter(seed, **{k: merged[k] for k in CRAFTER_PARAMS})
+    own = {k: v for k, v in merged.items() if k not in CRAFTER_PARAMS}
+    since = fn(crafter, **own)
+    return crafter, since, merged
+
+
+def _workload(s, writes4k=4, reads4k=4, big=0, device_id=0):
+    for i in range(writes4k):
+        s.io("write", i * 4096, 4096, device_id=device_id)
+    for i in range(reads4k):
+        s.io("read", i * 4096, 4096, device_id=device_id)
+    for i in range(big):
+        s.io("write", (1 + i) << 20, 131072, device_id=device_id)
+    for i in range(big):
+        s.io("read", (1 + i) << 20, 131072, device_id=device_id)
+
+
+def _open_session(s, dev="/dev/ram0"):
+    path = s.add_path()
+    s.connect(path)
+    return path, s.rnbd_map(dev)
+
+
+def _close_session(s, dev, paths):
+    s.rnbd_close(dev)
+    for path in paths:
+        if path.state == "connected":
+            s.disconnect(path)
+
+
+@scenario("basic", "map, 4 KiB writes/reads, 128 KiB IO (split 124+4 KiB), idle with "
+          "heartbeats, unmap, disconnect — the real captures' workload in small",
+          writes4k=4, reads4k=4, big=1, idle=6.0)
+def _basic(s, writes4k, reads4k, big, idle):
+    path, dev = _open_session(s)
+    _workload(s, writes4k, reads4k, big, dev)
+    s.idle(idle)
+    _close_session(s, dev, [path])
+
+
+@scenario("real_workload", "the workload of ../shared/pcaps basic_* truth.json: 20+20 x 4 KiB, "
+          "2+2 x 128 KiB, 2+2 x 124 KiB, 12 s idle, unmap",
+          idle=12.0)
+def _real_workload(s, idle):
+    path, dev = _open_session(s)
+    for tag, op, size, count in (("w4k", "write", 4096, 20), ("r4k", "read", 4096, 20)):
+        for i in range(count):
+            s.io(op, i * size, size, device_id=dev, label=tag)
+    for size, base in ((131072, 1 << 20), (126976, 4 << 20)):
+        for op in ("write", "read"):
+            for i in range(2):
+                s.io(op, base + (i << 20), size, device_id=dev)
+    s.idle(idle)
+    _close_session(s, dev, [path])
+
+
+@scenario("multipath_failover", "two paths, IO round-robin; path 1 goes silent: its heartbeats "
+          "stop being answered, IO continues on path 0, the client closes path 1 (DREQs) "
+          "and reconnects it ~30 s later with recon_cnt+1",
+          ios_before=4, ios_during=6, ios_after=4)
+def _multipath(s, ios_before, ios_during, ios_after):
+    p0 = s.add_path()
+    p1 = s.add_path()
+    s.connect(p0)
+    s.connect(p1)
+    dev = s.rnbd_map()
+    for i in range(ios_before):
+        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+    s.fail_path(p1)
+    # IO keeps going on path 0 while path 1 is dead, until it is back
+    n = 0
+    while p1.state != "connected" or p1.connects < 2:
+        if n < ios_during:
+            s.io("write" if n % 2 == 0 else "read", n * 4096, 4096, device_id=dev)
+            n += 1
+        s.wait(3.0)
+    for i in range(ios_after):
+        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+    s.idle(5.5)
+    _close_session(s, dev, [p0, p1])
+
+
+@scenario("io_errors", "IO errors: EIO on a read and a write, ENOSPC on writes, ENOTCONN for "
+          "an unknown device id, ENOENT on open of a missing device")
+def _io_errors(s):
+    path, dev = _open_session(s)
+    s.io("write", 0, 4096, device_id=dev)
+    s.io("write", 4096, 4096, errno=_errno.EIO, device_id=dev)
+    s.io("read", 4096, 4096, errno=_errno.EIO, device_id=dev)
+    s.io("write", 8192, 4096, errno=_errno.ENOSPC, device_id=dev)
+    s.io("write", 12288, 8192, errno=_errno.ENOSPC, device_id=dev)
+    s.io("read", 0, 4096, errno=_errno.ENOTCONN, device_id=7)
+    s.rnbd_open("/dev/nonexistent", errno=_errno.ENOENT)
+    s.io("read", 0, 4096, device_id=dev)
+    _close_session(s, dev, [path])
+
+
+@scenario("flush_discard", "FLUSH (RTRS READ without descriptor), DISCARD and WRITE_ZEROES "
+          "(RTRS WRITEs without data) between writes")
+def _flush_discard(s):
+    path, dev = _open_session(s)
+    s.io("write", 0, 4096, device_id=dev)
+    s.io("flush", 0, 0, device_id=dev)
+    s.io("discard", 1 << 20, 1 << 20, device_id=dev)
+    s.io("write_zeroes", 2 << 20, 65536, device_id=dev)
+    s.io("write", 4096, 4096, device_id=dev, flags=0x300)
+    s.io("flush", 0, 0, device_id=dev)
+    s.io("read", 0, 4096, device_id=dev)
+    _close_session(s, dev, [path])
+
+
+@scenario("mid_session", "a capture that starts after the handshake, SESS_INFO and OPEN: "
+          "no CM, no INFO, no queue depth; IO, heartbeats and the close only",
+          ios=8)
+def _mid_session(s, ios):
+    path, dev = _open_session(s)
+    s.wait(2.0)
+    since = s.t - 0.5
+    _workload(s, ios // 2, ios - ios // 2, 0, dev)
+    s.idle(6.0)
+    _close_session(s, dev, [path])
+    return since
+
+
+def _reject(s, errno, reason=CM_REJ_CONSUMER, **connect):
+    path = s.add_path()
+    s.connect(path, reject=(-errno if errno else 0, reason), **connect)
+    return path
+
+
+@scenario("reject_econnreset", "REQ while the server still tears down the old path: REJ "
+          "-ECONNRESET, the client retries later and gets in")
+def _rej_econnreset(s):
+    path = _reject(s, _errno.ECONNRESET)
+    s.wait(2.0)
+    path.state = "new"
+    s.connect(path)
+    dev = s.rnbd_map(scan_sectors=())
+    s.io("read", 0, 4096, device_id=dev)
+    _close_session(s, dev, [path])
+
+
+@scenario("reject_enxio", "second path with first_conn=0 for a session the server does not "
+          "know: REJ -ENXIO")
+def _rej_enxio(s):
+    path = s.add_path()
+    s.connect(path, first_conn=0, reject=(-_errno.ENXIO, CM_REJ_CONSUMER))
+
+
+@scenario("reject_eexist", "a session is up; adding the same path again: REJ -EEXIST; the "
+          "session goes on")
+def _rej_eexist(s):
+    path, dev = _open_session(s)
+    s.io("write", 0, 4096, device_id=dev)
+    dup = s.add_path(path.client.ip, path.server.ip)
+    s.connect(dup, first_conn=0, reject=(-_errno.EEXIST, CM_REJ_CONSUMER))
+    s.io("read", 0, 4096, device_id=dev)
+    _close_session(s, dev, [path])
+
+
+@scenario("reject_enomem", "server out of memory: REJ -ENOMEM")
+def _rej_enomem(s):
+    _reject(s, _errno.ENOMEM)
+
+
+@scenario("reject_no_listener", "REQ to a port where nothing listens: CM REJ reason 8 "
+          "(invalid service ID), all-zero private data")
+def _rej_no_listener(s):
+    path = s.add_path()
+    s.connect(path, reject=(0, CM_REJ_INVALID_SID), port=1235)
+
+
+@scenario("bad_magic", "conn_req with a wrong magic: REJ -ECONNRESET")
+def _bad_magic(s):
+    path = s.add_path()
+    s.connect(path, magic=0x1BBE)
+
+
+@scenario("bad_version", "conn_req with protocol version 3.0: REJ -ECONNRESET")
+def _bad_version(s):
+    path = s.add_path()
+    s.connect(path, version=0x0300)
+
+
+@scenario("server_disconnect", "the server closes the path (DREQs from the server, client "
+          "DREPs), e.g. module unload")
+def _server_disconnect(s):
+    path, dev = _open_session(s)
+    _workload(s, 2, 2, 0, dev)
+    s.disconnect(path, initiator=S)
+
+
+__all__ = ["SCENARIOS", "craft_scenario", "craft_frames", "scenario_names", "C", "S"]
