@@ -281,8 +281,10 @@ class Analyzer:
             self.anomaly(frame, "psn_gap", "QP 0x%x: PSN %d where %d was expected"
                          % (dqpn, psn, expected))
             stream.message = None
+            stream.synced = False  # the gap is reported; what follows may be partial
         reth = _reth(buf, hdr + reth_o) if reth_o is not None else None
         if opcode == SEND_FIRST or opcode == WRITE_FIRST:
+            stream.synced = True
             stream.message = Message(frame, ts, SEND_LIMIT if opcode in SENDS else HEAD_LIMIT,
                                      reth)
             stream.message.add(buf, p_start, p_end)
@@ -292,15 +294,16 @@ class Analyzer:
                 stream.message.add(buf, p_start, p_end)
             return
         if opcode in SEND_ONLYS or opcode in WRITE_ONLYS:
+            stream.synced = True
             msg = Message(frame, ts, SEND_LIMIT if opcode in SENDS else HEAD_LIMIT, reth)
             msg.add(buf, p_start, p_end)
         else:
             msg = stream.message
             if msg is not None:
                 msg.add(buf, p_start, p_end)
-            elif stream.seen > 1:
+            elif stream.synced:
                 self.anomaly(frame, "partial_message", "last packet without its first")
-            else:
+            else:  # the capture started inside this message
                 self.partial_messages += 1
         stream.message = None
         imm = _imm(buf, hdr + imm_o)[0] if imm_o is not None else None

@@ -67,7 +67,7 @@ class Message:
 class Stream:
     """One direction of one RC QP pair."""
     __slots__ = ("key", "next_psn", "message", "conn", "client_to_server", "src", "dst",
-                 "dqpn", "seen", "acks", "path_inferred", "last_frame")
+                 "dqpn", "seen", "acks", "path_inferred", "last_frame", "synced")
 
     def __init__(self, key, src, dst, dqpn):
         self.key = key
@@ -80,6 +80,7 @@ class Stream:
         self.seen = 0
         self.acks = 0
         self.last_frame = None
+        self.synced = False   # a message start was seen since the beginning or a gap
 
     @property
     def path(self):

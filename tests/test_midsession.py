@@ -1,0 +1,79 @@
+"""A capture cut to start mid-session (no CM handshake, no info exchange)
+still yields the path and the IO of the remaining part, queue depth inferred
+(PROTOCOL.md §6.5)."""
+
+import struct
+
+import pytest
+
+from rtrs_scapy.analysis import analyze
+from rtrs_scapy.fastpath.reader import open_capture
+
+
+def write_pcap(path, frames, link_type):
+    with open(path, "wb") as out:
+        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, link_type))
+        for ts, data in frames:
+            sec = int(ts)
+            out.write(struct.pack("<IIII", sec, int(round((ts - sec) * 1e6)), len(data),
+                                  len(data)))
+            out.write(data)
+
+
+def cut(src, dst, first_frame):
+    """Copy frames first_frame.. of src to dst; returns the number of frames kept."""
+    with open_capture(src) as cap:
+        frames = [(ts, bytes(buf[s:e])) for no, ts, buf, s, e, _ in cap if no >= first_frame]
+        link_type = cap.link_type
+    write_pcap(dst, frames, link_type)
+    return len(frames)
+
+
+@pytest.mark.parametrize("cut_after", ["handshake", "mid_message"])
+def test_cut_capture_keeps_the_remaining_io(real_capture, tmp_path, cut_after):
+    pcap, truth = real_capture
+    full = analyze(pcap, keep_messages=True)
+    info_rsp = next(m for m in full.messages if m["msg"] == "info_rsp")
+    first = info_rsp["frame"] + 1
+    if cut_after == "mid_message":
+        # start inside the first multi-packet write: its FIRST packet is lost
+        first = next(m["fields"]["first_frame"] for m in full.messages
+                     if m["msg"] == "write" and m["fields"]["first_frame"] < m["frame"]) + 1
+    expected = {"read": [0, 0], "write": [0, 0]}
+    for m in full.messages:
+        if m["msg"] in expected and m["fields"]["first_frame"] >= first:
+            expected[m["msg"]][0] += 1
+            expected[m["msg"]][1] += m["fields"]["data_len"] + m["fields"]["usr_len"]
+    assert expected["read"][0] and expected["write"][0]
+
+    short = tmp_path / "cut.pcap"
+    cut(pcap, short, first)
+    result = analyze(short, keep_messages=True)
+    (session,) = result.summary["sessions"]
+    (path,) = session["paths"]
+    assert path["sess_uuid"] is None and session["paths_uuid"] is None
+    assert path["queue_depth_inferred"] is True
+    # the captures use buf_ids 0 and 1: an odd buf_id pins mem_bits (qd 512 -> 19)
+    assert path["queue_depth"] == truth["config"]["server_module_params"]["sess_queue_depth"]
+    assert path["client"] in truth["config"]["client_ip"]
+    assert path["server"] in truth["config"]["server_ip"]
+    for op in ("read", "write"):
+        assert [path["io"][op]["count"], path["io"][op]["bytes"]] == expected[op]
+    assert path["always_invalidate"] is truth["config"]["always_invalidate"]
+    hb = path["heartbeats"]
+    assert hb["client_to_server"] and hb["server_to_client"]
+    # every request of the remaining part is paired with its response
+    requests = [m for m in result.messages if m["msg"] in ("read", "write")]
+    assert all(m["paired_frame"] for m in requests)
+    assert not [a for a in result.summary["anomalies"] if a["kind"] != "unanswered"]
+
+
+def test_forced_queue_depth_is_not_marked_inferred(real_capture, tmp_path):
+    pcap, _ = real_capture
+    full = analyze(pcap, keep_messages=True)
+    first = next(m for m in full.messages if m["msg"] == "info_rsp")["frame"] + 1
+    short = tmp_path / "cut.pcap"
+    cut(pcap, short, first)
+    result = analyze(short, queue_depth=512)
+    (path,) = result.summary["sessions"][0]["paths"]
+    assert path["queue_depth"] == 512 and path["queue_depth_inferred"] is False
