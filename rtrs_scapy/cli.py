@@ -57,7 +57,7 @@ def _layer_namespace():
 def _analyze(capture, quiet, keep_messages, queue_depth=None):
     """Run the analyzer with a progress bar on a terminal; one-line errors, exit 1."""
     from .analysis import CaptureError, analyze
-    from .fastpath.reader import open_capture
+    from .fastpath.reader import SUPPORTED_LINK_TYPES, link_name, open_capture
     try:
         with open_capture(capture) as probe:
             total = probe.bytes_total
@@ -78,6 +78,11 @@ def _analyze(capture, quiet, keep_messages, queue_depth=None):
                                  queue_depth=queue_depth, progress=progress)
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from None
+    unsupported = result.link_types - SUPPORTED_LINK_TYPES
+    if unsupported and not result.analyzer.ib_frames:
+        raise click.ClickException("%s: link type %s is not supported (Ethernet, Linux cooked, "
+                                   "raw IP, InfiniBand, ERF)" % (
+                                       capture, ", ".join(link_name(t) for t in unsupported)))
     if result.truncated:
         for frame, kind, detail in result.problems:
             click.echo("warning: %s: capture %s at frame %d: %s; summary of what was read"

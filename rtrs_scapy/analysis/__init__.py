@@ -18,6 +18,7 @@ class Analysis:
         self.analyzer = analyzer
         self.truncated = capture.truncated
         self.problems = list(capture.problems)
+        self.link_types = analyzer.link_types or {capture.link_type}
         info = {"path": str(capture.path), "format": capture.fmt,
                 "link_type": link_name(analyzer.link_type if analyzer.link_type is not None
                                        else capture.link_type),

@@ -107,10 +107,12 @@ class Analyzer:
         self.malformed = 0
         self.first_ts = self.last_ts = None
         self.link_type = None
+        self.link_types = set()
         self.unattributed = []      # (stream, imm type) of heartbeats on unknown streams
         self.unmatched_responses = 0
         self.partial_messages = 0
         self.cnps = 0
+        self.completed = None       # (frame, Message, is_send) of the last complete message
 
     # -- model helpers used by the CM tracker ------------------------------
 
@@ -197,6 +199,8 @@ class Analyzer:
         if self.first_ts is None:
             self.first_ts = ts
             self.link_type = link_type
+        if link_type not in self.link_types:
+            self.link_types.add(link_type)
         self.last_ts = ts
         loc = ib_offset(buf, start, end, link_type)
         if loc is None:
@@ -313,6 +317,7 @@ class Analyzer:
     # -- complete messages -----------------------------------------------------
 
     def _complete(self, stream, is_send, msg, imm, ieth, frame, ts):
+        self.completed = (frame, msg, is_send)
         if imm is not None:
             kind = imm >> IMM_TYPE_SHIFT
             if kind == RTRS_IO_REQ_IMM:

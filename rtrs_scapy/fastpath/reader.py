@@ -56,7 +56,7 @@ import zlib
 
 __all__ = [
     "CaptureError", "Capture", "open_capture", "ib_offset", "link_name",
-    "LINK_NAMES", "MAX_RECORD", "MAX_BLOCK", "CHUNK",
+    "LINK_NAMES", "SUPPORTED_LINK_TYPES", "MAX_RECORD", "MAX_BLOCK", "CHUNK",
 ]
 
 #: Smallest per-record limit for pcap ``incl_len`` (the snaplen raises it).
@@ -84,6 +84,10 @@ LINK_NAMES = {
     247: "infiniband",
     276: "linux_sll2",
 }
+
+
+#: Link types that ib_offset() can look into.
+SUPPORTED_LINK_TYPES = frozenset((1, 12, 14, 101, 113, 197, 228, 229, 247, 276))
 
 
 def link_name(link_type):

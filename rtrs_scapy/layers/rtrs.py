@@ -27,6 +27,7 @@ from .cm import CmaIpHdr, CMRej, CMRep, CMReq, is_ip_service_id
 from .ib import RC, register_ib_payload
 
 NIL_UUID = "00000000-0000-0000-0000-000000000000"
+MAX_DESC = 0xFFFF  # sg_cnt is a u16; the list also stops where the bytes end
 
 
 class RtrsVersionField(XLEShortField):
@@ -122,7 +123,8 @@ class RtrsMsgInfoRsp(GuessingPacket):
         _type_field(RTRS_MSG_INFO_RSP),
         LEFieldLenField("sg_cnt", None, count_of="desc"),
         StrFixedLenField("reserved", b"\0" * 4, 4),
-        PacketListField("desc", [], RtrsSgDesc, count_from=ref("sg_cnt")),
+        PacketListField("desc", [], RtrsSgDesc, count_from=ref("sg_cnt"),
+                        max_count=MAX_DESC),
     ]
 
 
@@ -162,7 +164,8 @@ class RtrsMsgRdmaRead(RtrsMsgRdmaHdr, FixedLayer):
         AutoLEShortField("usr_len", None),
         FlagsField("flags", 0, -16, rtrs_msg_flags),
         LEFieldLenField("sg_cnt", None, count_of="desc"),
-        PacketListField("desc", [], RtrsSgDesc, count_from=ref("sg_cnt")),
+        PacketListField("desc", [], RtrsSgDesc, count_from=ref("sg_cnt"),
+                        max_count=MAX_DESC),
     ]
 
 
