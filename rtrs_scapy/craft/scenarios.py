@@ -194,20 +194,25 @@ def _reject(s, errno, reason=CM_REJ_CONSUMER, **connect):
     return path
 
 
-@scenario("reject_econnreset", "REQ while the server still tears down the old path: REJ "
-          "-ECONNRESET, the client retries later and gets in")
+@scenario("reject_econnreset", "the client drops its only path and reconnects at once while "
+          "the server still tears the old one down: REJ -ECONNRESET; ~31 s later the retry "
+          "(recon_cnt+1) gets in and RNBD re-sends SESS_INFO and OPEN")
 def _rej_econnreset(s):
-    path = _reject(s, _errno.ECONNRESET)
-    s.wait(2.0)
-    path.state = "new"
-    s.connect(path)
+    path, dev = _open_session(s)
+    s.io("write", 0, 4096, device_id=dev)
+    s.disconnect(path)
+    s.wait(0.05)
+    s.connect(path, first_conn=1, reject=(-_errno.ECONNRESET, CM_REJ_CONSUMER))
+    s.wait(31.0)
+    s.connect(path, first_conn=1)
+    s._sess_info_done = False
     dev = s.rnbd_map(scan_sectors=())
     s.io("read", 0, 4096, device_id=dev)
     _close_session(s, dev, [path])
 
 
-@scenario("reject_enxio", "second path with first_conn=0 for a session the server does not "
-          "know: REJ -ENXIO")
+@scenario("reject_enxio", "a path with first_conn=0 (the client believes the session exists, "
+          "e.g. after a server restart) for a paths_uuid the server does not know: REJ -ENXIO")
 def _rej_enxio(s):
     path = s.add_path()
     s.connect(path, first_conn=0, reject=(-_errno.ENXIO, CM_REJ_CONSUMER))
@@ -256,4 +261,30 @@ def _server_disconnect(s):
     s.disconnect(path, initiator=S)
 
 
-__all__ = ["SCENARIOS", "craft_scenario", "craft_frames", "scenario_names", "C", "S"]
+def craft_from_truth(truth, seed=0, **params):
+    """A session with the workload of a real capture's truth.json (../shared/pcaps):
+    same config (always_invalidate, path MTU, CPUs, addresses, session name),
+    map with the partition scan, every IO of ``ios`` in order, the idle step, unmap.
+    Returns (packets, truth)."""
+    cfg = truth["config"]
+    merged = dict(CRAFTER_PARAMS)
+    merged.update(always_invalidate=bool(cfg["always_invalidate"]),
+                  pmtu=int(cfg["roce_path_mtu"]), cpus=int(cfg["client_cpus"]),
+                  sessname=cfg["session"])
+    merged.update(params)
+    s = make_crafter(seed, **merged)
+    path = s.add_path(cfg["client_ip"][0], cfg["server_ip"][0])
+    s.connect(path)
+    dev = s.rnbd_map()
+    for io in truth["ios"]:
+        s.io(io["op"], io["off"], io["size"], device_id=dev, label=io.get("tag"))
+    idle = [float(step["args"]) for step in truth.get("steps", []) if step["step"] == "idle"]
+    s.idle(sum(idle))
+    _close_session(s, dev, [path])
+    packets = s.packets()
+    result = s.truth(scenario="from_truth:" + str(truth.get("scenario")), params=merged)
+    result["frames"] = len(packets)
+    return packets, result
+
+
+__all__ = ["craft_from_truth", "SCENARIOS", "craft_scenario", "craft_frames", "scenario_names", "C", "S"]

@@ -237,7 +237,7 @@ class SessionCrafter:
         base = 0xFFFF888000000000 + self.rng.randrange(1 << 14) * (1 << 22)
         self._chunk_addr = [base + i * self.chunk_size for i in range(self.qd)]
         self._client_mr = {}     # permit -> [va, rkey] of the client's read buffer MR
-        self._client_mr_index = self.rng.randrange(0x300, 0x600)
+        self._client_mr_index = self.rng.randrange(3, 8)  # rxe MR pool indices are small
         self.devices = {}        # device_id -> dev_name
         self._next_device_id = 0
         self._sess_info_done = False
@@ -406,7 +406,7 @@ class SessionCrafter:
         info_req = bytes(RtrsMsgInfoReq(pathname=self.sessname.encode()))
         self._message(path, conn, C, "send", info_req)
         self.t += self._jitter(0.002, 0.004)
-        index = self.rng.randrange(0x300, 0x2000)
+        index = self.rng.randrange(3, 0x40)  # rxe: rkey = MR index << 8 | key byte
         if self.inval:
             path.rbuf = [[addr, ((index + i) << 8) | self.rng.randrange(256)]
                          for i, addr in enumerate(self._chunk_addr)]
