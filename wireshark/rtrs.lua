@@ -979,8 +979,9 @@ end
 -- State scopes (STYLE.md §1.5): path (queue depth, pending requests keyed by
 -- buf_id, READ descriptors keyed by rkey), connection (S.qps, keyed by the
 -- destination address and QP), frame (S.frames, keyed by pinfo.number).
--- State is only written on the first pass (not pinfo.visited); later passes
--- render the stored frame record, so answers never change.  Proto.init resets.
+-- State is written once per frame, on the first pass that shows the frame's IB
+-- fields (see "entry points"); later passes render the stored frame record, so
+-- answers never change.  Proto.init resets.
 
 local fx = {
   opcode = Field.new("infiniband.bth.opcode"),
@@ -1019,6 +1020,7 @@ local function reset_state()
   S.rx = {}          -- "dst addr/dest QP" -> message being reassembled
   S.last_psn = {}    -- "dst addr/dest QP" -> PSN of the last request packet
   S.frames = {}      -- pinfo.number -> frame record
+  S.seen = {}        -- pinfo.number -> true once the frame was analysed
 end
 reset_state()
 
@@ -1593,28 +1595,33 @@ local function render_cm(tvb, pinfo, tree, rec)
 end
 
 -- == entry points ==
+--
+-- tshark -2 runs its first pass without a protocol tree unless a filter needs
+-- one, and then no field extractor returns anything: a frame is analysed the
+-- first time its IB fields are visible (S.seen), which is the first pass in
+-- Wireshark and in one-pass tshark, the second pass in tshark -2.  Either way
+-- each frame writes state once, in frame order, and is rendered from its record.
+
+local function frame_record(tvb, pinfo, probe, analyse)
+  local n = pinfo.number
+  if S.seen[n] then return S.frames[n] end
+  if pinfo.visited and S.frames[n] then return S.frames[n] end
+  if value_of(probe) == nil then return nil end
+  S.seen[n] = true
+  local rec = analyse(tvb, pinfo)
+  if rec then S.frames[n] = rec end
+  return rec
+end
 
 local function heur_payload(tvb, pinfo, tree)
-  local rec
-  if pinfo.visited then
-    rec = S.frames[pinfo.number]
-  else
-    rec = first_pass_payload(tvb, pinfo)
-    if rec then S.frames[pinfo.number] = rec end
-  end
+  local rec = frame_record(tvb, pinfo, fx.opcode, first_pass_payload)
   if not rec or rec.attr then return false end
   render_payload(tvb, pinfo, tree, rec)
   return true
 end
 
 local function heur_cm_private(tvb, pinfo, tree)
-  local rec
-  if pinfo.visited then
-    rec = S.frames[pinfo.number]
-  else
-    rec = first_pass_cm(tvb, pinfo)
-    if rec then S.frames[pinfo.number] = rec end
-  end
+  local rec = frame_record(tvb, pinfo, fx.attr, first_pass_cm)
   if not rec or not rec.attr then return false end
   render_cm(tvb, pinfo, tree, rec)
   return true

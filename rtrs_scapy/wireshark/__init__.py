@@ -6,5 +6,3 @@ inlines the hand-written ``runtime.lua`` (heuristics, per-QP state,
 reassembly, request/response links).  ``install.install()`` writes the result
 into the personal Wireshark plugin folder.
 """
-
-from .generate import generate, field_manifest  # noqa: F401
