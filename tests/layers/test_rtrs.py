@@ -10,7 +10,7 @@ from scapy.utils import RawPcapReader
 
 from conftest import SHARED_PCAPS
 from rtrs_scapy.constants import RTRS_MSG_NEED_INVAL_F, RTRS_MSG_NEW_RKEY_F
-from rtrs_scapy.layers.ib import BTH, RETH, ImmDt
+from rtrs_scapy.layers.ib import RETH, ImmDt
 from rtrs_scapy.layers.rnbd import RnbdMsgClose, RnbdMsgIo, RnbdMsgOpen, RnbdMsgSessInfo
 from rtrs_scapy.layers.rtrs import (
     RtrsMsg, RtrsMsgConnReq, RtrsMsgConnRsp, RtrsMsgInfoReq, RtrsMsgInfoRsp, RtrsMsgRdmaHdr,
