@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Install rtrs-scapy into .venv (once) and run rtrs-dissect.
+#
+#   scripts/dissect.sh [rtrs-dissect arguments]   (default: the bundled real capture)
+set -euo pipefail
+
+REPO="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
+(cd "$REPO" && . scripts/setup-venv.sh && ensure_venv "") >&2
+if [ $# -eq 0 ]; then
+    set -- "$REPO/pcaps/real/basic_inval.pcap"
+fi
+exec "$REPO/.venv/bin/rtrs-dissect" "$@"

@@ -1,0 +1,37 @@
+# Sourced by scripts/test.sh and scripts/dissect.sh: apt helpers and the .venv.
+# Works on a fresh Debian 12 machine (root, or a user with sudo).
+
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+else
+    SUDO=()
+fi
+
+apt_updated=0
+apt_install() {
+    if [ "$(id -u)" -ne 0 ] && [ ${#SUDO[@]} -eq 0 ]; then
+        echo "$0: need to install $* but not root and sudo is missing" >&2
+        exit 1
+    fi
+    if [ "$apt_updated" -eq 0 ]; then
+        ${SUDO[@]+"${SUDO[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get update -q
+        apt_updated=1
+    fi
+    ${SUDO[@]+"${SUDO[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"
+}
+
+# ensure_venv EXTRAS: .venv in the repository root with the package installed
+ensure_venv() {
+    if [ ! -x .venv/bin/python ]; then
+        command -v python3 >/dev/null 2>&1 || apt_install python3
+        if ! python3 -m venv .venv; then
+            echo "$0: python3 -m venv failed, installing python3-venv" >&2
+            rm -rf .venv
+            apt_install python3-venv
+            python3 -m venv .venv
+        fi
+    fi
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$1"
+}
