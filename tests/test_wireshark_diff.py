@@ -1,0 +1,273 @@
+"""Differential test: tshark + the generated Lua plugin vs Scapy, every frame of
+every real capture, field by field.
+
+Expected values come from the Scapy layers: single-packet messages are decoded
+by ``Ether(frame)``; multi-packet RDMA WRITE / SEND messages are reassembled
+here per (destination, QP) by consecutive PSN and decoded with RtrsRequest /
+RtrsMsg (the Scapy layers, not the Lua code).  Immediates are decoded with
+rtrs_scapy.imm and the queue depth of the capture's own conn_rsp.  Request /
+response links and latencies are compared with the session analyzer.
+"""
+
+import functools
+import json
+import shutil
+import subprocess
+import uuid
+
+import pytest
+from scapy.layers.l2 import Ether
+from scapy.utils import rdpcap
+
+from rtrs_scapy import imm as immcodec
+from rtrs_scapy.layers.ib import BTH, IBPad, ImmDt, header_chain
+from rtrs_scapy.layers.rtrs import RtrsMsg, RtrsMsgConnReq, RtrsMsgConnRsp
+from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, RtrsRequest, RtrsWriteRequest
+from rtrs_scapy.wireshark import generate as gen
+
+from conftest import REAL, REPO
+
+LUA = REPO / "wireshark" / "rtrs.lua"
+TSHARK = shutil.which("tshark")
+FIELDS = gen.field_manifest()
+BY_ABBREV = {f.abbrev: f for f in FIELDS}
+BY_MSG = {}
+for _f in FIELDS:
+    if _f.msg:
+        BY_MSG.setdefault(_f.msg, []).append(_f)
+MSG_OF_CLASS = {cls: msg for _p, msg, cls in gen.MESSAGES}
+LAYOUT_KEYS = {f.abbrev for f in FIELDS if f.role != "runtime"}
+IMM_KEYS = {"rtrs.imm.type", "rtrs.imm.buf_id", "rtrs.imm.offset", "rtrs.imm.msg_id",
+            "rtrs.imm.errno"}
+
+# RC opcodes (§1.6)
+FIRST = {0x00, 0x06}
+MIDDLE = {0x01, 0x07}
+LAST = {0x02, 0x08, 0x09}
+
+
+def _norm_expected(f, value):
+    if f.ftype == "guid":
+        return str(uuid.UUID(str(value)))
+    if f.ftype == "string":
+        return bytes(value).split(b"\0", 1)[0].decode("utf-8", "replace")
+    if f.ftype == "bytes":
+        return ":".join("%02x" % b for b in bytes(value))
+    return int(value)
+
+
+def _layer_values(msg, layer, out):
+    out.setdefault(BY_MSG[msg][0].abbrev, []).append(None)  # presence item
+    for f in BY_MSG[msg][1:]:
+        value = layer.getfieldval(f.source)
+        if f.role == "op":
+            value = int(value) & f.mask
+        elif f.role == "flag":
+            value = 1 if int(value) & f.mask else 0
+        out.setdefault(f.abbrev, []).append(_norm_expected(f, value))
+    for fld in layer.fields_desc:
+        if fld.name == "desc":
+            for element in layer.getfieldval("desc"):
+                _layer_values("sg_desc", element, out)
+
+
+def _request_values(req, out):
+    if req.usr is not None and type(req.usr) in MSG_OF_CLASS:
+        _layer_values(MSG_OF_CLASS[type(req.usr)], req.usr, out)
+    _layer_values(MSG_OF_CLASS[type(req.trailer)], req.trailer, out)
+
+
+def _ib_payload(pkt):
+    """IB payload bytes after the extension headers, pad stripped."""
+    layer = pkt[BTH]
+    for cls in header_chain(layer.opcode):
+        layer = layer[cls]
+    body = bytes(layer.payload)
+    if IBPad in pkt:
+        body = body[:len(body) - len(pkt[IBPad].pad)]
+    return body
+
+
+@functools.lru_cache(maxsize=None)
+def scapy_expectations(pcap):
+    """frame number -> {abbrev: [values]} as Scapy decodes the capture."""
+    expected, rx, queue_depth = {}, {}, None
+    for number, pkt in enumerate(rdpcap(str(pcap)), 1):
+        pkt = Ether(bytes(pkt))
+        out = {}
+        for cls in (RtrsMsgConnReq, RtrsMsgConnRsp):
+            if cls in pkt:
+                _layer_values(MSG_OF_CLASS[cls], pkt[cls], out)
+                if cls is RtrsMsgConnRsp and queue_depth is None:
+                    queue_depth = pkt[cls].queue_depth
+        if BTH in pkt and pkt[BTH].opcode < 0x20:
+            bth = pkt[BTH]
+            op = bth.opcode
+            key = (pkt.payload.dst, bth.dqpn)
+            whole = None
+            if op in FIRST:
+                rx[key] = [bth.psn, _ib_payload(pkt)]
+            elif op in MIDDLE | LAST and key in rx and bth.psn == (rx[key][0] + 1) % (1 << 24):
+                rx[key][0] = bth.psn
+                rx[key][1] += _ib_payload(pkt)
+                if op in LAST:
+                    whole = rx.pop(key)[1]
+            if whole is not None and op == 0x09:
+                _request_values(RtrsRequest(whole), out)
+            elif whole is not None and op == 0x02:
+                message = RtrsMsg(whole)
+                _layer_values(MSG_OF_CLASS[type(message)], message, out)
+            for cls in (RtrsReadRequest, RtrsWriteRequest):
+                if cls in pkt:
+                    _request_values(pkt[cls], out)
+            for cls, msg in MSG_OF_CLASS.items():
+                if msg in ("info_req", "info_rsp", "rkey_rsp", "sess_info_rsp", "open_rsp") \
+                        and cls in pkt and not any(c in pkt for c in (RtrsReadRequest,
+                                                                       RtrsWriteRequest)):
+                    _layer_values(msg, pkt[cls], out)
+            if ImmDt in pkt:
+                decoded = immcodec.decode(pkt[ImmDt].imm, queue_depth)
+                out["rtrs.imm.type"] = [decoded.type]
+                for name in ("buf_id", "offset", "msg_id", "errno"):
+                    if getattr(decoded, name) is not None:
+                        out["rtrs.imm." + name] = [getattr(decoded, name)]
+        if out:
+            expected[number] = out
+    return expected
+
+
+def _norm_tshark(abbrev, text):
+    f = BY_ABBREV[abbrev]
+    if f.ftype == "none":
+        return None
+    if f.ftype == "double":
+        return float(text)
+    if f.ftype in ("guid", "string", "bytes"):
+        return text.lower() if f.ftype != "string" else text
+    return int(text, 0)
+
+
+def _collect(node, out):
+    for key, value in node.items():
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if key in BY_ABBREV:
+                if isinstance(item, dict):
+                    out.setdefault(key, []).append(None)
+                else:
+                    out.setdefault(key, []).append(_norm_tshark(key, item))
+            if isinstance(item, dict):
+                _collect(item, out)
+
+
+@functools.lru_cache(maxsize=None)
+def tshark_fields(pcap):
+    """frame number -> {abbrev: [values]} of the rtrs/rnbd trees (tshark -2)."""
+    assert TSHARK, "tshark is required (scripts/test.sh installs it)"
+    # any display filter makes tshark -2 build the tree in its first pass,
+    # so request frames see their response_in (see runtime.lua, entry points)
+    run = subprocess.run([TSHARK, "-2", "-X", "lua_script:%s" % LUA, "-r", str(pcap), "-Y", "frame",
+                          "-T", "json", "--no-duplicate-keys"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "Lua Error" not in run.stdout + run.stderr
+    frames = {}
+    for packet in json.loads(run.stdout):
+        layers = packet["_source"]["layers"]
+        number = int(layers["frame"]["frame.number"])
+        out = {}
+        for proto in ("rtrs", "rnbd"):
+            if proto in layers:
+                _collect(layers[proto] if isinstance(layers[proto], dict) else {}, out)
+        frames[number] = out
+    return frames
+
+
+CAPTURES = [(name, path) for name, path, _truth in REAL]
+
+
+@pytest.mark.parametrize("name,pcap", CAPTURES, ids=[c[0] for c in CAPTURES])
+def test_layout_fields_equal_scapy_every_frame(name, pcap):
+    expected = scapy_expectations(pcap)
+    shown = tshark_fields(pcap)
+    mismatches = []
+    for number in sorted(set(shown) | set(expected)):
+        want = {k: v for k, v in expected.get(number, {}).items() if k in LAYOUT_KEYS}
+        got = {k: v for k, v in shown.get(number, {}).items() if k in LAYOUT_KEYS}
+        if want != got:
+            keys = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+            mismatches.append((number, [(k, want.get(k), got.get(k)) for k in keys[:4]]))
+    assert not mismatches, mismatches[:5]
+    assert sum(1 for f in expected.values() if "rtrs.rdma_write" in f) > 0
+
+
+@pytest.mark.parametrize("name,pcap", CAPTURES, ids=[c[0] for c in CAPTURES])
+def test_immediates_equal_scapy_codec(name, pcap):
+    expected = scapy_expectations(pcap)
+    shown = tshark_fields(pcap)
+    checked = 0
+    for number, want in expected.items():
+        want = {k: v for k, v in want.items() if k in IMM_KEYS}
+        if not want:
+            continue
+        got = {k: v for k, v in shown.get(number, {}).items() if k in IMM_KEYS}
+        assert got == want, number
+        checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize("name,pcap,truth", REAL, ids=[r[0] for r in REAL])
+def test_request_filters_count_like_the_kernel(name, pcap, truth):
+    stats = truth["rtrs_stats"]["client"]["pre_unmap"]
+    rdma = next(iter(stats.values()))["rdma"]
+    unmaps = len(truth["unmaps"])  # the RNBD CLOSE (an RTRS write) is sent after the read-out
+    shown = tshark_fields(pcap)
+    reads = sum(1 for f in shown.values() if "rtrs.rdma_read" in f)
+    writes = sum(1 for f in shown.values() if "rtrs.rdma_write" in f)
+    assert (reads, writes) == (rdma["reads"], rdma["writes"] + unmaps)
+    counts = truth["checks"]["pcap_rtrs_counts"]
+    by_type = {}
+    for f in shown.values():
+        for t in f.get("rtrs.imm.type", []):
+            by_type[t] = by_type.get(t, 0) + 1
+    assert by_type.get(0, 0) == counts["IO_REQ"]
+    assert by_type.get(8, 0) == counts["HB_MSG"] and by_type.get(9, 0) == counts["HB_ACK"]
+    assert by_type.get(2, 0) == counts["IO_RSP_W_INV"]
+    assert not [n for n, f in shown.items() if any(e != 0 for e in f.get("rtrs.imm.errno", []))]
+
+
+@pytest.mark.parametrize("name,pcap", CAPTURES, ids=[c[0] for c in CAPTURES])
+def test_tshark_filters_select_requests(name, pcap):
+    def count(flt):
+        run = subprocess.run([TSHARK, "-X", "lua_script:%s" % LUA, "-r", str(pcap), "-Y", flt],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0 and "Lua Error" not in run.stdout
+        return len(run.stdout.splitlines())
+    shown = tshark_fields(pcap)
+    assert count("rtrs.rdma_read") == sum(1 for f in shown.values() if "rtrs.rdma_read" in f)
+    assert count("rtrs.rdma_write") == sum(1 for f in shown.values() if "rtrs.rdma_write" in f)
+    assert count("rtrs.imm.errno != 0") == 0
+
+
+@pytest.mark.parametrize("name,pcap", CAPTURES, ids=[c[0] for c in CAPTURES])
+def test_links_are_mutual_and_match_the_analyzer(name, pcap):
+    shown = tshark_fields(pcap)
+    requests = {n: f["rtrs.response_in"][0] for n, f in shown.items() if "rtrs.response_in" in f}
+    responses = {n: f["rtrs.request_in"][0] for n, f in shown.items() if "rtrs.request_in" in f}
+    assert requests and len(requests) == len(responses)
+    for req, rsp in requests.items():
+        assert responses[rsp] == req
+    from rtrs_scapy.analysis import analyze
+    analysis = analyze(str(pcap))
+    want_requests, want_responses = {}, {}
+    for m in analysis.messages:
+        if m.get("paired_frame") is None:
+            continue
+        if m["msg"] in ("read", "write"):
+            want_requests[m["frame"]] = m["paired_frame"]
+        elif m["msg"] in ("io_rsp", "rkey_rsp"):
+            want_responses[m["frame"]] = (m["paired_frame"], m["latency"])
+    assert requests == want_requests
+    assert {n: r for n, (r, _l) in want_responses.items()} == responses
+    for number, (_req, latency) in want_responses.items():
+        assert shown[number]["rtrs.response_time"][0] == pytest.approx(latency, abs=2e-6)
