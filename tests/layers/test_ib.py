@@ -381,3 +381,17 @@ def test_link_type_247_reads_as_lrh(tmp_path):
     (pkt,) = rdpcap(str(path))
     assert isinstance(pkt, LRH) and pkt[RETH].rkey == 0x309
     assert bytes(pkt) == bytes(_ib_frame())
+
+
+def test_lrh_and_grh_round_trip_non_default():
+    lrh = LRH(vl=15, lver=0, sl=9, lnh=3, dlid=0xC001, slid=0x0042)
+    grh = GRH(ipver=6, tclass=0xA5, flowlabel=0xFEDCB, hoplmt=3,
+              sgid=0xFE800000000000000002C90300A1B2C3, dgid=0xFE800000000000000002C90300D4E5F6)
+    wire = bytes(lrh / grh / BTH(opcode=0x04, dqpn=0x77, psn=1) / Raw(b"abcd"))
+    decoded = LRH(wire)
+    for layer, cls in ((lrh, LRH), (grh, GRH)):
+        for field in layer.fields:
+            assert decoded[cls].getfieldval(field) == layer.getfieldval(field), field
+    assert decoded[GRH].nexthdr == 0x1B and decoded[GRH].paylen == 12 + 4 + 4
+    assert decoded.pktlen * 4 == len(wire) - 2
+    assert bytes(decoded) == wire and icrc_ok(decoded) is True
