@@ -271,3 +271,25 @@ def test_links_are_mutual_and_match_the_analyzer(name, pcap):
     assert {n: r for n, (r, _l) in want_responses.items()} == responses
     for number, (_req, latency) in want_responses.items():
         assert shown[number]["rtrs.response_time"][0] == pytest.approx(latency, abs=2e-6)
+
+
+@pytest.mark.parametrize("name,pcap", CAPTURES, ids=[c[0] for c in CAPTURES])
+def test_capture_started_mid_session_infers_the_queue_depth(name, pcap, tmp_path):
+    """No CM handshake, no INFO, no RNBD admin: cut the capture at the first IO
+    request (PROTOCOL.md §6.5); the plugin must infer mem_bits from request /
+    response pairs and then agree with Scapy (which is told the real queue depth)."""
+    expected = scapy_expectations(pcap)
+    first_io = min(n for n, f in expected.items() if "rnbd.io" in f)
+    cut = tmp_path / "mid.pcap"
+    subprocess.run(["editcap", "-r", str(pcap), str(cut), "%d-1000000" % first_io], check=True,
+                   capture_output=True)
+    shown = tshark_fields(cut)
+    shift = first_io - 1
+    keys = LAYOUT_KEYS | IMM_KEYS
+    for number, got in shown.items():
+        want = {k: v for k, v in expected.get(number + shift, {}).items() if k in keys}
+        assert {k: v for k, v in got.items() if k in keys} == want, number + shift
+    assert any(f.get("rtrs.mem_bits") == [19] for f in shown.values())
+    requests = {n: f["rtrs.response_in"][0] for n, f in shown.items() if "rtrs.response_in" in f}
+    responses = {n: f["rtrs.request_in"][0] for n, f in shown.items() if "rtrs.request_in" in f}
+    assert requests and {v: k for k, v in requests.items()} == responses

@@ -1161,11 +1161,13 @@ local function infer_pair(path, msg_id)
         path.mem_bits = b
         path.inferred = true
         q.buf_id = msg_id
+        q.chunk_off_imm = q.imm_payload % 2 ^ b
         local rest = path.unresolved
         path.unresolved = {}
         for _, r in ipairs(rest) do resolve_buf(path, r) end
       else
         q.buf_id = 0
+        q.chunk_off_imm = q.imm_payload
       end
       return q
     end
@@ -1454,10 +1456,8 @@ local function add_imm(t, rec)
   it:add(F.imm_type, r, rec.imm_type)
   if rec.kind == "request" then
     local buf, off = current_buf(rec)
-    if buf then
-      it:add(F.imm_buf_id, r, buf)
-      it:add(F.imm_offset, r, off)
-    end
+    if buf then it:add(F.imm_buf_id, r, buf) end
+    if off then it:add(F.imm_offset, r, off) end
   elseif rec.msg_id ~= nil then
     it:add(F.imm_msg_id, r, rec.msg_id)
     local e = it:add(F.imm_errno, r, rec.errno)
