@@ -351,3 +351,17 @@ def test_cli_list_and_errors():
     assert result.exit_code == 0 and "multipath_failover" in result.stdout
     assert runner.invoke(craft, ["nope", "-o", "x.pcap"]).exit_code == 1
     assert runner.invoke(craft, ["basic"]).exit_code == 2
+
+
+def test_corpus_up_to_date():
+    """pcaps/ is exactly what scripts/make_corpus.py builds (deterministic crafting)."""
+    import subprocess
+    import sys
+    from conftest import REPO
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "make_corpus.py"), "--check"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    sizes = [p.stat().st_size for p in (REPO / "pcaps").rglob("*") if p.is_file()]
+    assert sum(sizes) < 10_000_000
+    crafted = [p for p in (REPO / "pcaps").glob("*.pcap*") if not p.name.endswith(".json")]
+    assert all(p.stat().st_size < 600_000 for p in crafted)

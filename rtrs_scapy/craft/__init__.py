@@ -12,6 +12,6 @@ JSON-serialisable and is stored next to each corpus file as ``<file>.truth.json`
 """
 
 from .session import (  # noqa: F401
-    Encap, SessionCrafter, read_capture, write_capture,
+    Encap, SessionCrafter, read_capture, write_capture, write_truth,
 )
 from .scenarios import SCENARIOS, craft_scenario, scenario_names  # noqa: F401

@@ -1,11 +1,9 @@
 """``rtrs-dissect craft``: write a crafted scenario as pcap, pcapng or gzip."""
 
-import json
-
 import click
 
 from .scenarios import CRAFTER_PARAMS, SCENARIOS, craft_frames, scenario_names
-from .session import write_capture
+from .session import DLT_ERF, DLT_INFINIBAND, write_capture, write_truth
 
 
 def _parse_value(text):
@@ -34,8 +32,11 @@ def _parse_value(text):
               help="Scenario or crafter parameter, e.g. -p pmtu=4096 -p encap=ib.")
 @click.option("--truth/--no-truth", default=False,
               help="Also write the ground truth to OUTPUT.truth.json.")
+@click.option("--erf", is_flag=True,
+              help="Native IB (-p encap=ib) as ERF records, link type 197 (Wireshark reads "
+                   "these; it has no link type 247).")
 @click.option("--list", "list_", is_flag=True, help="List the scenarios and exit.")
-def craft(scenario, output, seed, params, truth, list_):
+def craft(scenario, output, seed, params, truth, erf, list_):
     """Craft an RTRS/RNBD capture from a named SCENARIO (see --list)."""
     if list_:
         for name in scenario_names():
@@ -59,9 +60,11 @@ def craft(scenario, output, seed, params, truth, list_):
         raise click.ClickException(str(exc.args[0] if exc.args else exc))
     if not (output.endswith((".pcap", ".pcapng", ".pcap.gz", ".pcapng.gz"))):
         raise click.UsageError("output must end in .pcap, .pcapng, .pcap.gz or .pcapng.gz")
+    if erf:
+        if linktype != DLT_INFINIBAND:
+            raise click.UsageError("--erf needs native InfiniBand (-p encap=ib)")
+        linktype = DLT_ERF
     write_capture(output, frames, linktype=linktype)
     if truth:
-        with open(output + ".truth.json", "w") as f:
-            json.dump(truth_dict, f, indent=1, sort_keys=True)
-            f.write("\n")
+        write_truth(output + ".truth.json", truth_dict)
     click.echo("%s: %d frames (%s, seed %d)" % (output, len(frames), scenario, seed), err=True)

@@ -904,10 +904,28 @@ def _pcapng_bytes(frames, linktype):
     return b"".join(out)
 
 
+DLT_ERF = 197
+ERF_TYPE_INFINIBAND = 21
+
+
+def erf_records(frames):
+    """Native IB frames as ERF records (pcap link type 197, ERF type 21), the form
+    ibdump-style tools write and Wireshark decodes (it has no link type 247)."""
+    out = []
+    for t, data in frames:
+        sec = int(t)
+        frac = int(round((t - sec) * 1e6)) * (1 << 32) // 1000000
+        header = struct.pack("<Q", (sec << 32) | frac) + struct.pack(
+            ">BBHHH", ERF_TYPE_INFINIBAND, 0x04, 16 + len(data), 0, len(data))
+        out.append((t, header + data))
+    return out
+
+
 def write_capture(path, packets_or_frames, linktype=None):
     """Write pcap, pcapng, or either gzipped (``.gz``), chosen by the file extension.
 
-    Accepts Scapy packets (with ``.time``) or ``(time, bytes)`` pairs.  The output is
+    Accepts Scapy packets (with ``.time``) or ``(time, bytes)`` pairs.  ``linktype=197``
+    with native IB frames writes ERF records (see ``erf_records``).  The output is
     deterministic (fixed gzip header), so the corpus can be rebuilt byte for byte.
     """
     path = str(path)
@@ -920,6 +938,8 @@ def write_capture(path, packets_or_frames, linktype=None):
             if linktype is None:
                 linktype = DLT_INFINIBAND if isinstance(item, LRH) else 1
     linktype = linktype or 1
+    if linktype == DLT_ERF and frames and frames[0][1][8:9] != bytes([ERF_TYPE_INFINIBAND]):
+        frames = erf_records(frames)
     base = path[:-3] if path.endswith(".gz") else path
     data = (_pcapng_bytes(frames, linktype) if base.endswith(".pcapng")
             else _pcap_bytes(frames, linktype))
@@ -930,6 +950,14 @@ def write_capture(path, packets_or_frames, linktype=None):
     else:
         with open(path, "wb") as f:
             f.write(data)
+
+
+def write_truth(path, truth):
+    """The ground truth as stable JSON (sorted keys), e.g. ``<capture>.truth.json``."""
+    import json
+    with open(str(path), "w") as f:
+        json.dump(truth, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 def read_capture(path):

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Rebuild the capture corpus in pcaps/ deterministically.
+
+    .venv/bin/python scripts/make_corpus.py [--out pcaps] [--check]
+
+Crafted files come from rtrs_scapy.craft (same code path as
+``rtrs-dissect craft SCENARIO -o FILE --seed N -p K=V --truth``); each gets its
+ground truth as ``<file>.truth.json``.  The two real captures are copied from
+../shared/pcaps (or $RTRS_SHARED_PCAPS) into pcaps/real/.  pcaps/README.md is
+written from the same table.  ``--check`` rebuilds into a temporary folder and
+fails if anything differs from what is checked in.
+"""
+
+import argparse
+import filecmp
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rtrs_scapy.craft.scenarios import craft_frames  # noqa: E402
+from rtrs_scapy.craft.session import DLT_ERF, write_capture, write_truth  # noqa: E402
+
+SHARED = Path(os.environ.get("RTRS_SHARED_PCAPS", REPO.parent / "shared" / "pcaps"))
+SMALL = {"writes4k": 3, "reads4k": 3, "big": 0}
+
+# (file, scenario, seed, params, what it shows[, writer options])
+CORPUS = [
+    ("basic_inval.pcap", "basic", 1, {},
+     "RoCEv2/IPv4, PMTU 1024, always_invalidate=Y: 3 cids, INFO_RSP of 512 descriptors "
+     "(9-packet SEND), SESS_INFO/OPEN, partition scan, 4 KiB and 128 KiB (124+4 KiB) IO, "
+     "rkey_rsp churn, heartbeats, CLOSE, DREQ/DREP"),
+    ("basic_noinval.pcap", "basic", 2, {"always_invalidate": False},
+     "the same with always_invalidate=N: one-descriptor INFO_RSP, zero-length "
+     "RDMA WRITE WITH IMM responses"),
+    ("basic_inval.pcapng", "basic", 1, {}, "basic_inval.pcap as pcapng"),
+    ("basic_inval.pcap.gz", "basic", 1, {}, "basic_inval.pcap gzipped"),
+    ("basic_ipv6.pcap", "basic", 3, dict(SMALL, ip_version=6),
+     "RoCEv2 over IPv6 (GIDs = IPv6 addresses, CMA header ip_version 6)"),
+    ("basic_vlan.pcap", "basic", 4, dict(SMALL, vlan=100),
+     "RoCEv2/IPv4 in 802.1Q VLAN 100, priority 3"),
+    ("basic_rocev1.pcap", "basic", 5, dict(SMALL, encap="rocev1"),
+     "RoCEv1: EtherType 0x8915, GRH with link-local GIDs"),
+    ("basic_ib.pcap", "basic", 6, dict(SMALL, encap="ib", pmtu=4096),
+     "native InfiniBand, pcap link type 247 (LRH, VCRC), PMTU 4096, LIDs in the CM REQ"),
+    ("basic_ib_erf.pcap", "basic", 6, dict(SMALL, encap="ib", pmtu=4096),
+     "basic_ib.pcap as ERF records (link type 197, ERF type 21 InfiniBand), the form "
+     "Wireshark/tshark decode natively", {"erf": True}),
+    ("basic_mtu4096.pcap", "basic", 7, dict(SMALL, pmtu=4096, always_invalidate=False),
+     "RoCEv2, PMTU 4096 (4 KiB write = FIRST + LAST WITH IMM, INFO_REQ one SEND)"),
+    ("reject_econnreset.pcap", "reject_econnreset", 8, {},
+     "fast reconnect while the old path is still closing: REJ reason 28, conn_rsp errno "
+     "-104; retry ~31 s later succeeds (recon_cnt 3), SESS_INFO/OPEN again"),
+    ("reject_enxio.pcap", "reject_enxio", 9, {},
+     "REQ with first_conn=0 for an unknown session: REJ -6 (ENXIO)"),
+    ("reject_eexist.pcap", "reject_eexist", 10, {},
+     "second path with the same addresses: REJ -17 (EEXIST) while the session keeps working"),
+    ("reject_enomem.pcap", "reject_enomem", 11, {}, "REJ -12 (ENOMEM)"),
+    ("reject_no_listener.pcap", "reject_no_listener", 12, {},
+     "REQ to port 1235: CM REJ reason 8 (invalid service ID), zero private data"),
+    ("bad_magic.pcap", "bad_magic", 13, {}, "conn_req magic 0x1BBE: REJ -104"),
+    ("bad_version.pcap", "bad_version", 14, {}, "conn_req version 3.0: REJ -104"),
+    ("multipath_failover.pcap", "multipath_failover", 15, {},
+     "two paths; path 1 goes silent: unanswered heartbeats, IO only on path 0, client "
+     "DREQs after >5 missed ticks, reconnect ~31 s later with recon_cnt 2"),
+    ("io_errors.pcap", "io_errors", 16, {},
+     "IO errors in the response immediates: EIO (read, write), ENOSPC (writes), ENOTCONN "
+     "(unknown device id), ENOENT on OPEN (SEND-INV only, no open_rsp)"),
+    ("flush_discard.pcap", "flush_discard", 17, {},
+     "FLUSH (RTRS READ without descriptor, imm type 1), DISCARD and WRITE_ZEROES (36-byte "
+     "WRITEs), a WRITE|FUA"),
+    ("mid_session.pcap", "mid_session", 18, {},
+     "capture starting mid-session: no CM/INFO/OPEN, queue depth must be inferred"),
+    ("server_disconnect.pcap", "server_disconnect", 19, {},
+     "the server closes the path: DREQs from the server, DREPs from the client"),
+]
+
+REAL = ["basic_inval", "basic_noinval"]
+
+PROVENANCE = """# Real captures (copies)
+
+Copied unchanged from `../shared/pcaps/<name>/` by `scripts/make_corpus.py`:
+`<name>.pcap` is `<name>/<name>.pcap`, `<name>.truth.json` is `<name>/truth.json`
+(the kernel-side truth: config, every IO, rtrs stats counters, rdma tool output —
+not the crafter's truth format).
+
+Recorded by the hypervisor between two Linux 6.1.192 kernels (Debian
+linux-image-6.1.0-57-amd64, rtrs/rnbd built from the matching linux-source-6.1),
+each in its own VM, RoCEv2 over Soft-RoCE (rdma_rxe), MTU 1500 (IB MTU 1024),
+client with 2 CPUs (3 connections), one path.  basic_inval: server
+always_invalidate=Y; basic_noinval: always_invalidate=N.  See
+../shared/pcaps/README.md for the workload.
+"""
+
+
+def command(name, scenario, seed, params, options=None):
+    opts = " ".join("-p %s=%s" % kv for kv in sorted(params.items()))
+    if (options or {}).get("erf"):
+        opts += " --erf"
+    return ("rtrs-dissect craft %s -o pcaps/%s --seed %d %s --truth"
+            % (scenario, name, seed, opts)).replace("  ", " ")
+
+
+def readme(entries):
+    lines = [
+        "# Capture corpus",
+        "",
+        "Rebuilt byte for byte by `scripts/make_corpus.py` (do not edit by hand; "
+        "`--check` verifies).  Crafted files come from `rtrs_scapy.craft` (modelled on "
+        "the real Soft-RoCE captures, see tests/test_craft.py); next to each is "
+        "`<file>.truth.json`, the crafter's ground truth (requests and bytes per path "
+        "counted like the kernel's rtrs stats: data_len + usr_len per request, the RNBD "
+        "CLOSE included; errors by errno; rejects; reconnects; heartbeats; paths).",
+        "",
+        "| file | what it shows | command |",
+        "|---|---|---|",
+    ]
+    for name, scenario, seed, params, what, *options in entries:
+        lines.append("| %s | %s | `%s` |" % (name, what, command(name, scenario, seed, params,
+                                                                 *options)))
+    for name in REAL:
+        lines.append("| real/%s.pcap | real Linux 6.1 capture over Soft-RoCE (always_invalidate=%s), "
+                     "kernel truth in real/%s.truth.json; see real/PROVENANCE.md | copied from "
+                     "../shared/pcaps/%s |" % (name, "Y" if name == "basic_inval" else "N",
+                                                name, name))
+    lines += ["", "Totals are kept small: every crafted file is well under 1 MB.", ""]
+    return "\n".join(lines)
+
+
+def build(out):
+    out = Path(out)
+    (out / "real").mkdir(parents=True, exist_ok=True)
+    for name, scenario, seed, params, _what, *options in CORPUS:
+        frames, truth, linktype = craft_frames(scenario, seed=seed, **params)
+        if options and options[0].get("erf"):
+            linktype = DLT_ERF
+        write_capture(out / name, frames, linktype=linktype)
+        write_truth(out / (name + ".truth.json"), truth)
+    for name in REAL:
+        src = SHARED / name
+        shutil.copyfile(src / (name + ".pcap"), out / "real" / (name + ".pcap"))
+        shutil.copyfile(src / "truth.json", out / "real" / (name + ".truth.json"))
+    (out / "real" / "PROVENANCE.md").write_text(PROVENANCE)
+    (out / "README.md").write_text(readme(CORPUS))
+
+
+def listing(root):
+    root = Path(root)
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(REPO / "pcaps"))
+    parser.add_argument("--check", action="store_true",
+                        help="rebuild in a temporary folder and compare with --out")
+    args = parser.parse_args()
+    if args.check:
+        with tempfile.TemporaryDirectory() as tmp:
+            build(tmp)
+            want, have = listing(tmp), listing(args.out)
+            bad = [f for f in want if f not in have or not filecmp.cmp(
+                Path(tmp) / f, Path(args.out) / f, shallow=False)]
+            if bad:
+                print("corpus differs: " + ", ".join(bad), file=sys.stderr)
+                return 1
+            print("corpus up to date (%d files)" % len(want), file=sys.stderr)
+            return 0
+    build(args.out)
+    total = 0
+    for f in listing(args.out):
+        size = (Path(args.out) / f).stat().st_size
+        total += size
+        digest = hashlib.sha256((Path(args.out) / f).read_bytes()).hexdigest()[:12]
+        print("%-40s %9d  %s" % (f, size, digest))
+    print("total %d bytes" % total)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
