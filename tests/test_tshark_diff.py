@@ -83,7 +83,8 @@ def test_field_list_is_known_to_tshark():
     """Every compared field exists in this tshark (a typo would compare nothing)."""
     import subprocess
 
-    from tshark_util import TSHARK
-    out = subprocess.run([TSHARK, "-G", "fields"], capture_output=True, text=True).stdout
+    from tshark_util import TSHARK, tshark_env
+    out = subprocess.run([TSHARK, "-G", "fields"], capture_output=True, text=True,
+                         env=tshark_env()).stdout
     known = {line.split("\t")[2] for line in out.splitlines() if line.startswith("F\t")}
     assert [f for f in FIELDS if f not in known] == []

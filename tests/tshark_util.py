@@ -21,9 +21,13 @@ tshark 4.0 quirks handled here:
   and marks them malformed (pcaps/README.md), hiding the ICRC: it is disabled.
 """
 
+import atexit
+import functools
 import ipaddress
+import os
 import shutil
 import subprocess
+import tempfile
 
 from rtrs_scapy.layers.cm import (
     MAD, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu,
@@ -34,6 +38,23 @@ from rtrs_scapy.layers.ib import (
 
 TSHARK = shutil.which("tshark")
 TSHARK_OPTIONS = ["--disable-heuristic", "rpcrdma_infiniband"]
+
+
+@functools.lru_cache(maxsize=None)
+def tshark_env():
+    """tshark without personal plugins or preferences (an installed RTRS Lua plugin
+    must not change what "tshark's own dissector" means here)."""
+    home = tempfile.mkdtemp(prefix="tshark-home-")
+    atexit.register(shutil.rmtree, home, True)
+    return {**os.environ, "HOME": home, "XDG_CONFIG_HOME": home,
+            "WIRESHARK_CONFIG_DIR": home}
+
+
+def _run(cmd):
+    assert TSHARK, "tshark is not installed (scripts/test.sh installs it)"
+    done = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env())
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 # Scapy layer -> [(tshark field, Scapy field)], in wire order.
 LAYER_FIELDS = [
@@ -164,15 +185,12 @@ def _value(field, text):
 
 def tshark_rows(pcap, fields=FIELDS, extra_options=()):
     """One dict {field: value} per frame (in frame order), from a single tshark run."""
-    assert TSHARK, "tshark is not installed (scripts/test.sh installs it)"
     cmd = [TSHARK, "-n", "-r", str(pcap), *TSHARK_OPTIONS, *extra_options, "-T", "fields",
            "-E", "separator=\t", "-E", "occurrence=f", "-e", "frame.number"]
     for field in fields:
         cmd += ["-e", field]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
     rows = []
-    for line in done.stdout.splitlines():
+    for line in _run(cmd).splitlines():
         values = line.split("\t")
         row = {"frame.number": int(values[0])}
         for field, text in zip(fields, values[1:]):
@@ -184,13 +202,10 @@ def tshark_rows(pcap, fields=FIELDS, extra_options=()):
 
 def tshark_problem_frames(pcap, extra_options=()):
     """Frame numbers with a malformed item or an expert item of severity >= error."""
-    assert TSHARK, "tshark is not installed (scripts/test.sh installs it)"
     cmd = [TSHARK, "-n", "-r", str(pcap), *TSHARK_OPTIONS, *extra_options,
            "-Y", "_ws.malformed || _ws.expert.severity >= error",
            "-T", "fields", "-e", "frame.number", "-e", "_ws.expert.message"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return [line for line in done.stdout.splitlines() if line.strip()]
+    return [line for line in _run(cmd).splitlines() if line.strip()]
 
 
 def _norm(value, field=None):
