@@ -395,3 +395,17 @@ def test_lrh_and_grh_round_trip_non_default():
     assert decoded[GRH].nexthdr == 0x1B and decoded[GRH].paylen == 12 + 4 + 4
     assert decoded.pktlen * 4 == len(wire) - 2
     assert bytes(decoded) == wire and icrc_ok(decoded) is True
+
+
+def test_rocev2_in_vlan():
+    # §1.2: an 802.1Q tag shifts everything by 4; the ICRC still starts at the IP header
+    from scapy.layers.l2 import Dot1Q
+    frame = (Ether() / Dot1Q(vlan=100, prio=3) / IP(src="10.0.0.1", dst="10.0.0.2")
+             / UDP(sport=0xC001, dport=4791) / BTH(opcode=0x17, dqpn=0x11) / IETH(rkey=0x304))
+    pkt = Ether(bytes(frame))
+    assert pkt[Dot1Q].vlan == 100 and pkt[IETH].rkey == 0x304
+    assert icrc_ok(pkt) is True
+    untagged = Ether(bytes(Ether() / IP(src="10.0.0.1", dst="10.0.0.2")
+                           / UDP(sport=0xC001, dport=4791) / BTH(opcode=0x17, dqpn=0x11)
+                           / IETH(rkey=0x304)))
+    assert pkt[BTH].icrc == untagged[BTH].icrc
