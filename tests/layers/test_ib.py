@@ -409,3 +409,20 @@ def test_rocev2_in_vlan():
                            / UDP(sport=0xC001, dport=4791) / BTH(opcode=0x17, dqpn=0x11)
                            / IETH(rkey=0x304)))
     assert pkt[BTH].icrc == untagged[BTH].icrc
+
+
+def test_icrc_of_a_connectx4_cnp():
+    """A CNP captured on a ConnectX-4 Lx, ICRC computed by the NIC (the hardware
+    vector of secdev/scapy test/contrib/roce.uts): UDP source port 0, BECN set."""
+    dump = """e41d 2dab 2bc2 7cfe 9064 3b32 0800 45c2
+              003c 718c 4000 4011 9161 0a00 1101 0a00
+              1201 0000 12b7 0028 0000 8100 ffff 4000
+              0118 0000 0000 0000 0000 0000 0000 0000
+              0000 0000 0000 82fd 002a"""
+    raw = bytes.fromhex("".join(dump.split()))
+    pkt = Ether(raw)
+    assert pkt[BTH].opcode == 0x81 and pkt[BTH].becn == 1 and CNPPadding in pkt
+    assert pkt[BTH].icrc == 0x82FD002A
+    assert icrc_ok(pkt) is True
+    pkt[BTH].icrc = None
+    assert bytes(pkt) == raw
