@@ -5,8 +5,9 @@
 """
 
 from .analyzer import Analyzer
+from .batch import feed_batch
 from .summary import summarize
-from ..fastpath.reader import CaptureError, link_name, open_capture
+from ..fastpath.reader import CaptureError, batches, link_name, open_capture
 
 __all__ = ["Analysis", "Analyzer", "CaptureError", "analyze"]
 
@@ -32,14 +33,23 @@ class Analysis:
         return self.analyzer.messages
 
 
-def analyze(path, keep_messages=True, queue_depth=None, progress=None):
-    """Analyze a capture file; ``progress(bytes_done)`` is called now and then."""
+def analyze(path, keep_messages=True, queue_depth=None, progress=None, batch=True):
+    """Analyze a capture file; ``progress(bytes_done)`` is called now and then.
+
+    ``batch`` selects the numpy batch path (same results as frame by frame).
+    """
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth)
     with open_capture(path) as capture:
-        feed = analyzer.feed
-        for count, frame in enumerate(capture, 1):
-            feed(*frame)
-            if progress is not None and not count & 0x3FFF:
-                progress(capture.position())
+        if batch:
+            for group in batches(capture):
+                feed_batch(analyzer, *group)
+                if progress is not None:
+                    progress(capture.position())
+        else:
+            feed = analyzer.feed
+            for count, frame in enumerate(capture, 1):
+                feed(*frame)
+                if progress is not None and not count & 0x3FFF:
+                    progress(capture.position())
         analyzer.close()
         return Analysis(analyzer, capture)

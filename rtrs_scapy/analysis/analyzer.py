@@ -36,6 +36,7 @@ _imm = plan(ib.ImmDt).reader("imm")
 _ieth = plan(ib.IETH).reader("rkey")
 _aeth = plan(AETH).reader("syndrome")
 _rkey_rsp = plan(RtrsMsgRkeyRsp).reader("buf_id", "rkey")
+_info_rsp_count = plan(RtrsMsgInfoRsp).reader("sg_cnt")
 BTH_SIZE = plan(BTH).size
 ICRC_SIZE = plan(BTH).layout.trailer_size
 GRH_SIZE = plan(GRH).size
@@ -112,6 +113,8 @@ class Analyzer:
         self.unmatched_responses = 0
         self.partial_messages = 0
         self.cnps = 0
+        self.frame = None           # the frame being fed
+        self.closed = False
         self.completed = None       # (frame, Message, is_send) of the last complete message
 
     # -- model helpers used by the CM tracker ------------------------------
@@ -180,8 +183,13 @@ class Analyzer:
             self.endpoints[key] = (conn, c2s)
             stream = self.streams.get(key)
             if stream is None or stream.conn is not conn:
-                stream = self.streams[key] = Stream(key, None, addr, qpn)
+                stream = self.new_stream(key, None, addr, qpn, self.frame)
             stream.conn, stream.client_to_server, stream.next_psn = conn, c2s, psn
+
+    def new_stream(self, key, src, dst, dqpn, frame):
+        stream = self.streams[key] = Stream(key, src, dst, dqpn)
+        stream.first_frame = frame
+        return stream
 
     def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None):
         if not self.keep_messages:
@@ -195,6 +203,7 @@ class Analyzer:
     # -- per frame -------------------------------------------------------------
 
     def feed(self, frame, ts, buf, start, end, link_type):
+        self.frame = frame
         self.frames += 1
         if self.first_ts is None:
             self.first_ts = ts
@@ -250,6 +259,8 @@ class Analyzer:
                              % ib.OPCODE_NAMES[opcode])
 
     def _ack(self, frame, dst, dqpn, syndrome):
+        """ACKs are counted per stream (the path's total is summed at the end);
+        NAKs are events."""
         stream = self.streams.get((dst, dqpn))
         if stream is None:
             return
@@ -263,15 +274,13 @@ class Analyzer:
             self.anomaly(frame, "nak", "AETH NAK syndrome 0x%02x" % syndrome)
         elif kind == AETH_RNR:
             path.transport["rnr_naks"] += 1
-        else:
-            path.transport["acks"] += 1
 
     def _rc(self, frame, ts, src, dst, dqpn, psn, opcode, buf, hdr, reth_o, imm_o, ieth_o,
             p_start, p_end):
         key = (dst, dqpn)
         stream = self.streams.get(key)
         if stream is None:
-            stream = self.streams[key] = Stream(key, src, dst, dqpn)
+            stream = self.new_stream(key, src, dst, dqpn, frame)
         elif stream.src is None:
             stream.src = src
         stream.last_frame = frame
@@ -490,12 +499,10 @@ class Analyzer:
                         "info_req", {"pathname": fields["pathname"]})
         elif cls is RtrsMsgInfoRsp:
             path = self._stream_path(stream, False)
-            fields = plan(RtrsMsgInfoRsp).decode(data, 0, len(data))
-            path.chunks = fields["sg_cnt"]
-            path.chunk_table = [(d["addr"], d["key"], d["len"]) for d in fields["desc"]]
+            path.chunks = _info_rsp_count(data, 0)[0]
             path.state = "connected"
             self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
-                        "info_rsp", {"sg_cnt": fields["sg_cnt"]})
+                        "info_rsp", {"sg_cnt": path.chunks})
         else:
             self.anomaly(frame, "unknown_send", "SEND of %d bytes is no RTRS message"
                          % msg.length)
@@ -520,6 +527,12 @@ class Analyzer:
     # -- end ---------------------------------------------------------------------
 
     def close(self):
+        if self.closed:
+            return self
+        self.closed = True
+        for stream in self.streams.values():
+            if stream.path is not None:
+                stream.path.transport["acks"] += stream.acks
         for stream, kind in self.unattributed:
             path = self._match_endpoints(stream)
             if path is not None:

@@ -76,6 +76,24 @@ class Plan:
             self._readers[names] = env["read"]
         return self._readers[names]
 
+    def column(self, np, b, base, name):
+        """One field for many messages at once: ``b`` a uint8 array, ``base`` an
+        int64 array of message offsets; returns an int64 array (uint fields only)."""
+        spec = self.layout.field(name)
+        if spec.kind != "uint" or spec.size > 7:
+            raise LayoutError("%s.%s: no column for %s/%d bytes"
+                              % (self.cls.__name__, name, spec.kind, spec.size))
+        value = np.zeros(len(base), dtype=np.int64)
+        for i in range(spec.size):
+            byte = b[base + spec.offset + i].astype(np.int64)
+            if spec.endian == "<":
+                value |= byte << (8 * i)
+            else:
+                value = (value << 8) | byte
+        if spec.is_bits:
+            value = (value >> spec.shift) & ((1 << spec.width) - 1)
+        return value
+
     def fits(self, off, end):
         return off + self.size <= end
 

@@ -474,7 +474,23 @@ class Capture:
             return self._iter_pcap()
         return self._iter_pcapng()
 
+    def batches(self, size=65536):
+        """Frames in groups: ``(first_frame_no, ts, buf, starts, ends, link_type)`` with
+        lists of up to ``size`` consecutive frames sharing one buffer and link type."""
+        if self._started:
+            raise RuntimeError("a Capture can be iterated only once; open it again")
+        self._started = True
+        if self._kind == "pcap":
+            return self._pcap_batches(size)
+        return _group(self._iter_pcapng(), size)
+
     def _iter_pcap(self):
+        for first, ts, data, starts, ends, lt in self._pcap_batches(1024):
+            for i, s in enumerate(starts):
+                yield (first + i, ts[i], data, s, ends[i], lt)
+
+    def _pcap_batches(self, size):
+        """The pcap record walk (one loop for both iteration styles)."""
         src = self._src
         data, end = src.data, src.end
         base = src.base
@@ -486,16 +502,22 @@ class Capture:
         lt = self.link_type
         frame_no = 0
         release_at = src.release(0)
+        ts, starts, ends = [], [], []
         while True:
-            if end - p < 16:
-                data, p, end = src.refill(p, 16)
-                base = src.base
+            if end - p < 16 or len(starts) == size:
+                if starts:
+                    self._pos = base + ends[-1]
+                    yield frame_no - len(starts) + 1, ts, data, starts, ends, lt
+                    ts, starts, ends = [], [], []
                 if end - p < 16:
-                    if end - p:
-                        self._problem(frame_no + 1, "truncated_record",
-                                      "record header cut: %d of 16 bytes left" % (end - p))
-                    self._src_problem(frame_no + 1)
-                    break
+                    data, p, end = src.refill(p, 16)
+                    base = src.base
+                    if end - p < 16:
+                        if end - p:
+                            self._problem(frame_no + 1, "truncated_record",
+                                          "record header cut: %d of 16 bytes left" % (end - p))
+                        self._src_problem(frame_no + 1)
+                        break
             sec, frac, incl, _orig = hdr(data, p)
             if incl > limit:
                 self._problem(frame_no + 1, "bad_record_length",
@@ -505,6 +527,10 @@ class Capture:
             s = p + 16
             e = s + incl
             if e > end:
+                if starts:
+                    self._pos = base + ends[-1]
+                    yield frame_no - len(starts) + 1, ts, data, starts, ends, lt
+                    ts, starts, ends = [], [], []
                 data, p, end = src.refill(p, 16 + incl)
                 base = src.base
                 s = p + 16
@@ -515,11 +541,15 @@ class Capture:
                     self._src_problem(frame_no + 1)
                     break
             frame_no += 1
-            self._pos = base + e
-            yield (frame_no, sec + frac * scale, data, s, e, lt)
+            ts.append(sec + frac * scale)
+            starts.append(s)
+            ends.append(e)
             p = e
             if e > release_at:
                 release_at = src.release(e)
+        if starts:
+            self._pos = base + ends[-1]
+            yield frame_no - len(starts) + 1, ts, data, starts, ends, lt
 
     def _iter_pcapng(self):
         src = self._src
@@ -850,3 +880,47 @@ def _erf(buf, start, end):
     if rtype == 2:                      # ERF_TYPE_ETH: 2 bytes offset/pad
         return ib_offset(buf, p + 2, end, 1) if end - p >= 2 else None
     return None
+
+
+# --------------------------------------------------------------------------
+# batches: many frames of one buffer at once, for numpy column work
+
+def batches(capture, size=65536):
+    """``capture.batches(size)``: frames grouped for numpy column work."""
+    return capture.batches(size)
+
+
+def _group(frames, size):
+    """Group ``(frame_no, ts, buf, start, end, link_type)`` tuples into batches."""
+    ts, starts, ends = [], [], []
+    first = cur_buf = cur_lt = None
+    for frame_no, t, buf, s, e, lt in frames:
+        if buf is not cur_buf or lt != cur_lt or len(starts) == size:
+            if starts:
+                yield first, ts, cur_buf, starts, ends, cur_lt
+            ts, starts, ends = [], [], []
+            first, cur_buf, cur_lt = frame_no, buf, lt
+        ts.append(t)
+        starts.append(s)
+        ends.append(e)
+    if starts:
+        yield first, ts, cur_buf, starts, ends, cur_lt
+
+
+def rocev2_ipv4_columns(np, b, starts, ends):
+    """Vectorised ``ib_offset`` for the common frame shape Ethernet (no VLAN) /
+    IPv4 without options / UDP to port 4791; other frames are left to
+    ``ib_offset``.  Returns ``(mask, bth_off, ib_end, src_u32, dst_u32)``."""
+    length = ends - starts
+    shape_ok = length >= 14 + 20 + 8 + _IB_MIN
+    s = np.where(shape_ok, starts, 0)
+    u8 = lambda off: b[s + off].astype(np.int64)  # noqa: E731
+    be16 = lambda off: (u8(off) << 8) | u8(off + 1)  # noqa: E731
+    be32 = lambda off: (be16(off) << 16) | be16(off + 2)  # noqa: E731
+    ulen = be16(38)
+    ib_end = starts + 34 + ulen
+    mask = (shape_ok & (be16(12) == 0x0800) & (u8(14) == 0x45) & (u8(23) == 17)
+            & ((be16(20) & 0x3FFF) == 0) & (be16(36) == _ROCE_PORT)
+            & (ulen >= 8 + _IB_MIN) & (ib_end <= ends)
+            & ((be16(16) == 0) | (ulen <= be16(16) - 20)))
+    return mask, starts + 42, ib_end, be32(26), be32(30)
