@@ -7,7 +7,7 @@ record who tore the path down.  CM state is keyed by (owner address, comm ID),
 so retransmitted MADs (same IDs) are recognised (§8 item 7).
 """
 
-from ..constants import RTRS_MSG_NEW_RKEY_F, errno_name
+from ..constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER_MAJOR, errno_name
 from ..fastpath.plan import plan
 from ..layers.cm import (
     MAD, MGMT_CLASS_CM, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu,
@@ -29,6 +29,7 @@ _conn_rsp = plan(RtrsMsgConnRsp)
 MAD_HDR = plan(MAD).size
 PRIVATE_OFFSET = {CMReq: plan(CMReq).size, CMRep: plan(CMRep).size, CMRej: plan(CMRej).size}
 CMA_HDR = plan(CmaIpHdr).size
+MAX_UNCLAIMED = 1024  # bounded memory for non-RTRS CM traffic
 PMTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 
 ATTR = {0x0010: "req", 0x0012: "rej", 0x0013: "rep", 0x0014: "rtu",
@@ -43,6 +44,7 @@ class CmTracker:
         self.by_comm_id = {}   # (owner address, comm id) -> Connection
         self.cm_retransmissions = 0
         self.rtrs_frames = 0   # MADs of RTRS connections
+        self.unclaimed = {}    # REQs without RTRS magic, in case an RTRS server answers
 
     def feed(self, frame, ts, src, dst, buf, off, end):
         """Decode one MAD at buf[off:end]; returns its RTRS Connection or None."""
@@ -73,9 +75,24 @@ class CmTracker:
         if is_ip_service_id(sid):
             private += CMA_HDR
         data = bytes(buf[private:min(end, private + _conn_req.size)])
-        if not is_conn_req(data):
-            return None  # not RTRS
+        if len(data) < _conn_req.size:
+            return None
         fields = _conn_req.decode(data, 0, len(data))
+        req = (frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id)
+        if not is_conn_req(data):
+            # not RTRS, unless an RTRS server answers it (then: a bad magic, §3.3)
+            self.unclaimed[(src, comm_id)] = req
+            if len(self.unclaimed) > MAX_UNCLAIMED:
+                del self.unclaimed[next(iter(self.unclaimed))]
+            return None
+        if fields["version"] >> 8 != RTRS_PROTO_VER_MAJOR:
+            self.an.anomaly(frame, "bad_version", "conn_req version %d.%d, the server "
+                            "speaks %d.x" % (fields["version"] >> 8, fields["version"] & 0xFF,
+                                             RTRS_PROTO_VER_MAJOR))
+        return self._connection(*req)
+
+    def _connection(self, frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id):
+        """A new connection from a REQ's conn_req."""
         path = self.an.path_for(fields["sess_uuid"], fields["paths_uuid"], src, dst)
         path.port = sid & 0xFFFF
         path.protocol_version = "%d.%d" % (fields["version"] >> 8, fields["version"] & 0xFF)
@@ -94,12 +111,29 @@ class CmTracker:
         self.an.record(frame, ts, src, dst, 1, conn, "conn_req", fields)
         return conn
 
+    def _answered(self, dst, remote_id, has_conn_rsp):
+        """The connection a REP/REJ answers; a REQ without RTRS magic that an RTRS
+        server answered (conn_rsp in the private data) becomes one, with an anomaly."""
+        conn = self.by_comm_id.get((dst, remote_id))
+        if conn is not None or not has_conn_rsp:
+            return conn
+        req = self.unclaimed.pop((dst, remote_id), None)
+        if req is None:
+            return None
+        fields = req[4]
+        self.an.anomaly(req[0], "bad_magic", "conn_req magic 0x%04x (RTRS is 0x%04x); "
+                        "the RTRS server answered it" % (fields["magic"], RTRS_MAGIC))
+        return self._connection(*req)
+
     def _rep(self, frame, ts, src, dst, buf, body, end):
         if end - body < PRIVATE_OFFSET[CMRep]:
             self.an.anomaly(frame, "truncated_mad", "CM REP")
             return None
         comm_id, remote_id, qpn, psn = _rep(buf, body)
-        conn = self.by_comm_id.get((dst, remote_id))
+        private = body + PRIVATE_OFFSET[CMRep]
+        data = bytes(buf[private:min(end, private + _conn_rsp.size)])
+        fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
+        conn = self._answered(dst, remote_id, bool(fields))
         if conn is None:
             return None  # not a connection we saw requested (or not RTRS)
         if conn.server_comm_id is not None:
@@ -107,9 +141,6 @@ class CmTracker:
             return conn
         conn.server_qpn, conn.rep_psn, conn.server_comm_id = qpn, psn, comm_id
         self.by_comm_id[(src, comm_id)] = conn
-        private = body + PRIVATE_OFFSET[CMRep]
-        data = bytes(buf[private:min(end, private + _conn_rsp.size)])
-        fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
         path = conn.path
         if fields.get("errno"):
             self._rejected(frame, conn, fields["errno"])
@@ -130,15 +161,15 @@ class CmTracker:
             self.an.anomaly(frame, "truncated_mad", "CM REJ")
             return None
         _comm_id, remote_id, reason = _rej(buf, body)
-        conn = self.by_comm_id.get((dst, remote_id))
+        private = body + PRIVATE_OFFSET[CMRej]
+        data = bytes(buf[private:min(end, private + _conn_rsp.size)])
+        fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
+        conn = self._answered(dst, remote_id, bool(fields))
         if conn is None:
             return None
         if conn.state == "rejected":
             self.cm_retransmissions += 1
             return conn
-        private = body + PRIVATE_OFFSET[CMRej]
-        data = bytes(buf[private:min(end, private + _conn_rsp.size)])
-        fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
         errno = fields.get("errno")
         self._rejected(frame, conn, errno, reason)
         fields = dict(fields, reason=reason)

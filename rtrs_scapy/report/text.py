@@ -48,8 +48,8 @@ def render_path(path, out):
     if path["devices"]:
         out.append("    RNBD devices: " + ", ".join("%s=%s" % kv for kv in path["devices"].items()))
     for reject in path["rejects"]:
-        out.append("    REJECT frame %d: %s (%s)" % (reject["frame"], reject["name"],
-                                                     reject["errno"]))
+        cause = "errno %d" % reject["errno"] if reject["errno"] else "CM reject, no RTRS errno"
+        out.append("    REJECT frame %d: %s (%s)" % (reject["frame"], reject["name"], cause))
     errors = path["errors"]
     if errors:
         by_name = {}
