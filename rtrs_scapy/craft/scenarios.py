@@ -70,11 +70,14 @@ def _run(name, seed, params):
     return crafter, since, merged
 
 
-def _workload(s, writes4k=4, reads4k=4, big=0, device_id=0):
+def _workload(s, writes4k=4, reads4k=4, big=0, device_id=0, parallel=0):
     for i in range(writes4k):
         s.io("write", i * 4096, 4096, device_id=device_id)
     for i in range(reads4k):
         s.io("read", i * 4096, 4096, device_id=device_id)
+    if parallel:
+        s.io_batch([dict(op="write" if i % 2 else "read", offset=(64 + i) * 4096, size=4096,
+                         device_id=device_id) for i in range(parallel)], shuffle=True)
     for i in range(big):
         s.io("write", (1 + i) << 20, 131072, device_id=device_id)
     for i in range(big):
@@ -94,12 +97,13 @@ def _close_session(s, dev, paths):
             s.disconnect(path)
 
 
-@scenario("basic", "map, 4 KiB writes/reads, 128 KiB IO (split 124+4 KiB), idle with "
-          "heartbeats, unmap, disconnect — the real captures' workload in small",
-          writes4k=4, reads4k=4, big=1, idle=6.0)
-def _basic(s, writes4k, reads4k, big, idle):
+@scenario("basic", "map, 4 KiB writes/reads, 128 KiB IO (split 124+4 KiB), a batch of "
+          "parallel IOs answered out of order, idle with heartbeats, unmap, disconnect — the "
+          "real captures' workload in small",
+          writes4k=4, reads4k=4, big=1, idle=6.0, parallel=4)
+def _basic(s, writes4k, reads4k, big, idle, parallel):
     path, dev = _open_session(s)
-    _workload(s, writes4k, reads4k, big, dev)
+    _workload(s, writes4k, reads4k, big, dev, parallel)
     s.idle(idle)
     _close_session(s, dev, [path])
 
@@ -177,12 +181,12 @@ def _flush_discard(s):
 
 @scenario("mid_session", "a capture that starts after the handshake, SESS_INFO and OPEN: "
           "no CM, no INFO, no queue depth; IO, heartbeats and the close only",
-          ios=8)
-def _mid_session(s, ios):
+          ios=8, parallel=6)
+def _mid_session(s, ios, parallel):
     path, dev = _open_session(s)
     s.wait(2.0)
     since = s.t - 0.5
-    _workload(s, ios // 2, ios - ios // 2, 0, dev)
+    _workload(s, ios // 2, ios - ios // 2, 0, dev, parallel)
     s.idle(6.0)
     _close_session(s, dev, [path])
     return since
@@ -205,8 +209,7 @@ def _rej_econnreset(s):
     s.connect(path, first_conn=1, reject=(-_errno.ECONNRESET, CM_REJ_CONSUMER))
     s.wait(31.0)
     s.connect(path, first_conn=1)
-    s._sess_info_done = False
-    dev = s.rnbd_map(scan_sectors=())
+    dev = s.rnbd_map(scan_sectors=(), sess_info=True)
     s.io("read", 0, 4096, device_id=dev)
     _close_session(s, dev, [path])
 

@@ -681,9 +681,10 @@ class SessionCrafter:
         self.devices[dev_id] = dev_name
         return dev_id
 
-    def rnbd_map(self, dev_name="/dev/ram0", scan_sectors=(0, 8, 24), errno=0):
-        """What `map_device` puts on the wire: SESS_INFO once, OPEN, partition-scan reads."""
-        if not self._sess_info_done:
+    def rnbd_map(self, dev_name="/dev/ram0", scan_sectors=(0, 8, 24), errno=0, sess_info=None):
+        """What `map_device` puts on the wire: SESS_INFO (once per session unless
+        ``sess_info`` says otherwise, e.g. after a full outage), OPEN, partition-scan reads."""
+        if sess_info or (sess_info is None and not self._sess_info_done):
             self.rnbd_sess_info()
         dev = self.rnbd_open(dev_name, errno=errno)
         if dev is not None:
@@ -710,14 +711,35 @@ class SessionCrafter:
         (max_hw_sectors_kb 124) and the parts are in flight together.
         ``errno`` (negative or positive) is what the server answers for every part.
         """
+        return self.io_batch([dict(op=op, offset=offset, size=size, errno=errno,
+                                   device_id=device_id, label=label, flags=flags)],
+                             path=path, cid=cid)
+
+    def io_batch(self, ios, path=None, cid=None, shuffle=False):
+        """Several IOs in flight together on one connection (distinct buf_ids); with
+        ``shuffle`` the server answers them in a random order (responses are not FIFO,
+        §8.15).  ``ios``: dicts with the keyword arguments of :meth:`io`."""
         self._tick(self.t)
         path, conn = self._pick(path, cid)
+        reqs = []
+        for io in ios:
+            reqs.extend(self._io_requests(path, conn, **io))
+            self.t += self._jitter(5e-5, 4e-4)
+        order = list(reqs)
+        if shuffle:
+            self.rng.shuffle(order)
+        for req in order:
+            self._send_response(path, conn, req, errno=req.pop("_errno"))
+        self._gap()
+        return reqs
+
+    def _io_requests(self, path, conn, op, offset, size, errno=0, device_id=0, label=None,
+                     flags=None):
         ops = {"read": RNBD_OP_READ, "write": RNBD_OP_WRITE, "flush": RNBD_OP_FLUSH,
                "discard": RNBD_OP_DISCARD, "write_zeroes": RNBD_OP_WRITE_ZEROES}
         rw = ops[op] | (flags if flags is not None else
                         RNBD_F_SYNC if op in ("read", "write") else
                         RNBD_F_SYNC | RNBD_F_FUA if op == "flush" else 0)
-        errno = -abs(errno)
         if op in ("read", "write"):
             parts = [(o, min(MAX_HW_BYTES, offset + size - o))
                      for o in range(offset, offset + size, MAX_HW_BYTES)] or [(offset, 0)]
@@ -729,19 +751,17 @@ class SessionCrafter:
             hdr = RnbdMsgIo(device_id=device_id, sector=off // 512, rw=rw, bi_size=length,
                             prio=RNBD_PRIO)
             if op == "write":
-                reqs.append(self._send_request(path, conn, "write", hdr,
-                                               data=self.rng.randbytes(length), label=label))
+                req = self._send_request(path, conn, "write", hdr,
+                                         data=self.rng.randbytes(length), label=label)
             elif op == "read":
-                reqs.append(self._send_request(path, conn, "read", hdr, data_len=length,
-                                               desc=length > 0, label=label))
+                req = self._send_request(path, conn, "read", hdr, data_len=length,
+                                         desc=length > 0, label=label)
             elif op == "flush":
-                reqs.append(self._send_request(path, conn, "read", hdr, label=label))
+                req = self._send_request(path, conn, "read", hdr, label=label)
             else:
-                reqs.append(self._send_request(path, conn, "write", hdr, label=label))
-            self.t += self._jitter(5e-5, 4e-4)
-        for req in reqs:
-            self._send_response(path, conn, req, errno=errno)
-        self._gap()
+                req = self._send_request(path, conn, "write", hdr, label=label)
+            req["_errno"] = -abs(errno)
+            reqs.append(req)
         return reqs
 
     def idle(self, seconds):
