@@ -153,3 +153,33 @@ def test_io_req_round_trip_every_corner(queue_depth):
             assert value >> 28 == RTRS_IO_REQ_IMM
             decoded = imm.decode(value, queue_depth)
             assert (decoded.buf_id, decoded.offset) == (buf_id, offset)
+
+
+# -- properties -------------------------------------------------------------------
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@st.composite
+def io_reqs(draw):
+    queue_depth = draw(st.integers(1, 65535))
+    buf_id = draw(st.integers(0, queue_depth - 1))
+    offset = draw(st.integers(0, (1 << imm.mem_bits(queue_depth)) - 1))
+    return queue_depth, buf_id, offset
+
+
+@given(io_reqs())
+def test_io_req_round_trip_property(case):
+    queue_depth, buf_id, offset = case
+    value = imm.encode_io_req(buf_id, offset, queue_depth)
+    assert 0 <= value < 1 << 28  # type 0
+    decoded = imm.decode(value, queue_depth)
+    assert (decoded.buf_id, decoded.offset) == (buf_id, offset)
+
+
+@given(st.integers(0, 0x7FFFF), st.integers(0, 511), st.booleans())
+def test_io_rsp_round_trip_property(msg_id, errno, with_inv):
+    value = imm.encode_io_rsp(msg_id, -errno, with_invalidate=with_inv)
+    decoded = imm.decode(value)
+    assert (decoded.msg_id, decoded.errno) == (msg_id, -errno)
+    assert decoded.type == (2 if with_inv else 1)
