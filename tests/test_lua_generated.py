@@ -23,7 +23,7 @@ TSHARK = shutil.which("tshark")
 
 def all_captures():
     paths = [path for _name, path, _truth in REAL]
-    for pattern in ("*.pcap", "*.pcapng", "*.pcap.gz", "*/*.pcap", "*/*.pcapng"):
+    for pattern in ("*.pcap", "*.pcapng", "*.pcap.gz", "*/*.pcap", "*/*.pcapng", "*/*.pcap.gz"):
         paths.extend(sorted(PROJECT_PCAPS.glob(pattern)))
     return paths
 
@@ -107,6 +107,8 @@ def _tshark(*args):
 def test_loads_in_tshark_without_lua_error(capture):
     assert TSHARK, "tshark is required (scripts/test.sh installs it)"
     run = _tshark("-2", "-V", "-r", str(capture))
+    if "network type 247 unknown or unsupported" in run.stderr:
+        pytest.skip("tshark 4.0 cannot read LINKTYPE_INFINIBAND (247); the ERF twin is tested")
     assert run.returncode == 0, run.stderr
     assert "Lua Error" not in run.stdout and "Lua Error" not in run.stderr
     assert "[Malformed Packet" not in run.stdout

@@ -10,22 +10,26 @@ response links and latencies are compared with the session analyzer.
 """
 
 import functools
+import gzip
 import json
+import struct
 import shutil
 import subprocess
 import uuid
 
 import pytest
+from scapy.layers.inet import IP
+from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap
 
 from rtrs_scapy import imm as immcodec
-from rtrs_scapy.layers.ib import BTH, IBPad, ImmDt, header_chain
+from rtrs_scapy.layers.ib import BTH, GRH, IBPad, ImmDt, header_chain
 from rtrs_scapy.layers.rtrs import RtrsMsg, RtrsMsgConnReq, RtrsMsgConnRsp
 from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, RtrsRequest, RtrsWriteRequest
 from rtrs_scapy.wireshark import generate as gen
 
-from conftest import REAL, REPO
+from conftest import PROJECT_PCAPS, REAL, REPO
 
 LUA = REPO / "wireshark" / "rtrs.lua"
 TSHARK = shutil.which("tshark")
@@ -88,22 +92,33 @@ def _ib_payload(pkt):
     return body
 
 
+def _net_dst(pkt):
+    for cls, name in ((IP, "dst"), (IPv6, "dst"), (GRH, "dgid")):
+        if cls in pkt:
+            return pkt[cls].getfieldval(name)
+    return None
+
+
 @functools.lru_cache(maxsize=None)
-def scapy_expectations(pcap):
-    """frame number -> {abbrev: [values]} as Scapy decodes the capture."""
-    expected, rx, queue_depth = {}, {}, None
+def scapy_expectations(pcap, queue_depth=None):
+    """frame number -> {abbrev: [values]} as Scapy decodes the capture.
+
+    ``queue_depth`` (from the capture's truth) decodes IO_REQ immediates of a
+    capture without a conn_rsp; otherwise the first conn_rsp gives it.
+    """
+    expected, rx = {}, {}
     for number, pkt in enumerate(rdpcap(str(pcap)), 1):
         pkt = Ether(bytes(pkt))
         out = {}
         for cls in (RtrsMsgConnReq, RtrsMsgConnRsp):
             if cls in pkt:
                 _layer_values(MSG_OF_CLASS[cls], pkt[cls], out)
-                if cls is RtrsMsgConnRsp and queue_depth is None:
+                if cls is RtrsMsgConnRsp and pkt[cls].queue_depth:
                     queue_depth = pkt[cls].queue_depth
         if BTH in pkt and pkt[BTH].opcode < 0x20:
             bth = pkt[BTH]
             op = bth.opcode
-            key = (pkt.payload.dst, bth.dqpn)
+            key = (_net_dst(pkt), bth.dqpn)
             whole = None
             if op in FIRST:
                 rx[key] = [bth.psn, _ib_payload(pkt)]
@@ -184,6 +199,38 @@ def tshark_fields(pcap):
 
 
 CAPTURES = [(name, path) for name, path, _truth in REAL]
+
+
+def _corpus():
+    """(name, pcap, truth) of the project corpus (pcaps/*.truth.json)."""
+    found = []
+    for truth in sorted(PROJECT_PCAPS.glob("*.truth.json")):
+        pcap = truth.with_name(truth.name[:-len(".truth.json")])
+        if pcap.exists():
+            found.append((pcap.name, pcap, json.loads(truth.read_text())))
+    return found
+
+
+def _linktype(path):
+    """Link type of a pcap file (pcapng: its first interface)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        head = fh.read(64)
+    if head[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        return struct.unpack_from("<I", head, 20)[0]
+    if head[:4] in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        return struct.unpack_from(">I", head, 20)[0]
+    if head[:4] == b"\x0a\x0d\x0d\x0a":  # SHB, then the IDB's link type
+        order = "<" if head[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
+        shb_len = struct.unpack_from(order + "I", head, 4)[0]
+        return struct.unpack_from(order + "H", head, shb_len + 8)[0]
+    return None
+
+
+CORPUS = _corpus()
+# tshark 4.0 cannot read LINKTYPE_INFINIBAND (247); Scapy here reads Ethernet (1) only
+TSHARK_CORPUS = [c for c in CORPUS if _linktype(c[1]) != 247]
+SCAPY_CORPUS = [c for c in TSHARK_CORPUS if _linktype(c[1]) == 1]
 
 
 @pytest.mark.parametrize("name,pcap", CAPTURES, ids=[c[0] for c in CAPTURES])
@@ -293,3 +340,33 @@ def test_capture_started_mid_session_infers_the_queue_depth(name, pcap, tmp_path
     requests = {n: f["rtrs.response_in"][0] for n, f in shown.items() if "rtrs.response_in" in f}
     responses = {n: f["rtrs.request_in"][0] for n, f in shown.items() if "rtrs.request_in" in f}
     assert requests and {v: k for k, v in requests.items()} == responses
+
+
+
+@pytest.mark.parametrize("name,pcap,truth", SCAPY_CORPUS, ids=[c[0] for c in SCAPY_CORPUS])
+def test_corpus_fields_equal_scapy_every_frame(name, pcap, truth):
+    expected = scapy_expectations(pcap, truth["config"]["queue_depth"])
+    shown = tshark_fields(pcap)
+    keys = LAYOUT_KEYS | IMM_KEYS
+    for number in sorted(set(shown) | set(expected)):
+        want = {k: v for k, v in expected.get(number, {}).items() if k in keys}
+        got = {k: v for k, v in shown.get(number, {}).items() if k in keys}
+        assert got == want, number
+
+
+@pytest.mark.parametrize("name,pcap,truth", TSHARK_CORPUS, ids=[c[0] for c in TSHARK_CORPUS])
+def test_corpus_counts_equal_truth(name, pcap, truth):
+    shown = tshark_fields(pcap)
+    ios = truth["ios"]
+
+    def frames_with(key, pred=lambda values: True):
+        return sum(1 for f in shown.values() if key in f and pred(f[key]))
+
+    assert frames_with("rtrs.rdma_read") == sum(1 for io in ios if io["dir"] == "read")
+    assert frames_with("rtrs.rdma_write") == sum(1 for io in ios if io["dir"] == "write")
+    assert frames_with("rtrs.imm.errno", lambda v: v[0] != 0) == sum(truth["errors"].values())
+    assert frames_with("rtrs.imm.type", lambda v: v[0] == 8) == truth["heartbeats"]["hb_msg"]
+    assert frames_with("rtrs.imm.type", lambda v: v[0] == 9) == truth["heartbeats"]["hb_ack"]
+    rejects = sum(1 for f in shown.values() if "rtrs.conn_rsp.errno" in f and f["rtrs.conn_rsp.errno"][0])
+    no_rtrs = sum(1 for r in truth.get("rejects", []) if not r.get("errno"))
+    assert rejects == len(truth.get("rejects", [])) - no_rtrs

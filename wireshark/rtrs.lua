@@ -1032,9 +1032,12 @@ local function value_of(field)
   return nil
 end
 
+local ADDRESS_FIELDS = { { fx.ip_src, fx.ip_dst }, { fx.ip6_src, fx.ip6_dst },
+                         { fx.gid_src, fx.gid_dst }, { fx.lid_src, fx.lid_dst } }
+
 local function addresses()
-  for _, pair in ipairs({ { fx.ip_src, fx.ip_dst }, { fx.ip6_src, fx.ip6_dst },
-                          { fx.gid_src, fx.gid_dst }, { fx.lid_src, fx.lid_dst } }) do
+  for i = 1, #ADDRESS_FIELDS do
+    local pair = ADDRESS_FIELDS[i]
     local s, d = pair[1](), pair[2]()
     if s and d then return tostring(s.value), tostring(d.value) end
   end
@@ -1187,7 +1190,7 @@ local function learn_qp(qkey, path, dir)
 end
 
 local function message_tvb(tvb, rec)
-  if rec.reasm then return rec.reasm:tvb("Reassembled RTRS message") end
+  if rec.reasm then return ByteArray.new(rec.reasm, true):tvb("Reassembled RTRS message") end
   if rec.len == tvb:len() then return tvb end
   return tvb(0, rec.len):tvb()
 end
@@ -1200,7 +1203,7 @@ local function classify_with_imm(tvb, pinfo, rec, src, dst)
     if rec.op ~= OP.RDMA_WRITE_ONLY_WITH_IMMEDIATE and rec.op ~= OP.RDMA_WRITE_LAST_WITH_IMMEDIATE then
       return conn ~= nil
     end
-    local mtvb = rec.len > 0 and message_tvb(tvb, rec) or nil
+    local mtvb = rec.len > 0 and not rec.data_only and message_tvb(tvb, rec) or nil
     local req = mtvb and (classify_read(mtvb, rec.len) or classify_write(mtvb, rec.len))
     if not req then
       if not conn then return false end
@@ -1256,6 +1259,7 @@ local function classify_with_imm(tvb, pinfo, rec, src, dst)
 end
 
 local function classify_send(tvb, rec, src, dst)
+  if rec.data_only then return false end
   local mtvb = message_tvb(tvb, rec)
   local name = RTRS_SEND_BY_TYPE[peek_rtrs_type(mtvb, 0)]
   if not name or rec.len < SIZE[name] then return false end
@@ -1280,7 +1284,7 @@ local function classify_read_data(tvb, rec, src, dst)
   rec.kind = "read_data"
   rec.path = path
   if req then rec.data_for = req.number end
-  if not rec.reasm and rec.len >= 2 then
+  if not rec.fragments and rec.len >= 2 then
     local name = RNBD_BY_TYPE[peek_rnbd_type(tvb, 0)]
     if name and PROTO_OF[name] == "rnbd" and (name == "sess_info_rsp" or name == "open_rsp")
         and rec.len == SIZE[name] then
@@ -1311,8 +1315,10 @@ local function first_pass_payload(tvb, pinfo)
   -- reassembly of multi-packet SEND / RDMA WRITE per QP by PSN (§8 items 1, 2, 11)
   if op == OP.SEND_FIRST or op == OP.RDMA_WRITE_FIRST then
     local rx = { first = pinfo.number, psn = psn, op = op, frames = { pinfo.number },
-                 rkey = value_of(fx.reth_rkey), total = rec.len, ba = ByteArray.new() }
-    if rec.len > 0 then rx.ba:append(tvb:bytes(0, rec.len)) end
+                 rkey = value_of(fx.reth_rkey), total = rec.len, parts = {} }
+    -- READ data towards the client is not decoded: count it, keep no bytes
+    if op == OP.RDMA_WRITE_FIRST and rec.conn and rec.conn.dir == "s2c" then rx.parts = nil end
+    if rx.parts and rec.len > 0 then rx.parts[1] = tvb:raw(0, rec.len) end
     S.rx[qkey] = rx
     rec.kind = "fragment"
     return rec.conn and rec or nil
@@ -1329,14 +1335,15 @@ local function first_pass_payload(tvb, pinfo)
     rx.psn = psn
     rx.total = rx.total + rec.len
     table.insert(rx.frames, pinfo.number)
-    if rec.len > 0 then rx.ba:append(tvb:bytes(0, rec.len)) end
+    if rx.parts and rec.len > 0 then rx.parts[#rx.parts + 1] = tvb:raw(0, rec.len) end
     if op == OP.SEND_MIDDLE or op == OP.RDMA_WRITE_MIDDLE then
       rec.kind = "fragment"
       return rec.conn and rec or nil
     end
     S.rx[qkey] = nil
-    rec.reasm = rx.ba
+    rec.reasm = rx.parts and table.concat(rx.parts) or nil
     rec.len = rx.total
+    rec.data_only = rx.parts == nil
     rec.first = rx.first
     rec.fragments = rx.frames
     rec.rkey = rx.rkey
@@ -1488,7 +1495,7 @@ local function render_payload(tvb, pinfo, tree, rec)
   elseif kind == "request" or kind == "send" or (kind == "response" and rec.send)
       or (kind == "read_data" and rec.reply) then
     local mtvb = message_tvb(tvb, rec)
-    if rec.reasm then t:add(F.msg_len, rec.len):set_generated() end
+    if rec.fragments then t:add(F.msg_len, rec.len):set_generated() end
     if kind == "request" then
       if rec.usr_name then
         proto = "RNBD"
