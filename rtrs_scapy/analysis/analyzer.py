@@ -202,7 +202,7 @@ class Analyzer:
 
     # -- per frame -------------------------------------------------------------
 
-    def feed(self, frame, ts, buf, start, end, link_type):
+    def frame_seen(self, frame, ts, link_type):
         self.frame = frame
         self.frames += 1
         if self.first_ts is None:
@@ -211,6 +211,9 @@ class Analyzer:
         if link_type not in self.link_types:
             self.link_types.add(link_type)
         self.last_ts = ts
+
+    def feed(self, frame, ts, buf, start, end, link_type):
+        self.frame_seen(frame, ts, link_type)
         loc = ib_offset(buf, start, end, link_type)
         if loc is None:
             return
@@ -226,7 +229,10 @@ class Analyzer:
             self.malformed += 1
             self.anomaly(frame, "truncated", "IB packet shorter than BTH + ICRC")
             return
-        opcode, pad, dqpn, psn = _bth(buf, bth)
+        self.transport(frame, ts, buf, bth, ib_end, src, dst, *_bth(buf, bth))
+
+    def transport(self, frame, ts, buf, bth, ib_end, src, dst, opcode, pad, dqpn, psn):
+        """One IB packet whose BTH is decoded (the batch path enters here too)."""
         offsets = OPCODE_OFFSETS.get(opcode)
         if offsets is None:
             self.anomaly(frame, "unknown_opcode", "BTH opcode 0x%02x" % opcode)

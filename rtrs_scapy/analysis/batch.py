@@ -53,18 +53,32 @@ def feed_batch(an, first, ts, buf, starts, ends, link_type):
     ack = fast & (opcode == ACK) & (payload_start + _aeth.size <= payload_end + ICRC_SIZE)
     syndrome = _aeth.column(np, b, np.where(ack, payload_start, 0), "syndrome")
     ack &= (syndrome & (AETH_NAK | AETH_RNR)) == 0
-    key = (dst << 24) | _bth.column(np, b, at, "dqpn")
+    dqpn = _bth.column(np, b, at, "dqpn")
+    psn = _bth.column(np, b, at, "psn")
+    key = (dst << 24) | dqpn
     frames = (first, ts, buf, starts, ends, link_type)
-    runs = _Runs(an, frames, key, src, dst, middle, _bth.column(np, b, at, "psn"),
-                 payload_start, payload_end)
-    keys = key.tolist()
-    fast_list = fast.tolist()
+    runs = _Runs(an, frames, key, src, dst, middle, psn, payload_start, payload_end)
+    columns = [c.tolist() for c in (fast, key, bth, ib_end, src, dst, opcode,
+                                    payload_end - payload_start + BTH_SIZE, dqpn, psn)]
+    fast_l, key_l, bth_l, end_l, src_l, dst_l, op_l, room_l, qpn_l, psn_l = columns
+    pad_l = (ib_end - ICRC_SIZE - payload_end).tolist()
+    addresses = {}
     for i in np.flatnonzero(~(middle | ack)).tolist():
-        if fast_list[i]:
-            runs.flush(keys[i], i)
-        else:
+        if not fast_l[i]:
             runs.flush_all(i)
-        an.feed(first + i, ts[i], buf, starts[i], ends[i], link_type)
+            an.feed(first + i, ts[i], buf, starts[i], ends[i], link_type)
+            continue
+        runs.flush(key_l[i], i)
+        an.frame_seen(first + i, ts[i], link_type)
+        an.ib_frames += 1
+        if room_l[i] < BTH_SIZE:  # shorter than BTH + ICRC: feed() reports it
+            an.frames -= 1
+            an.ib_frames -= 1
+            an.feed(first + i, ts[i], buf, starts[i], ends[i], link_type)
+            continue
+        an.transport(first + i, ts[i], buf, bth_l[i], end_l[i],
+                     _address(addresses, src_l[i]), _address(addresses, dst_l[i]),
+                     op_l[i], pad_l[i], qpn_l[i], psn_l[i])
     runs.flush_all(count)
     _count_acks(an, first, np.flatnonzero(ack), key, dst)
     an.last_ts = ts[-1]
@@ -134,6 +148,13 @@ class _Runs:
         first, ts, buf, starts, ends, link_type = self.frames
         for i in run.tolist():
             self.an.feed(first + i, ts[i], buf, starts[i], ends[i], link_type)
+
+
+def _address(cache, value):
+    raw = cache.get(value)
+    if raw is None:
+        raw = cache[value] = value.to_bytes(4, "big")
+    return raw
 
 
 def _count_acks(an, first, index, key, dst):
