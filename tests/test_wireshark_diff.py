@@ -24,6 +24,8 @@ from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap
 
 from rtrs_scapy import imm as immcodec
+from rtrs_scapy.constants import RTRS_PORT
+from rtrs_scapy.layers.cm import RDMA_PS_IB, RDMA_PS_TCP, CmaIpHdr, CMReq, service_id
 from rtrs_scapy.layers.ib import BTH, GRH, IBPad, ImmDt, header_chain
 from rtrs_scapy.layers.rtrs import RtrsMsg, RtrsMsgConnReq, RtrsMsgConnRsp
 from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, RtrsRequest, RtrsWriteRequest
@@ -44,6 +46,7 @@ LAYOUT_KEYS = {f.abbrev for f in FIELDS if f.role != "runtime"}
 IMM_KEYS = {"rtrs.imm.type", "rtrs.imm.buf_id", "rtrs.imm.offset", "rtrs.imm.msg_id",
             "rtrs.imm.errno"}
 
+RTRS_SERVICE_IDS = {service_id(RTRS_PORT, RDMA_PS_TCP), service_id(RTRS_PORT, RDMA_PS_IB)}
 # RC opcodes (§1.6)
 FIRST = {0x00, 0x06}
 MIDDLE = {0x01, 0x07}
@@ -110,6 +113,10 @@ def scapy_expectations(pcap, queue_depth=None):
     for number, pkt in enumerate(rdpcap(str(pcap)), 1):
         pkt = Ether(bytes(pkt))
         out = {}
+        if CmaIpHdr in pkt and RtrsMsgConnReq not in pkt \
+                and pkt[CMReq].service_id in RTRS_SERVICE_IDS:
+            # a REQ to the RTRS port with a bad magic: the plugin shows it as conn_req
+            _layer_values("conn_req", RtrsMsgConnReq(bytes(pkt[CmaIpHdr].payload)[:56]), out)
         for cls in (RtrsMsgConnReq, RtrsMsgConnRsp):
             if cls in pkt:
                 _layer_values(MSG_OF_CLASS[cls], pkt[cls], out)

@@ -56,6 +56,11 @@ local OP = {
   SEND_LAST_WITH_INVALIDATE = 0x16,
   SEND_ONLY_WITH_INVALIDATE = 0x17,
 }
+-- RDMA CM service ids of the RTRS/RNBD default port (IP and AF_IB port spaces)
+local RTRS_SERVICE_IDS = {
+  ["17171666"] = true,
+  ["20907218"] = true,
+}
 -- CM attribute ids (rtrs_scapy.layers.cm)
 local CM = {
   REQ = 0x0010,
@@ -997,6 +1002,7 @@ local fx = {
   req_qpn = Field.new("infiniband.cm.req.localqpn"),
   rep_qpn = Field.new("infiniband.cm.rep.localqpn"),
   rej_reason = Field.new("infiniband.cm.rej.reason"),
+  service_id = Field.new("infiniband.cm.req.serviceid"),
   ip_src = Field.new("ip.src"),
   ip_dst = Field.new("ip.dst"),
   ip6_src = Field.new("ipv6.src"),
@@ -1537,7 +1543,13 @@ local function first_pass_cm(tvb, pinfo)
   local rec = { number = pinfo.number, attr = attr }
   if attr == CM.REQ then
     local v = READ.conn_req(tvb, 0)
-    if not v or v.magic ~= C.RTRS_MAGIC then return nil end
+    if not v then return nil end
+    if v.magic ~= C.RTRS_MAGIC then
+      -- not RTRS, unless it asks for the RTRS port: then it is a broken RTRS REQ
+      local sid = value_of(fx.service_id)
+      if not (sid and RTRS_SERVICE_IDS[tostring(sid)]) then return nil end
+      rec.bad_magic = true
+    end
     local path = S.paths[v.sess_uuid]
     if not path then
       path = pair_path(src, dst)
@@ -1579,11 +1591,14 @@ local function render_cm(tvb, pinfo, tree, rec)
   if rec.msg then
     DISSECT[rec.msg](tvb, pinfo, t, 0)
     local v = rec.v
-    if bit.rshift(v.version, 8) ~= C.RTRS_PROTO_VER_MAJOR then
+    if rec.bad_magic then
+      t:add_proto_expert_info(EF.bad_magic, string.format("RTRS magic 0x%04x", v.magic))
+    elseif bit.rshift(v.version, 8) ~= C.RTRS_PROTO_VER_MAJOR then
       t:add_proto_expert_info(EF.bad_magic, string.format("RTRS protocol version 0x%04x", v.version))
     end
     if rec.msg == "conn_req" then
-      info = string.format("RTRS CONN_REQ cid %d/%d recon_cnt %d first_conn %d",
+      info = string.format("RTRS CONN_REQ%s cid %d/%d recon_cnt %d first_conn %d",
+                           rec.bad_magic and string.format(" (bad magic 0x%04x)", v.magic) or "",
                            v.cid, v.cid_num, v.recon_cnt, v.first_conn)
     else
       info = string.format("RTRS CONN_RSP queue_depth %d max_io_size %d errno %d",

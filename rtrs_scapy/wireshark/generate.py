@@ -424,6 +424,12 @@ def generate(runtime_path=RUNTIME):
     for name in OPCODE_NAMES:
         lines.append("  %s = 0x%02x," % (name[3:], ib_layers.opcode_value(name)))
     lines.append("}")
+    lines.append("-- RDMA CM service ids of the RTRS/RNBD default port (IP and AF_IB port spaces)")
+    lines.append("local RTRS_SERVICE_IDS = {")
+    for space in (cm_layers.RDMA_PS_TCP, cm_layers.RDMA_PS_IB):
+        sid = cm_layers.service_id(constants.RTRS_PORT, space)
+        lines.append("  [\"%d\"] = true," % sid)
+    lines.append("}")
     lines.append("-- CM attribute ids (rtrs_scapy.layers.cm)")
     lines.append("local CM = {")
     for attr, cls in sorted(cm_layers.CM_MESSAGES.items()):
