@@ -160,3 +160,31 @@ def test_plugin_dir_follows_wireshark(tmp_path, monkeypatch):
         run = subprocess.run([TSHARK, "-r", str(REAL[0][1]), "-Y", "rtrs.rdma_write"],
                              capture_output=True, text=True, env={**os.environ, "HOME": str(tmp_path)})
         assert run.returncode == 0 and "RNBD" in run.stdout
+
+
+def _mutated(src, dst, seed, rate=0.01, snaplen=None):
+    """Copy of a capture with seeded byte flips past the UDP header / cut frames."""
+    import random
+    from scapy.utils import RawPcapReader, wrpcap
+    from scapy.packet import Raw
+    rng = random.Random(seed)
+    frames = []
+    for data, _meta in RawPcapReader(str(src)):
+        data = bytearray(data)
+        for i in range(42, len(data)):
+            if rng.random() < rate:
+                data[i] = rng.randrange(256)
+        if snaplen:
+            data = data[:snaplen]
+        frames.append(Raw(bytes(data)))
+    wrpcap(str(dst), frames, linktype=1)
+    return dst
+
+
+@pytest.mark.parametrize("seed,rate,snaplen", [(1, 0.01, None), (2, 0.002, None), (3, 0.0, 200),
+                                               (4, 0.0, 66), (5, 0.005, 300)])
+def test_mutated_and_truncated_frames_raise_no_lua_error(tmp_path, seed, rate, snaplen):
+    capture = _mutated(REAL[0][1], tmp_path / "m.pcap", seed, rate, snaplen)
+    run = _tshark("-2", "-Y", "frame", "-V", "-r", str(capture))
+    assert run.returncode == 0, run.stderr
+    assert "Lua Error" not in run.stdout + run.stderr

@@ -1312,7 +1312,10 @@ local function first_pass_payload(tvb, pinfo)
   local rec = { number = pinfo.number, time = pinfo.abs_ts, op = op, qkey = qkey,
                 conn = S.qps[qkey], len = math.max(tvb:len() - pad, 0) }
   local immfi = fx.immdt()
-  if immfi then rec.imm = immfi.range:uint() end
+  if immfi and immfi.range:len() >= 4 then
+    rec.imm = immfi.range:uint()
+    rec.imm_type = imm_parts(rec.imm)
+  end
 
   local last = S.last_psn[qkey]
   if last ~= nil and psn ~= (last + 1) % PSN_MOD then rec.psn_gap = last end
