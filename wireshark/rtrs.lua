@@ -177,7 +177,7 @@ F.io_type = ProtoField.uint16("rnbd.io.type", "type", base.DEC, VS.rnbd_msg_type
 F.io_padding = ProtoField.uint16("rnbd.io.padding", "__padding", base.HEX, nil)
 F.io_device_id = ProtoField.uint32("rnbd.io.device_id", "device_id", base.DEC, nil)
 F.io_sector = ProtoField.uint64("rnbd.io.sector", "sector", base.DEC, nil)
-F.io_rw = ProtoField.uint32("rnbd.io.rw", "rw", base.HEX, VS.rnbd_io_op)
+F.io_rw = ProtoField.uint32("rnbd.io.rw", "rw", base.HEX, nil)
 F.io_rw_op = ProtoField.uint32("rnbd.io.rw.op", "op", base.DEC, VS.rnbd_io_op, 0xff)
 F.io_rw_sync = ProtoField.bool("rnbd.io.rw.sync", "SYNC", 32, nil, 0x100)
 F.io_rw_fua = ProtoField.bool("rnbd.io.rw.fua", "FUA", 32, nil, 0x200)
@@ -1385,8 +1385,10 @@ local function first_pass_payload(tvb, pinfo)
   if not claimed then return nil end
   if rec.fragments then
     for _, n in ipairs(rec.fragments) do
-      if n ~= pinfo.number and not S.frames[n] then
-        S.frames[n] = { kind = "fragment", last = pinfo.number, number = n }
+      if n ~= pinfo.number then
+        local frag = S.frames[n] or { kind = "fragment", number = n }
+        frag.last = pinfo.number
+        S.frames[n] = frag
       end
     end
   end
@@ -1455,6 +1457,7 @@ local function info_of(rec)
   elseif kind == "invalidate" then
     return string.format("RTRS SEND_INV rkey 0x%08x", rec.rkey or 0)
   elseif kind == "fragment" then
+    if rec.last then return string.format("RTRS fragment (message ends in %d)", rec.last) end
     return "RTRS fragment"
   elseif kind == "bad_request" then
     return "RTRS IO_REQ without trailer"

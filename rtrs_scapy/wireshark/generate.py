@@ -189,7 +189,9 @@ def _message_fields(proto, msg, layout):
             out.append(LuaField(key, abbrev, ftype, spec.name, base, spec.enum, mask,
                                 proto=proto, msg=msg, source=spec.name, role="bits"))
             continue
-        out.append(LuaField(key, abbrev, ftype, spec.name, base, spec.enum, None,
+        # a field holding an operation in some bits: the value_string goes to the op subfield
+        enum = None if spec.mask is not None else spec.enum
+        out.append(LuaField(key, abbrev, ftype, spec.name, base, enum, None,
                             proto=proto, msg=msg, source=spec.name))
         if spec.mask is not None:
             op_mask = spec.mask

@@ -409,8 +409,10 @@ local function first_pass_payload(tvb, pinfo)
   if not claimed then return nil end
   if rec.fragments then
     for _, n in ipairs(rec.fragments) do
-      if n ~= pinfo.number and not S.frames[n] then
-        S.frames[n] = { kind = "fragment", last = pinfo.number, number = n }
+      if n ~= pinfo.number then
+        local frag = S.frames[n] or { kind = "fragment", number = n }
+        frag.last = pinfo.number
+        S.frames[n] = frag
       end
     end
   end
@@ -479,6 +481,7 @@ local function info_of(rec)
   elseif kind == "invalidate" then
     return string.format("RTRS SEND_INV rkey 0x%08x", rec.rkey or 0)
   elseif kind == "fragment" then
+    if rec.last then return string.format("RTRS fragment (message ends in %d)", rec.last) end
     return "RTRS fragment"
   elseif kind == "bad_request" then
     return "RTRS IO_REQ without trailer"
