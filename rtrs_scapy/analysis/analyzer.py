@@ -375,9 +375,11 @@ class Analyzer:
             return
         payload = imm & IMM_PAYLOAD_MASK
         guess = self.guesses.get(path)
-        if guess is not None and guess.add_request(payload, parsed.offset):
-            self._rekey(path, guess)
-        elif guess is not None and path.mem_bits is None:
+        if guess is None and path.mem_bits is None:  # a handshake without a usable qd
+            guess = self.guesses[path] = MemBitsGuess()
+            path.queue_depth_inferred = True
+        if guess is not None and (guess.add_request(payload, parsed.offset)
+                                  or path.mem_bits is None):
             self._rekey(path, guess)
         bits = path.mem_bits
         buf_id = payload >> bits

@@ -22,7 +22,9 @@ from scapy.contrib.roce import AETH, BTH
 
 from ..fastpath.plan import plan
 from ..fastpath.reader import rocev2_ipv4_columns
-from .analyzer import ACK, BTH_SIZE, ICRC_SIZE, SEND_MIDDLE, WRITE_MIDDLE, AETH_NAK, AETH_RNR
+from .analyzer import (
+    ACK, AETH_NAK, AETH_RNR, BTH_SIZE, CM_SEND, ICRC_SIZE, SEND_MIDDLE, WRITE_MIDDLE,
+)
 from .reassembly import PSN_MASK
 
 ETHERNET = 1
@@ -50,7 +52,7 @@ def feed_batch(an, first, ts, buf, starts, ends, link_type):
     payload_start = bth + BTH_SIZE
     middle = fast & ((opcode == WRITE_MIDDLE) | (opcode == SEND_MIDDLE)) \
         & (payload_end >= payload_start)
-    ack = fast & (opcode == ACK) & (payload_start + _aeth.size <= payload_end + ICRC_SIZE)
+    ack = fast & (opcode == ACK) & (payload_start + _aeth.size <= payload_end)
     syndrome = _aeth.column(np, b, np.where(ack, payload_start, 0), "syndrome")
     ack &= (syndrome & (AETH_NAK | AETH_RNR)) == 0
     dqpn = _bth.column(np, b, at, "dqpn")
@@ -68,7 +70,10 @@ def feed_batch(an, first, ts, buf, starts, ends, link_type):
             runs.flush_all(i)
             an.feed(first + i, ts[i], buf, starts[i], ends[i], link_type)
             continue
-        runs.flush(key_l[i], i)
+        if op_l[i] == CM_SEND:
+            runs.flush_all(i)  # a REP (re)binds streams: earlier packets go first
+        else:
+            runs.flush(key_l[i], i)
         an.frame_seen(first + i, ts[i], link_type)
         an.ib_frames += 1
         if room_l[i] < BTH_SIZE:  # shorter than BTH + ICRC: feed() reports it
