@@ -15,7 +15,8 @@ from scapy.contrib.roce import AETH, BTH, GRH
 
 from ..constants import (
     RNBD_MSG_OPEN, RNBD_MSG_OPEN_RSP, RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM,
-    RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM, errno_name,
+    RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM, errno_name, rnbd_msg_type,
+    short_name,
 )
 from ..fastpath.plan import plan
 from ..fastpath.reader import ib_offset
@@ -396,7 +397,8 @@ class Analyzer:
             rnbd = decode_rnbd(parsed.usr)
         req = Request(frame, ts, parsed.op, buf_id, offset, parsed.usr_len, parsed.data_len,
                       payload, stream.conn, msg.first_frame,
-                      desc_key=parsed.desc["key"] if parsed.desc else None, rnbd=rnbd)
+                      desc_key=parsed.desc["key"] if parsed.desc else None, rnbd=rnbd,
+                      rnbd_kind=kind)
         previous = path.pending.get(buf_id)
         if previous is not None:
             self.anomaly(frame, "buf_id_reused", "buf_id %d still pending from frame %d"
@@ -466,8 +468,11 @@ class Analyzer:
         path.latencies[req.op].append(latency)
         if errno:
             path.io[req.op].errors += 1
-            path.errors.append({"frame": frame, "op": req.op, "errno": errno,
-                                "name": errno_name(errno)})
+            error = {"frame": frame, "op": req.op, "errno": errno, "name": errno_name(errno),
+                     "request_frame": req.frame}
+            if req.rnbd_kind is not None:
+                error["rnbd"] = short_name(rnbd_msg_type, req.rnbd_kind, "RNBD_MSG_").lower()
+            path.errors.append(error)
         if rec is not None:
             rec["paired_frame"], rec["latency"] = req.frame, latency
         if req.record is not None:

@@ -51,6 +51,7 @@ class Request:
     first_frame: int
     desc_key: Optional[int] = None
     rnbd: Optional[dict] = None
+    rnbd_kind: Optional[int] = None  # RNBD message type of the user header
     record: Optional[dict] = None  # the message record, when messages are kept
 
 

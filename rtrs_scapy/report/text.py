@@ -54,9 +54,10 @@ def render_path(path, out):
     if errors:
         by_name = {}
         for err in errors:
-            by_name.setdefault((err["op"], err["name"]), []).append(err["frame"])
-        for (op, name), frames in sorted(by_name.items()):
-            out.append("    IO errors: %d × %s %s (first frame %d)" % (len(frames), op, name,
+            what = err["op"] + (" (RNBD %s)" % err["rnbd"] if err.get("rnbd") else "")
+            by_name.setdefault((what, err["name"]), []).append(err["frame"])
+        for (what, name), frames in sorted(by_name.items()):
+            out.append("    IO errors: %d × %s %s (first frame %d)" % (len(frames), what, name,
                                                                      frames[0]))
     for disc in path["disconnects"]:
         out.append("    disconnect at frame %d, started by the %s" % (disc["frame"],
