@@ -1016,6 +1016,7 @@ local fx = {
 local PSN_MOD = 16777216         -- PSNs are 24 bits (§1.9)
 local MAX_REASSEMBLY = 4194304   -- give up on longer messages
 local MIN_MEM_BITS = 12          -- queue depth 65535 (§4.2)
+local MAX_HDR_DEFAULT = 65536    -- largest server PAGE_SIZE: user header + trailer fit in it
 
 local S = {}
 
@@ -1073,11 +1074,12 @@ local function pair_path(a, b)
   return path, key
 end
 
-local function set_queue_depth(path, qd)
+local function set_queue_depth(path, qd, max_hdr)
   if qd and qd > 0 and not path.qd then
     path.qd = qd
     path.mem_bits = mem_bits_of(qd)
   end
+  if max_hdr and max_hdr > 0 then path.max_hdr = max_hdr end
 end
 
 local function short_name(table, value, prefix, suffix)
@@ -1195,6 +1197,8 @@ local function learn_qp(qkey, path, dir)
   if not S.qps[qkey] then S.qps[qkey] = { path = path, dir = dir } end
 end
 
+-- A reassembled message keeps only its tail from rec.base on (the user header
+-- and trailer of a WRITE end the message); single packets have base 0.
 local function message_tvb(tvb, rec)
   if rec.reasm then return ByteArray.new(rec.reasm, true):tvb("Reassembled RTRS message") end
   if rec.len == tvb:len() then return tvb end
@@ -1209,8 +1213,19 @@ local function classify_with_imm(tvb, pinfo, rec, src, dst)
     if rec.op ~= OP.RDMA_WRITE_ONLY_WITH_IMMEDIATE and rec.op ~= OP.RDMA_WRITE_LAST_WITH_IMMEDIATE then
       return conn ~= nil
     end
-    local mtvb = rec.len > 0 and not rec.data_only and message_tvb(tvb, rec) or nil
-    local req = mtvb and (classify_read(mtvb, rec.len) or classify_write(mtvb, rec.len))
+    local base = rec.base or 0
+    local mtvb = rec.len > base and not rec.data_only and message_tvb(tvb, rec) or nil
+    local req = nil
+    if mtvb then
+      if base == 0 then req = classify_read(mtvb, rec.len) end
+      if not req then
+        req = classify_write(mtvb, rec.len - base)
+        if req then
+          req.data_len = req.data_len + base
+          req.chunk_off = req.chunk_off + base
+        end
+      end
+    end
     if not req then
       if not conn then return false end
       rec.kind = "bad_request"
@@ -1265,7 +1280,7 @@ local function classify_with_imm(tvb, pinfo, rec, src, dst)
 end
 
 local function classify_send(tvb, rec, src, dst)
-  if rec.data_only then return false end
+  if rec.data_only or (rec.base or 0) > 0 then return false end
   local mtvb = message_tvb(tvb, rec)
   local name = RTRS_SEND_BY_TYPE[peek_rtrs_type(mtvb, 0)]
   if not name or rec.len < SIZE[name] then return false end
@@ -1301,6 +1316,19 @@ local function classify_read_data(tvb, rec, src, dst)
   return true
 end
 
+-- Append a packet's payload to a message being reassembled; bytes before
+-- rx.keep_from are counted but not kept.
+local function rx_add(rx, tvb, len)
+  if rx.parts and len > 0 then
+    if rx.keep_from and rx.total + len <= rx.keep_from then
+      rx.base = rx.total + len
+    else
+      rx.parts[#rx.parts + 1] = tvb:raw(0, len)
+    end
+  end
+  rx.total = rx.total + len
+end
+
 local function first_pass_payload(tvb, pinfo)
   local op = value_of(fx.opcode)
   local dqp = value_of(fx.destqp)
@@ -1324,10 +1352,18 @@ local function first_pass_payload(tvb, pinfo)
   -- reassembly of multi-packet SEND / RDMA WRITE per QP by PSN (§8 items 1, 2, 11)
   if op == OP.SEND_FIRST or op == OP.RDMA_WRITE_FIRST then
     local rx = { first = pinfo.number, psn = psn, op = op, frames = { pinfo.number },
-                 rkey = value_of(fx.reth_rkey), total = rec.len, parts = {} }
-    -- READ data towards the client is not decoded: count it, keep no bytes
-    if op == OP.RDMA_WRITE_FIRST and rec.conn and rec.conn.dir == "s2c" then rx.parts = nil end
-    if rx.parts and rec.len > 0 then rx.parts[1] = tvb:raw(0, rec.len) end
+                 rkey = value_of(fx.reth_rkey), total = 0, base = 0, parts = {} }
+    if op == OP.RDMA_WRITE_FIRST then
+      if rec.conn and rec.conn.dir == "s2c" then
+        rx.parts = nil  -- READ data towards the client is not decoded: count it, keep no bytes
+      else
+        -- a request: only its last max_hdr_size bytes (user header + trailer) matter
+        local dmalen = value_of(fx.reth_len)
+        local path = path_for(rec.conn, src, dst)
+        if dmalen then rx.keep_from = dmalen - (path.max_hdr or MAX_HDR_DEFAULT) end
+      end
+    end
+    rx_add(rx, tvb, rec.len)
     S.rx[qkey] = rx
     rec.kind = "fragment"
     return rec.conn and rec or nil
@@ -1342,9 +1378,8 @@ local function first_pass_payload(tvb, pinfo)
       return rec.conn and rec or nil
     end
     rx.psn = psn
-    rx.total = rx.total + rec.len
     table.insert(rx.frames, pinfo.number)
-    if rx.parts and rec.len > 0 then rx.parts[#rx.parts + 1] = tvb:raw(0, rec.len) end
+    rx_add(rx, tvb, rec.len)
     if op == OP.SEND_MIDDLE or op == OP.RDMA_WRITE_MIDDLE then
       rec.kind = "fragment"
       return rec.conn and rec or nil
@@ -1352,6 +1387,7 @@ local function first_pass_payload(tvb, pinfo)
     S.rx[qkey] = nil
     rec.reasm = rx.parts and table.concat(rx.parts) or nil
     rec.len = rx.total
+    rec.base = rx.base
     rec.data_only = rx.parts == nil
     rec.first = rx.first
     rec.fragments = rx.frames
@@ -1575,7 +1611,7 @@ local function first_pass_cm(tvb, pinfo)
     rec.msg, rec.v = "conn_rsp", v
     if attr == CM.REP and v.errno == 0 then
       local path = setup and setup.path or pair_path(src, dst)
-      set_queue_depth(path, v.queue_depth)
+      set_queue_depth(path, v.queue_depth, v.max_hdr_size)
       local server_qpn = value_of(fx.rep_qpn)
       local cid = setup and setup.cid
       if server_qpn then
