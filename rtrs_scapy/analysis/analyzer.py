@@ -14,7 +14,7 @@ import socket
 from scapy.contrib.roce import AETH, BTH, GRH
 
 from ..constants import (
-    RNBD_MSG_OPEN, RNBD_MSG_OPEN_RSP, RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM,
+    RNBD_MSG_OPEN_RSP, RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM,
     RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM, errno_name, rnbd_msg_type,
     short_name,
 )

@@ -8,11 +8,10 @@ fixed private-data size on build; upper layers register guessers to decode it
 """
 
 from scapy.fields import (
-    BitEnumField, BitField, ByteEnumField, ByteField, IP6Field, IntField,
-    ShortEnumField, ShortField, StrFixedLenField, XBitField, XByteField,
+    BitEnumField, BitField, ByteEnumField, ByteField, IP6Field, ShortEnumField, ShortField, StrFixedLenField, XBitField, XByteField,
     XIntField, XLongField, XShortField,
 )
-from scapy.packet import Packet, bind_bottom_up, bind_top_down
+from scapy.packet import bind_bottom_up, bind_top_down
 
 from .base import GuessingPacket
 from .ib import GSI_QPN, UD, register_ib_payload

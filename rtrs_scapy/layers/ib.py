@@ -20,7 +20,6 @@ from scapy.fields import (
 )
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
-from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw, bind_bottom_up, bind_top_down
 
 from ..imm import decode as decode_imm
