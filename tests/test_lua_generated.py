@@ -188,3 +188,14 @@ def test_mutated_and_truncated_frames_raise_no_lua_error(tmp_path, seed, rate, s
     run = _tshark("-2", "-Y", "frame", "-V", "-r", str(capture))
     assert run.returncode == 0, run.stderr
     assert "Lua Error" not in run.stdout + run.stderr
+
+
+def test_readme_lists_every_field():
+    readme = (REPO / "wireshark" / "README.md").read_text(encoding="utf-8")
+    for f in gen.field_manifest():
+        if f.role == "runtime":
+            assert "`%s`" % f.abbrev in readme, f.abbrev
+        elif f.role != "presence":
+            prefix = "%s.%s." % (f.proto, f.msg)
+            row = next(line for line in readme.splitlines() if line.startswith("| `%s`" % prefix[:-1]))
+            assert "`%s`" % f.abbrev[len(prefix):] in row, f.abbrev

@@ -49,12 +49,24 @@ MESSAGES = (
     ("rnbd", "io", rnbd.RnbdMsgIo),
 )
 
-#: Dispatch tables (type value → message) built from the layers' own tables.
+#: Dispatch tables (type value → message): the tables the layers' dispatcher
+#: classes use (``type_table``; older layers: module-level dicts).
 DISPATCH = (
-    ("RTRS_SEND_BY_TYPE", rtrs._SEND_MESSAGES),
-    ("RTRS_TRAILER_BY_TYPE", rtrs._TRAILERS),
-    ("RNBD_BY_TYPE", rnbd.RNBD_MESSAGES),
+    ("RTRS_SEND_BY_TYPE", rtrs.RtrsMsg, "_SEND_MESSAGES"),
+    ("RTRS_TRAILER_BY_TYPE", rtrs.RtrsMsgRdmaHdr, "_TRAILERS"),
+    ("RNBD_BY_TYPE", rnbd.RnbdMsgHdr, "RNBD_MESSAGES"),
 )
+
+
+def dispatch_table(dispatcher, legacy_name):
+    """type value → message class of a dispatcher layer, or raise."""
+    table = getattr(dispatcher, "type_table", None)
+    if table is None:
+        module = __import__(dispatcher.__module__, fromlist=["_"])
+        table = getattr(module, legacy_name, None)
+    if not table:
+        raise GenerateError("%s: no dispatch table" % dispatcher.__name__)
+    return dict(table)
 
 #: Constants the runtime needs, by kernel name.
 CONSTANT_NAMES = (
@@ -504,7 +516,8 @@ def generate(runtime_path=RUNTIME):
     lines.append("")
     lines.append("-- == dispatch: type value -> message ==")
     names = {cls: msg for _p, msg, cls in MESSAGES}
-    for table, mapping in DISPATCH:
+    for table, dispatcher, legacy in DISPATCH:
+        mapping = dispatch_table(dispatcher, legacy)
         items = []
         for value, cls in sorted(mapping.items()):
             if cls not in names:
@@ -512,7 +525,8 @@ def generate(runtime_path=RUNTIME):
             items.append((value, names[cls]))
         lines.append(_lua_table(table, items, "%d", '"%s"'))
     # the leading type field shared by a dispatch family (same offset/size/endian in all)
-    for fn, family in (("peek_rtrs_type", rtrs._SEND_MESSAGES), ("peek_rnbd_type", rnbd.RNBD_MESSAGES)):
+    for fn, family in (("peek_rtrs_type", dispatch_table(rtrs.RtrsMsg, "_SEND_MESSAGES")),
+                       ("peek_rnbd_type", dispatch_table(rnbd.RnbdMsgHdr, "RNBD_MESSAGES"))):
         specs = {(s.offset, s.size, s.endian) for s in
                  (layout_of(c).field("type") for c in family.values())}
         if len(specs) != 1:
