@@ -322,6 +322,15 @@ def test_failover_truth():
     recon = [p[RtrsMsgConnReq].recon_cnt for p in packets if RtrsMsgConnReq in p]
     assert recon.count(2) == 3
     assert truth["heartbeats"]["hb_msg_unanswered"] > 0
+    assert truth["failovers"] == 1 and truth["retransmitted_messages"] > 0
+    # go-back-N duplicates: same (QP, PSN) more than once, all on the failed path
+    seen = collections.Counter((p["IP"].dst, p[BTH].dqpn, p[BTH].psn) for p in packets
+                               if p[BTH].opcode not in (0x11, 0x64))
+    dups = {key for key, n in seen.items() if n > 1}
+    assert dups and {dst for dst, _qp, _psn in dups} == {p1["server_addr"]}
+    (moved,) = [io for io in truth["ios"] if io["failover"]]
+    (orig,) = [io for io in truth["ios"] if io["errno"] is None]
+    assert (moved["buf_id"], moved["path"], orig["path"]) == (orig["buf_id"], 0, 1)
 
 
 def test_mid_session_has_no_handshake():

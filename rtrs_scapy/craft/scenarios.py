@@ -124,9 +124,10 @@ def _real_workload(s, idle):
     _close_session(s, dev, [path])
 
 
-@scenario("multipath_failover", "two paths, IO round-robin; path 1 goes silent: its heartbeats "
-          "stop being answered, IO continues on path 0, the client closes path 1 (DREQs) "
-          "and reconnects it ~30 s later with recon_cnt+1",
+@scenario("multipath_failover", "two paths, IO round-robin; path 1 goes silent with a write "
+          "in flight: no ACKs, heartbeats unanswered, go-back-N retransmissions; after 7 "
+          "retries the client closes path 1 (DREQs), re-issues the write on path 0 with the "
+          "same buf_id, IO continues on path 0, path 1 reconnects ~31 s later with recon_cnt 2",
           ios_before=4, ios_during=6, ios_after=4)
 def _multipath(s, ios_before, ios_during, ios_after):
     p0 = s.add_path()
@@ -137,6 +138,7 @@ def _multipath(s, ios_before, ios_during, ios_after):
     for i in range(ios_before):
         s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
     s.fail_path(p1)
+    s.io("write", 1 << 20, 4096, device_id=dev, path=p1)  # in flight when the path dies
     # IO keeps going on path 0 while path 1 is dead, until it is back
     n = 0
     while p1.state != "connected" or p1.connects < 2:

@@ -69,6 +69,8 @@ RC_SPORT = 61204
 HB_PERIOD = 5.1  # observed 5.12 s between heartbeats (5000 ms delayed work)
 HB_MISSED_MAX = 5
 RECONNECT_DELAY = 30.0  # RNBD's reconnect_delay_sec
+RC_ACK_TIMEOUT = 4.096e-6 * (1 << 19)  # local_ack_timeout 19 in the CM REQ: ~2.1 s
+RC_RETRY_COUNT = 7  # retry_count in the CM REQ
 CM_REJ_CONSUMER = 28
 CM_REJ_INVALID_SID = 8
 RNBD_PRIO = 0x4004  # IOPRIO_CLASS_BE level 4, as in the captures
@@ -172,6 +174,8 @@ class Path:
         self.state = "new"
         self.rbuf = []           # buf_id -> [addr, rkey]
         self.server_silent = False
+        self.unacked = []        # client requests waiting for an ACK on a silent path
+        self.pending = []        # requests without response (failover candidates)
         self.hb_due = {C: None, S: None}
         self.missed = 0
         self.reconnect_at = None
@@ -451,6 +455,7 @@ class SessionCrafter:
         segs = [payload[i:i + self.pmtu] for i in range(0, len(payload), self.pmtu)] or [b""]
         n = len(segs)
         t = self.t
+        sent = []
         for i, seg in enumerate(segs):
             pos = "only" if n == 1 else "first" if i == 0 else "last" if i == n - 1 else "middle"
             end = i == n - 1
@@ -475,6 +480,7 @@ class SessionCrafter:
             if seg or pad:
                 layers = layers / Raw(seg + b"\0" * pad)
             self._emit(t, path, side, layers)
+            sent.append(layers)
             psn = layers.psn
             if end:
                 conn.msn[peer] += 1
@@ -485,6 +491,7 @@ class SessionCrafter:
                 self._emit(t_ack, path, peer, ack)
             t += self._wire_gap(len(seg))
         self.t = t
+        return sent
 
     # -- heartbeats and path failure (§4.4, §5.5 g) --------------------------
 
@@ -498,6 +505,8 @@ class SessionCrafter:
                         due.append((path.hb_due[side], path.index, side, path))
                 if path.reconnect_at is not None and path.reconnect_at <= until:
                     due.append((path.reconnect_at, path.index, 2, path))
+                if path.unacked and path.unacked[0]["next"] <= until:
+                    due.append((path.unacked[0]["next"], path.index, 3, path))
             if not due:
                 return
             when, _, side, path = min(due)
@@ -506,6 +515,9 @@ class SessionCrafter:
                 path.reconnect_at = None
                 path.server_silent = False
                 self.connect(path, first_conn=1)
+                continue
+            if side == 3:
+                self._retransmit(path)
                 continue
             path.hb_due[side] = when + HB_PERIOD + self._jitter(0.0, 0.04)
             self._heartbeat(path, side)
@@ -518,9 +530,11 @@ class SessionCrafter:
             if path.missed > HB_MISSED_MAX:
                 self._path_error(path)
                 return
-        self._message(path, conn, side, "write_imm", b"", imm=encode_hb())
+        packets = self._message(path, conn, side, "write_imm", b"", imm=encode_hb())
         self._event("hb_msg", path=path.index, side=side, answered=not path.server_silent)
         if side == C and path.server_silent:
+            path.unacked.append({"req": None, "cid": 0, "packets": packets, "tries": 0,
+                                 "next": self.t + RC_ACK_TIMEOUT + self._jitter(0.0, 0.01)})
             return
         if side == S and path.server_silent:
             return
@@ -531,22 +545,62 @@ class SessionCrafter:
 
     def fail_path(self, path):
         """From now on the server side of ``path`` is silent (its link is down beyond the
-        capture point): client heartbeats go unanswered, after more than
-        HB_MISSED_MAX ticks the client closes the path (DREQs, unanswered) and
-        reconnects RECONNECT_DELAY + 1 s later with recon_cnt + 1."""
+        capture point): nothing the client sends there is acknowledged.  Its requests
+        and heartbeats are retransmitted (go-back-N, same PSNs) every ~2.1 s; after
+        RC_RETRY_COUNT retries the QP fails (or, with nothing unacknowledged, more than
+        HB_MISSED_MAX heartbeat ticks pass): the client closes the path (DREQs,
+        unanswered), re-issues its unanswered requests on a live path with the same
+        buf_id, and reconnects RECONNECT_DELAY + 1 s later with recon_cnt + 1."""
         self._tick(self.t)
         path.server_silent = True
         path.hb_due[S] = None
         path.missed = 0
         self._event("path_down", path=path.index)
 
-    def _path_error(self, path):
-        self._event("path_error", path=path.index)
+    def _retransmit(self, path):
+        """Go-back-N after the ACK timeout: every unacknowledged request packet again, with
+        its PSN (§1.9); after RC_RETRY_COUNT retries the QP fails and so does the path."""
+        entry = path.unacked[0]
+        if entry["tries"] >= RC_RETRY_COUNT:
+            self._path_error(path, cause="retry_exceeded")
+            return
+        t = self.t
+        for item in path.unacked:
+            item["tries"] += 1
+            for ib in item["packets"]:
+                self._emit(t, path, C, ib)
+                t += self._wire_gap(len(ib))
+            self._event("retransmission", path=path.index,
+                        cid=item["req"]["cid"] if item["req"] else item["cid"],
+                        packets=len(item["packets"]))
+        self.t = t
+        entry["next"] = self.t + RC_ACK_TIMEOUT + self._jitter(0.0, 0.01)
+
+    def _path_error(self, path, cause="heartbeat"):
+        self._event("path_error", path=path.index, cause=cause)
         path.state = "reconnecting"
         path.hb_due = {C: None, S: None}
+        path.unacked = []
         self.disconnect(path, C, answered=False)
         path.state = "reconnecting"
         path.reconnect_at = self.t + RECONNECT_DELAY + 1.0 + self.rng.uniform(0, 0.007)
+        pending, path.pending = path.pending, []
+        for req in pending:
+            self._failover(req)
+
+    def _failover(self, req):
+        """Re-issue a request of a failed path on a live one, with the same buf_id (§5.5 g)."""
+        live = [p for p in self.paths if p.state == "connected" and not p.server_silent]
+        if not live:
+            return
+        path, conn = self._pick(live[0])
+        self.t += self._jitter(1e-4, 5e-4)
+        again = self._send_request(path, conn, req["dir"], req["_usr"], data=req["_data"],
+                                   data_len=req["data_len"], label=req["op"],
+                                   buf=req["buf_id"], sg=req["_sg"])
+        again["failover"] = True
+        self._event("failover", path=path.index, buf_id=req["buf_id"])
+        self._send_response(path, conn, again)
 
     # -- requests and responses (§5.3, §5.4, §7.4) ----------------------------
 
@@ -585,22 +639,22 @@ class SessionCrafter:
         return path, path.conns[cid]
 
     def _send_request(self, path, conn, direction, usr, data=b"", data_len=0, desc=False,
-                      admin=False, label=None):
+                      admin=False, label=None, buf=None, sg=None):
         """The client's RDMA WRITE WITH IMM of one request; returns its record.
 
         ``desc``: a READ that gets data back (sg_cnt 1, NEED_INVAL_F) into a freshly
         registered client buffer; ``admin`` buffers are the RNBD messages' own.
         """
-        buf = self._permit()
+        if buf is None:
+            buf = self._permit()
         addr, rkey = path.rbuf[buf]
         usr_bytes = bytes(usr)
-        sg = None
         if direction == "write":
             payload = bytes(RtrsWriteRequest(data=data, usr=usr))
             va = addr
             data_len = len(data)
         else:
-            if desc:
+            if desc and sg is None:
                 va_c, key_c = self._client_buffer("admin" if admin else buf, admin)
                 sg = RtrsSgDesc(addr=va_c, key=key_c, len=data_len)
             trailer = RtrsMsgRdmaRead(flags=RTRS_MSG_NEED_INVAL_F if sg else 0,
@@ -609,18 +663,22 @@ class SessionCrafter:
             va = addr + data_len
         imm = encode_io_req(buf, data_len + len(usr_bytes), self.qd)
         t0 = self.t
-        self._message(path, conn, C, "write_imm", payload, va=va, rkey=rkey, imm=imm)
+        packets = self._message(path, conn, C, "write_imm", payload, va=va, rkey=rkey, imm=imm)
         req = dict(t=round(t0, 6), path=path.index, cid=conn.cid, buf_id=buf,
                    dir=direction, data_len=data_len, usr_len=len(usr_bytes), op=label,
-                   errno=0, desc=(sg.addr, sg.key) if sg else None)
+                   errno=0, desc=(sg.addr, sg.key) if sg else None, failover=False,
+                   _usr=usr, _data=data, _sg=sg)
+        if path.server_silent:
+            path.unacked.append({"req": req, "packets": packets, "tries": 0,
+                                 "next": self.t + RC_ACK_TIMEOUT + self._jitter(0.0, 0.01)})
         self.requests.append(req)
         return req
 
     def _send_response(self, path, conn, req, errno=0, reply=None):
         """The server's answer chain of §5.4 for ``req``; releases the permit."""
         if path.server_silent:
-            req["errno"] = None
-            self._permits.discard(req["buf_id"])
+            req["errno"] = None  # no answer; re-issued on another path when this one fails
+            path.pending.append(req)
             return
         self.t += self._jitter(2e-4, 9e-4)
         buf = req["buf_id"]
@@ -847,7 +905,7 @@ class SessionCrafter:
                   for k in ("reads", "read_bytes", "writes", "write_bytes")}
         errors = {}
         for r in reqs:
-            if r["errno"]:
+            if r["errno"]:  # None: never answered (the request failed over)
                 name = errno_name(r["errno"])
                 errors[name] = errors.get(name, 0) + 1
         rejects = [{k: e[k] for k in ("path", "cid", "errno", "errno_name", "reason")}
@@ -879,9 +937,11 @@ class SessionCrafter:
                                          if e["kind"] == "hb_msg" and not e["answered"]),
             },
             "path_failures": sum(1 for e in events if e["kind"] == "path_error"),
+            "failovers": sum(1 for r in reqs if r.get("failover")),
+            "retransmitted_messages": sum(1 for e in events if e["kind"] == "retransmission"),
             "devices": {str(k): v for k, v in sorted(self.devices.items())},
             "ios": [{k: r[k] for k in ("t", "path", "cid", "buf_id", "dir", "op", "data_len",
-                                       "usr_len", "errno")} for r in reqs],
+                                       "usr_len", "errno", "failover")} for r in reqs],
         }
 
 
