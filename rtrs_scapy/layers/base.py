@@ -46,6 +46,30 @@ def find_layer(pkt, cls):
     return None
 
 
+class TypeDispatcher(Packet):
+    """A header class that, called on bytes, returns the message class for the
+    leading type field (``RtrsMsg(data)``, ``RnbdMsgHdr(data)``).
+
+    Once its messages exist the header calls ``dispatch_on(table, header_plan)``
+    (the struct plan of its own fields); its subclasses (the messages) build
+    themselves.
+    """
+
+    @classmethod
+    def dispatch_on(cls, table, header_plan):
+        cls.type_table = table
+        cls.read_type = header_plan.reader("type")
+        cls.header_size = header_plan.size
+        # Scapy only honours a dispatch_hook in the class's own __dict__
+        cls.dispatch_hook = TypeDispatcher.__dict__["_dispatch"]
+
+    @classmethod
+    def _dispatch(cls, _pkt=None, *args, **kargs):
+        if "type_table" in cls.__dict__ and _pkt and len(_pkt) >= cls.header_size:
+            return cls.type_table.get(cls.read_type(_pkt, 0)[0], cls)
+        return cls
+
+
 class FixedLayer(Packet):
     """Base of fixed-size list elements: bytes after the element belong to the list."""
 

@@ -11,7 +11,6 @@ from scapy.fields import (
     ByteEnumField, ByteField, FlagsField, LEIntField, LELongField,
     LEShortEnumField, LEShortField, StrFixedLenField, XLEShortField,
 )
-from scapy.packet import Packet
 
 from ..constants import (
     RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_MSG_OPEN, RNBD_MSG_OPEN_RSP,
@@ -21,7 +20,7 @@ from ..constants import (
 )
 from ..fastpath.plan import plan
 from .ib import RC, register_ib_payload
-from .base import NulPaddedStrField
+from .base import NulPaddedStrField, TypeDispatcher
 from .rtrs_request import register_user_header
 
 
@@ -40,16 +39,10 @@ def _hdr(default_type):
             XLEShortField("__padding", 0)]
 
 
-class RnbdMsgHdr(Packet):
+class RnbdMsgHdr(TypeDispatcher):
     """struct rnbd_msg_hdr (4 bytes); as a class call it dispatches on the type."""
     name = "RNBD hdr"
     fields_desc = _hdr(RNBD_MSG_IO)
-
-    @classmethod
-    def dispatch_hook(cls, _pkt=None, *args, **kargs):
-        if cls is RnbdMsgHdr and _pkt and len(_pkt) >= 2:
-            return RNBD_MESSAGES.get(_read_type(_pkt, 0)[0], cls)
-        return cls
 
 
 class RnbdMsgSessInfo(RnbdMsgHdr):
@@ -139,6 +132,7 @@ RNBD_MESSAGES = {
 }
 RNBD_REQUESTS = (RNBD_MSG_SESS_INFO, RNBD_MSG_OPEN, RNBD_MSG_IO, RNBD_MSG_CLOSE)
 _read_type = plan(RnbdMsgHdr).reader("type")
+RnbdMsgHdr.dispatch_on(RNBD_MESSAGES, plan(RnbdMsgHdr))
 HDR_SIZE = plan(RnbdMsgHdr).size
 SESS_INFO_RSP_SIZE = plan(RnbdMsgSessInfoRsp).size
 OPEN_RSP_SIZE = plan(RnbdMsgOpenRsp).size
@@ -146,7 +140,7 @@ OPEN_RSP_SIZE = plan(RnbdMsgOpenRsp).size
 
 def reply_class(data):
     """The RNBD reply carried by a server RDMA WRITE of READ data, or None (§7.1)."""
-    if len(data) < 2:
+    if len(data) < HDR_SIZE:
         return None
     kind = _read_type(data, 0)[0]
     if kind == RNBD_MSG_SESS_INFO_RSP and len(data) == SESS_INFO_RSP_SIZE:

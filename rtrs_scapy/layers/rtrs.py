@@ -12,7 +12,6 @@ from scapy.fields import (
     LEShortField, LESignedShortField, PacketListField, StrFixedLenField, UUIDField,
     XLEIntField, XLELongField, XLEShortField,
 )
-from scapy.packet import Packet
 
 from ..constants import (
     RTRS_MAGIC, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP, RTRS_MSG_READ,
@@ -22,7 +21,9 @@ from ..constants import (
 )
 from ..fastpath.plan import plan
 from ..layout_refs import ref
-from .base import AutoLEShortField, FixedLayer, GuessingPacket, NulPaddedStrField
+from .base import (
+    AutoLEShortField, FixedLayer, GuessingPacket, NulPaddedStrField, TypeDispatcher,
+)
 from .cm import CmaIpHdr, CMRej, CMRep, CMReq, is_ip_service_id
 from .ib import RC, register_ib_payload
 
@@ -138,19 +139,13 @@ class RtrsMsgRkeyRsp(GuessingPacket):
     ]
 
 
-class RtrsMsgRdmaHdr(Packet):
+class RtrsMsgRdmaHdr(TypeDispatcher):
     """struct rtrs_msg_rdma_hdr: the type shared by both request trailers (§3.7).
 
     ``RtrsMsgRdmaHdr(raw_trailer)`` returns the read or write trailer.
     """
     name = "RTRS rdma_hdr"
     fields_desc = [_type_field(RTRS_MSG_WRITE)]
-
-    @classmethod
-    def dispatch_hook(cls, _pkt=None, *args, **kargs):
-        if cls is RtrsMsgRdmaHdr and _pkt and len(_pkt) >= 2:
-            return _TRAILERS.get(_read_type(_pkt, 0)[0], cls)
-        return cls
 
 
 class RtrsMsgRdmaRead(RtrsMsgRdmaHdr, FixedLayer):
@@ -178,26 +173,21 @@ class RtrsMsgRdmaWrite(RtrsMsgRdmaHdr, FixedLayer):
     ]
 
 
-_TRAILERS = {RTRS_MSG_READ: RtrsMsgRdmaRead, RTRS_MSG_WRITE: RtrsMsgRdmaWrite}
 
 
-class RtrsMsg(Packet):
+class RtrsMsg(TypeDispatcher):
     """Dispatcher for a whole RTRS SEND message: ``RtrsMsg(data)`` returns
     info_req, info_rsp or rkey_rsp by the leading type (§3.1)."""
     name = "RTRS message"
     fields_desc = [_type_field(RTRS_MSG_INFO_REQ)]
 
-    @classmethod
-    def dispatch_hook(cls, _pkt=None, *args, **kargs):
-        if cls is RtrsMsg and _pkt and len(_pkt) >= 2:
-            return _SEND_MESSAGES.get(_read_type(_pkt, 0)[0], cls)
-        return cls
 
-
-_SEND_MESSAGES = {RTRS_MSG_INFO_REQ: RtrsMsgInfoReq, RTRS_MSG_INFO_RSP: RtrsMsgInfoRsp,
-                  RTRS_MSG_RKEY_RSP: RtrsMsgRkeyRsp}
 
 _read_type = plan(RtrsMsg).reader("type")
+RtrsMsg.dispatch_on({RTRS_MSG_INFO_REQ: RtrsMsgInfoReq, RTRS_MSG_INFO_RSP: RtrsMsgInfoRsp,
+                     RTRS_MSG_RKEY_RSP: RtrsMsgRkeyRsp}, plan(RtrsMsg))
+RtrsMsgRdmaHdr.dispatch_on({RTRS_MSG_READ: RtrsMsgRdmaRead, RTRS_MSG_WRITE: RtrsMsgRdmaWrite},
+                           plan(RtrsMsgRdmaHdr))
 _read_info_rsp_count = plan(RtrsMsgInfoRsp).reader("sg_cnt")
 _read_conn_req_magic = plan(RtrsMsgConnReq).reader("magic")
 _read_conn_rsp_magic = plan(RtrsMsgConnRsp).reader("magic")
@@ -211,7 +201,7 @@ CONN_RSP_SIZE = plan(RtrsMsgConnRsp).size
 
 def send_message_class(payload):
     """The RTRS class of a complete SEND message (SEND ONLY or reassembled), or None (§5.4)."""
-    if len(payload) < 2:
+    if len(payload) < plan(RtrsMsg).size:
         return None
     kind = _read_type(payload, 0)[0]
     if kind == RTRS_MSG_INFO_REQ and len(payload) == INFO_REQ_SIZE:
