@@ -109,7 +109,7 @@ def scapy_expectations(pcap, queue_depth=None):
     ``queue_depth`` (from the capture's truth) decodes IO_REQ immediates of a
     capture without a conn_rsp; otherwise the first conn_rsp gives it.
     """
-    expected, rx = {}, {}
+    expected, rx, seen_psn = {}, {}, set()
     for number, pkt in enumerate(rdpcap(str(pcap)), 1):
         pkt = Ether(bytes(pkt))
         out = {}
@@ -122,10 +122,13 @@ def scapy_expectations(pcap, queue_depth=None):
                 _layer_values(MSG_OF_CLASS[cls], pkt[cls], out)
                 if cls is RtrsMsgConnRsp and pkt[cls].queue_depth:
                     queue_depth = pkt[cls].queue_depth
-        if BTH in pkt and pkt[BTH].opcode < 0x20:
+        if BTH in pkt and pkt[BTH].opcode < 0x20 and pkt[BTH].opcode != 0x11:
             bth = pkt[BTH]
             op = bth.opcode
             key = (_net_dst(pkt), bth.dqpn)
+            if (key, bth.psn) in seen_psn:  # go-back-N retransmission: decoded once (§8.6)
+                continue
+            seen_psn.add((key, bth.psn))
             whole = None
             if op in FIRST:
                 rx[key] = [bth.psn, _ib_payload(pkt)]

@@ -197,6 +197,7 @@ F.mem_bits = ProtoField.uint8("rtrs.mem_bits", "Offset bits of an IO_REQ immedia
 F.cid = ProtoField.uint16("rtrs.cid", "Connection id (cid)", base.DEC, nil)
 F.msg_len = ProtoField.uint32("rtrs.msg_len", "Message length (reassembled)", base.DEC, nil)
 F.fragment_of = ProtoField.framenum("rtrs.fragment_of", "Fragment of the message ending in", base.NONE)
+F.retransmission_of = ProtoField.framenum("rtrs.retransmission_of", "Retransmission of", base.NONE)
 F.request_in = ProtoField.framenum("rtrs.request_in", "Request in", base.NONE, frametype.REQUEST)
 F.response_in = ProtoField.framenum("rtrs.response_in", "Response in", base.NONE, frametype.RESPONSE)
 F.response_time = ProtoField.double("rtrs.response_time", "Response time (seconds)")
@@ -213,7 +214,8 @@ P_RTRS.fields = {
   F.rdma_read_usr_len, F.rdma_read_flags, F.rdma_read_flags_need_inval_f, F.rdma_read_flags_new_rkey_f, F.rdma_read_sg_cnt, F.rdma_write,
   F.rdma_write_type, F.rdma_write_usr_len, F.imm, F.imm_type, F.imm_buf_id, F.imm_offset,
   F.imm_msg_id, F.imm_errno, F.queue_depth, F.mem_bits, F.cid, F.msg_len,
-  F.fragment_of, F.request_in, F.response_in, F.response_time, F.data_for, F.rkey,
+  F.fragment_of, F.retransmission_of, F.request_in, F.response_in, F.response_time, F.data_for,
+  F.rkey,
 }
 P_RNBD.fields = {
   F.sess_info, F.sess_info_type, F.sess_info_padding, F.sess_info_ver, F.sess_info_reserved, F.sess_info_rsp,
@@ -1025,7 +1027,8 @@ local function reset_state()
   S.paths = {}       -- sess_uuid or address pair -> path
   S.qps = {}         -- "dst addr/dest QP" -> {path, dir = "c2s" | "s2c", cid}
   S.rx = {}          -- "dst addr/dest QP" -> message being reassembled
-  S.last_psn = {}    -- "dst addr/dest QP" -> PSN of the last request packet
+  S.last_psn = {}    -- "dst addr/dest QP" -> highest PSN of a request packet so far
+  S.psn_frame = {}   -- "dst addr/dest QP#PSN" -> first frame with that PSN
   S.frames = {}      -- pinfo.number -> frame record
   S.seen = {}        -- pinfo.number -> true once the frame was analysed
 end
@@ -1345,8 +1348,19 @@ local function first_pass_payload(tvb, pinfo)
     rec.imm_type = imm_parts(rec.imm)
   end
 
+  -- go-back-N retransmissions repeat (QP, PSN): show them as such, analyse once (§1.9, §8)
+  local pkey = qkey .. "#" .. psn
+  local orig = S.psn_frame[pkey]
   local last = S.last_psn[qkey]
-  if last ~= nil and psn ~= (last + 1) % PSN_MOD then rec.psn_gap = last end
+  local delta = last and (psn - last) % PSN_MOD
+  if orig or (delta and (delta == 0 or delta >= PSN_MOD / 2)) then
+    rec.kind = "retransmission"
+    rec.retrans_of = orig
+    if rec.conn or (orig and S.frames[orig]) then return rec end
+    return nil
+  end
+  S.psn_frame[pkey] = pinfo.number
+  if delta and delta > 1 then rec.psn_gap = last end
   S.last_psn[qkey] = psn
 
   -- reassembly of multi-packet SEND / RDMA WRITE per QP by PSN (§8 items 1, 2, 11)
@@ -1492,6 +1506,9 @@ local function info_of(rec)
     return string.format("RTRS READ data %d bytes", rec.len)
   elseif kind == "invalidate" then
     return string.format("RTRS SEND_INV rkey 0x%08x", rec.rkey or 0)
+  elseif kind == "retransmission" then
+    if rec.retrans_of then return string.format("RTRS retransmission of frame %d", rec.retrans_of) end
+    return "RTRS retransmission"
   elseif kind == "fragment" then
     if rec.last then return string.format("RTRS fragment (message ends in %d)", rec.last) end
     return "RTRS fragment"
@@ -1533,12 +1550,15 @@ local function render_payload(tvb, pinfo, tree, rec)
     it:set_generated()
     if path.inferred then it:add_proto_expert_info(EF.inferred) end
   end
-  add_imm(t, rec)
+  if rec.kind ~= "retransmission" then add_imm(t, rec) end
   if rec.psn_gap then
     t:add_proto_expert_info(EF.psn_gap, string.format("PSN gap: previous %d", rec.psn_gap))
   end
   local kind = rec.kind
-  if kind == "fragment" then
+  if kind == "retransmission" then
+    local it = rec.retrans_of and t:add(F.retransmission_of, rec.retrans_of) or t
+    it:add_proto_expert_info(EF.psn_gap, "Retransmission (PSN seen before)")
+  elseif kind == "fragment" then
     if rec.last then t:add(F.fragment_of, rec.last):set_generated() end
   elseif kind == "request" or kind == "send" or (kind == "response" and rec.send)
       or (kind == "read_data" and rec.reply) then

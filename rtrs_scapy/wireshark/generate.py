@@ -101,6 +101,7 @@ RUNTIME_FIELDS = (
     ("rtrs.cid", "uint16", "Connection id (cid)", "base.DEC", None),
     ("rtrs.msg_len", "uint32", "Message length (reassembled)", "base.DEC", None),
     ("rtrs.fragment_of", "framenum", "Fragment of the message ending in", None, None),
+    ("rtrs.retransmission_of", "framenum", "Retransmission of", None, None),
     ("rtrs.request_in", "framenum_request", "Request in", None, None),
     ("rtrs.response_in", "framenum_response", "Response in", None, None),
     ("rtrs.response_time", "double", "Response time (seconds)", None, None),
