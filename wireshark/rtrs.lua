@@ -12,7 +12,7 @@ local LAYOUT = "048aeb1d24cf"
 
 -- == constants (rtrs_scapy.constants, rtrs_scapy.imm) ==
 local C = {
-  RTRS_MAGIC = 7101,
+  RTRS_MAGIC = 0x1BBD,
   RTRS_PROTO_VER_MAJOR = 2,
   RTRS_MSG_INFO_REQ = 0,
   RTRS_MSG_INFO_RSP = 1,
@@ -32,12 +32,12 @@ local C = {
   RNBD_MSG_OPEN_RSP = 3,
   RNBD_MSG_IO = 4,
   RNBD_MSG_CLOSE = 5,
-  RNBD_OP_MASK = 255,
+  RNBD_OP_MASK = 0xFF,
   MAX_SESS_QUEUE_DEPTH = 65535,
   IMM_TYPE_SHIFT = 28,
   MSG_ID_BITS = 19,
-  MSG_ID_MASK = 524287,
-  ERRNO_MASK = 511,
+  MSG_ID_MASK = 0x7FFFF,
+  ERRNO_MASK = 0x1FF,
 }
 -- IB opcodes (rtrs_scapy.layers.ib)
 local OP = {

@@ -429,10 +429,11 @@ def generate(runtime_path=RUNTIME):
         "-- == constants (rtrs_scapy.constants, rtrs_scapy.imm) ==",
         "local C = {",
     ]
-    for name in CONSTANT_NAMES:
-        lines.append("  %s = %d," % (name, getattr(constants, name)))
-    for name in IMM_CONSTANTS:
-        lines.append("  %s = %d," % (name, getattr(imm, name)))
+    for module, names in ((constants, CONSTANT_NAMES), (imm, IMM_CONSTANTS)):
+        for name in names:
+            value = getattr(module, name)
+            fmt = "  %s = 0x%X," if name.endswith(("MAGIC", "MASK")) else "  %s = %d,"
+            lines.append(fmt % (name, value))
     lines.append("}")
     lines.append("-- IB opcodes (rtrs_scapy.layers.ib)")
     lines.append("local OP = {")
