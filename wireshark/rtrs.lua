@@ -1005,6 +1005,11 @@ local fx = {
   rep_qpn = Field.new("infiniband.cm.rep.localqpn"),
   rej_reason = Field.new("infiniband.cm.rej.reason"),
   service_id = Field.new("infiniband.cm.req.serviceid"),
+  req_comm = Field.new("infiniband.cm.req"),
+  rep_comm = Field.new("infiniband.cm.rep"),
+  rtu_comm = Field.new("infiniband.cm.rtu.localcommid"),
+  dreq_comm = Field.new("infiniband.cm.dreq.localcommid"),
+  drep_comm = Field.new("infiniband.cm.drsp.localcommid"),
   ip_src = Field.new("ip.src"),
   ip_dst = Field.new("ip.dst"),
   ip6_src = Field.new("ipv6.src"),
@@ -1024,6 +1029,7 @@ local S = {}
 
 local function reset_state()
   S.cm = {}          -- CM transaction id -> {path, client, server, client_qpn, cid}
+  S.comm = {}        -- CM communication id (either side) -> {cid}
   S.paths = {}       -- sess_uuid or address pair -> path
   S.qps = {}         -- "dst addr/dest QP" -> {path, dir = "c2s" | "s2c", cid}
   S.rx = {}          -- "dst addr/dest QP" -> message being reassembled
@@ -1597,6 +1603,9 @@ end
 
 -- == CM private data (REQ 56 B after the RDMA CM header, REP 196 B, REJ 148 B) ==
 
+local CM_NAMES = {}
+for name, attr in pairs(CM) do CM_NAMES[attr] = name end
+
 local function first_pass_cm(tvb, pinfo)
   local attr = value_of(fx.attr)
   local tidv = value_of(fx.tid)
@@ -1619,6 +1628,8 @@ local function first_pass_cm(tvb, pinfo)
     end
     S.cm[tid] = { path = path, client = src, server = dst, client_qpn = value_of(fx.req_qpn),
                   cid = v.cid }
+    local comm = value_of(fx.req_comm)
+    if comm then S.comm[comm] = { cid = v.cid } end
     rec.msg, rec.v = "conn_req", v
   elseif attr == CM.REP or attr == CM.REJ then
     local v = READ.conn_rsp(tvb, 0)
@@ -1629,6 +1640,8 @@ local function first_pass_cm(tvb, pinfo)
       return rec
     end
     rec.msg, rec.v = "conn_rsp", v
+    local comm = attr == CM.REP and value_of(fx.rep_comm)
+    if comm and setup then S.comm[comm] = { cid = setup.cid } end
     if attr == CM.REP and v.errno == 0 then
       local path = setup and setup.path or pair_path(src, dst)
       set_queue_depth(path, v.queue_depth, v.max_hdr_size)
@@ -1642,7 +1655,12 @@ local function first_pass_cm(tvb, pinfo)
       end
     end
   else
-    return nil
+    -- RTU, DREQ, DREP of a connection whose REQ/REP carried RTRS data
+    local field = (attr == CM.RTU and fx.rtu_comm) or (attr == CM.DREQ and fx.dreq_comm)
+                  or (attr == CM.DREP and fx.drep_comm)
+    local known = field and S.comm[value_of(field)]
+    if not known then return nil end
+    rec.cm_only, rec.cid = true, known.cid
   end
   return rec
 end
@@ -1650,7 +1668,10 @@ end
 local function render_cm(tvb, pinfo, tree, rec)
   local t = tree:add(P_RTRS, tvb())
   local info
-  if rec.msg then
+  if rec.cm_only then
+    t:add(F.cid, rec.cid):set_generated()
+    info = string.format("RTRS CM %s cid %d", short_name(CM_NAMES, rec.attr, ""), rec.cid)
+  elseif rec.msg then
     DISSECT[rec.msg](tvb, pinfo, t, 0)
     local v = rec.v
     if rec.bad_magic then
