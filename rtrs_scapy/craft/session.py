@@ -242,7 +242,8 @@ class SessionCrafter:
         self._chunk_addr = [base + i * self.chunk_size for i in range(self.qd)]
         self._client_mr = {}     # permit -> [va, rkey] of the client's read buffer MR
         self._client_mr_index = self.rng.randrange(3, 8)  # rxe MR pool indices are small
-        self.devices = {}        # device_id -> dev_name
+        self.devices = {}        # device_id -> dev_name, mapped now
+        self.device_log = {}     # device_id -> dev_name, every successful OPEN
         self._next_device_id = 0
         self._sess_info_done = False
         # ground truth
@@ -737,12 +738,15 @@ class SessionCrafter:
             return None
         self._next_device_id += 1
         self.devices[dev_id] = dev_name
+        self.device_log[dev_id] = dev_name
         return dev_id
 
     def rnbd_map(self, dev_name="/dev/ram0", scan_sectors=(0, 8, 24), errno=0, sess_info=None):
         """What `map_device` puts on the wire: SESS_INFO (once per session unless
         ``sess_info`` says otherwise, e.g. after a full outage), OPEN, partition-scan reads."""
         if sess_info or (sess_info is None and not self._sess_info_done):
+            if self._sess_info_done:  # a new server session: device ids start again at 0
+                self._next_device_id = 0
             self.rnbd_sess_info()
         dev = self.rnbd_open(dev_name, errno=errno)
         if dev is not None:
@@ -939,7 +943,7 @@ class SessionCrafter:
             "path_failures": sum(1 for e in events if e["kind"] == "path_error"),
             "failovers": sum(1 for r in reqs if r.get("failover")),
             "retransmitted_messages": sum(1 for e in events if e["kind"] == "retransmission"),
-            "devices": {str(k): v for k, v in sorted(self.devices.items())},
+            "devices": {str(k): v for k, v in sorted(self.device_log.items())},
             "ios": [{k: r[k] for k in ("t", "path", "cid", "buf_id", "dir", "op", "data_len",
                                        "usr_len", "errno", "failover")} for r in reqs],
         }
