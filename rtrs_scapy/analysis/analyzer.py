@@ -9,7 +9,6 @@ requests (trailer + RNBD header, buf_id/offset from the immediate), responses
 messages (PROTOCOL.md §5–§7).
 """
 
-import socket
 
 from scapy.contrib.roce import AETH, BTH, GRH
 
@@ -28,6 +27,7 @@ from ..layers.rtrs import (
 from .cm_tracker import CmTracker
 from .infer import MemBitsGuess
 from .model import Path, Request, Session
+from .names import address_text
 from .reassembly import HEAD_LIMIT, SEND_LIMIT, Message, Stream
 from .requests import RNBD_ADMIN, decode_rnbd, decode_rnbd_reply, parse_request, rnbd_type
 
@@ -80,15 +80,6 @@ def _opcode_offsets():
 OPCODE_OFFSETS = _opcode_offsets()
 
 
-def address_text(raw):
-    if len(raw) == 4:
-        return socket.inet_ntop(socket.AF_INET, bytes(raw))
-    if len(raw) == 16:
-        text = socket.inet_ntop(socket.AF_INET6, bytes(raw))
-        return text[7:] if text.startswith("::ffff:") and "." in text else text
-    return "LID 0x%04x" % int.from_bytes(raw, "big")
-
-
 class Analyzer:
     """Feed frames with ``feed()``; ``close()`` returns the Analysis."""
 
@@ -129,12 +120,14 @@ class Analyzer:
     def anomaly(self, frame, kind, detail):
         self.anomalies.append({"frame": frame, "kind": kind, "detail": detail})
 
-    def path_for(self, sess_uuid, paths_uuid, client, server):
+    def path_for(self, sess_uuid, paths_uuid, client, server, names=None):
+        """The path of a conn_req; ``names``: (client, server) as the RDMA CM header
+        gives them, else the packet's addresses."""
         path = self.paths.get(sess_uuid)
         if path is None:
+            client_name, server_name = names or (self.text(client), self.text(server))
             path = self.paths[sess_uuid] = Path(sess_uuid, paths_uuid=paths_uuid,
-                                                client=self.text(client),
-                                                server=self.text(server))
+                                                client=client_name, server=server_name)
             path.client_raw, path.server_raw = client, server
             session = self.sessions.get(paths_uuid)
             if session is None:
@@ -149,8 +142,8 @@ class Analyzer:
         path = self.paths.get(key)
         if path is None:
             for known in self.paths.values():  # a handshake seen for the same endpoints
-                if getattr(known, "client_raw", None) == client \
-                        and getattr(known, "server_raw", None) == server:
+                if known.client_raw == client \
+                        and known.server_raw == server:
                     return known
             path = self.paths[key] = Path(None, client=self.text(client),
                                           server=self.text(server))
@@ -403,6 +396,7 @@ class Analyzer:
         if previous is not None:
             self.anomaly(frame, "buf_id_reused", "buf_id %d still pending from frame %d"
                          % (buf_id, previous.frame))
+        self._take_over(path, buf_id)
         path.pending[buf_id] = req
         if req.desc_key is not None:
             path.reads_by_key[req.desc_key] = req
@@ -413,6 +407,26 @@ class Analyzer:
             fields["desc"] = parsed.desc
         req.record = self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
                                  parsed.op, fields, rnbd)
+
+    def _take_over(self, path, buf_id):
+        """buf_ids are per client session: the same buf_id pending on another path of
+        the session is a request failed over to this one (§5.5 g, §8 item 15)."""
+        session = path.session
+        if session is None or session.paths_uuid is None:
+            return
+        for other in session.paths:
+            if other is not path:
+                stale = other.pending.pop(buf_id, None)
+                if stale is not None:
+                    other.failovers += 1
+                    if stale.desc_key is not None:
+                        other.reads_by_key.pop(stale.desc_key, None)
+
+    def abort_pending(self, path):
+        """A path (re)connects: its unanswered requests will never be answered."""
+        path.aborted += len(path.pending)
+        path.pending.clear()
+        path.reads_by_key.clear()
 
     def _rekey(self, path, guess):
         bits = guess.value
@@ -559,7 +573,7 @@ class Analyzer:
 
     def _match_endpoints(self, stream):
         for path in self.paths.values():
-            ends = {getattr(path, "client_raw", None), getattr(path, "server_raw", None)}
+            ends = {path.client_raw, path.server_raw}
             if {stream.src, stream.dst} == ends:
                 return path
         return None

@@ -15,6 +15,7 @@ from ..layers.cm import (
 )
 from ..layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp, is_conn_req, is_conn_rsp
 from .model import Connection
+from .names import address_text
 
 _mad = plan(MAD).reader("mgmt_class", "attribute_id")
 _req = plan(CMReq).reader("local_comm_id", "service_id", "local_qpn", "starting_psn",
@@ -31,6 +32,18 @@ PRIVATE_OFFSET = {CMReq: plan(CMReq).size, CMRep: plan(CMRep).size, CMRej: plan(
 CMA_HDR = plan(CmaIpHdr).size
 MAX_UNCLAIMED = 1024  # bounded memory for non-RTRS CM traffic
 PMTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+
+_cma = plan(CmaIpHdr).reader("ip_version", "src_addr", "dst_addr")
+
+
+def _cma_names(buf, off):
+    """The IP addresses of the RDMA CM header (§2.7): what the user typed, also on
+    native IB and RoCEv1 where the packet only shows LIDs or GIDs."""
+    version, src, dst = _cma(buf, off)
+    if version == 4:
+        return address_text(src[12:]), address_text(dst[12:])
+    return address_text(src), address_text(dst)
+
 
 ATTR = {0x0010: "req", 0x0012: "rej", 0x0013: "rep", 0x0014: "rtu",
         0x0015: "dreq", 0x0016: "drep", 0x0011: "mra"}
@@ -72,13 +85,16 @@ class CmTracker:
             self.cm_retransmissions += 1
             return self.by_comm_id[(src, comm_id)]
         private = body + PRIVATE_OFFSET[CMReq]
+        names = None
         if is_ip_service_id(sid):
+            if private + CMA_HDR <= end:
+                names = _cma_names(buf, private)
             private += CMA_HDR
         data = bytes(buf[private:min(end, private + _conn_req.size)])
         if len(data) < _conn_req.size:
             return None
         fields = _conn_req.decode(data, 0, len(data))
-        req = (frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id)
+        req = (frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id, names)
         if not is_conn_req(data):
             # not RTRS, unless an RTRS server answers it (then: a bad magic, §3.3)
             self.unclaimed[(src, comm_id)] = req
@@ -91,15 +107,16 @@ class CmTracker:
                                              RTRS_PROTO_VER_MAJOR))
         return self._connection(*req)
 
-    def _connection(self, frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id):
+    def _connection(self, frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id, names):
         """A new connection from a REQ's conn_req."""
-        path = self.an.path_for(fields["sess_uuid"], fields["paths_uuid"], src, dst)
+        path = self.an.path_for(fields["sess_uuid"], fields["paths_uuid"], src, dst, names)
         path.port = sid & 0xFFFF
         path.protocol_version = "%d.%d" % (fields["version"] >> 8, fields["version"] & 0xFF)
         path.cid_num = fields["cid_num"]
-        if fields["cid"] == 0 and path.last_recon_cnt is not None \
-                and fields["recon_cnt"] > path.last_recon_cnt:
-            path.reconnects += 1
+        if fields["cid"] == 0:
+            if path.established_once or fields["recon_cnt"] > 1:
+                path.reconnect_attempts += 1
+            self.an.abort_pending(path)  # a (re)connect: nothing older is answered
         path.last_recon_cnt = max(path.last_recon_cnt or 0, fields["recon_cnt"])
         path.state = "connecting"
         conn = Connection(fields["cid"], client_qpn=qpn, recon_cnt=fields["recon_cnt"],
@@ -152,6 +169,11 @@ class CmTracker:
             path.always_invalidate = bool(fields["flags"] & RTRS_MSG_NEW_RKEY_F)
             self.an.set_queue_depth(path, fields["queue_depth"])
             conn.state = "established"
+            if conn.cid == 0:
+                # a reconnect: the path was up before, or recon_cnt says so (§5.5 g)
+                if path.established_once or (conn.recon_cnt or 0) > 1:
+                    path.reconnects += 1
+                path.established_once = True
             self.an.bind_connection(conn)
         self.an.record(frame, ts, src, dst, 1, conn, "conn_rsp", fields)
         return conn

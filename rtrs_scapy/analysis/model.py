@@ -60,8 +60,11 @@ class Path:
     """One RTRS path (client address ↔ server address), §5.1."""
     sess_uuid: Optional[str]
     paths_uuid: Optional[str] = None
-    client: Optional[str] = None
+    client: Optional[str] = None        # as the user names it (RDMA CM header, else packet)
     server: Optional[str] = None
+    client_raw: Optional[bytes] = None  # the packet addresses (IP, GID or LID) of the path
+    server_raw: Optional[bytes] = None
+    session: Optional["Session"] = None
     port: Optional[int] = None
     protocol_version: Optional[str] = None
     cid_num: Optional[int] = None
@@ -79,7 +82,11 @@ class Path:
         "client_to_server": 0, "server_to_client": 0,
         "acks_client_to_server": 0, "acks_server_to_client": 0})
     rkey_refreshes: int = 0
-    reconnects: int = 0
+    reconnects: int = 0                 # successful: cid 0 accepted again (or recon_cnt > 1)
+    reconnect_attempts: int = 0         # cid 0 REQs after the first connect
+    established_once: bool = False
+    failovers: int = 0                  # requests of this path re-sent on another path
+    aborted: int = 0                    # requests never answered because the path went down
     rejects: List[dict] = field(default_factory=list)
     errors: List[dict] = field(default_factory=list)
     disconnects: List[dict] = field(default_factory=list)

@@ -48,7 +48,8 @@ class RtrsSession(DefaultSession):
     def _path_of(self, records):
         for record in records:
             for path in self.analyzer.paths.values():
-                if {record["src"], record["dst"]} == {path.client, path.server}:
+                if {record["src"], record["dst"]} == {self.analyzer.text(path.client_raw),
+                                                      self.analyzer.text(path.server_raw)}:
                     return path
         return None
 

@@ -5,6 +5,7 @@ text, frames 1-based, latencies in microseconds.
 """
 
 from .model import OPS
+from .names import address_text
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 
@@ -32,6 +33,7 @@ def path_summary(path):
         "sess_uuid": path.sess_uuid,
         "client": path.client,
         "server": path.server,
+        "endpoints": [address_text(path.client_raw), address_text(path.server_raw)],
         "port": path.port,
         "protocol_version": path.protocol_version,
         "queue_depth": path.queue_depth,
@@ -51,6 +53,9 @@ def path_summary(path):
         "heartbeats": dict(path.heartbeats),
         "rkey_refreshes": path.rkey_refreshes,
         "reconnects": path.reconnects,
+        "reconnect_attempts": path.reconnect_attempts,
+        "failovers": path.failovers,
+        "aborted_requests": path.aborted,
         "rejects": list(path.rejects),
         "errors": list(path.errors),
         "disconnects": list(path.disconnects),

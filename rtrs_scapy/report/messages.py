@@ -29,7 +29,7 @@ def _matches_session(result, record, wanted):
     ends = {record["src"], record["dst"]}
     for session, path in _paths(result):
         if wanted in (session["sessname"], session["paths_uuid"], path["sess_uuid"]) \
-                and ends == {path["client"], path["server"]}:
+                and ends == set(path["endpoints"]):
             return True
     return False
 
@@ -83,7 +83,7 @@ def frame_context(result, capture, frame_no):
     records = [r for r in result.messages if r["frame"] == frame_no]
     for record in records:
         path = next((p for _, p in _paths(result)
-                     if {record["src"], record["dst"]} == {p["client"], p["server"]}), None)
+                     if {record["src"], record["dst"]} == set(p["endpoints"])), None)
         if path is not None and ImmDt in packet and path["queue_depth"]:
             packet[ImmDt].queue_depth = path["queue_depth"]
         lines.append(message_line(record))

@@ -1,0 +1,81 @@
+"""Every crafted capture of pcaps/: the analyzer finds what the generator put in
+(its <file>.truth.json): paths, IO counts and bytes per path, errors by errno,
+rejects, reconnects, heartbeats, devices; anomalies only where the scenario is
+one (bad magic, unsupported version)."""
+
+import json
+from collections import Counter
+
+import pytest
+
+from rtrs_scapy.analysis import analyze
+
+from conftest import PROJECT_PCAPS
+
+CRAFTED = sorted(str(p.relative_to(PROJECT_PCAPS))[:-len(".truth.json")]
+                 for p in PROJECT_PCAPS.glob("*.truth.json"))
+EXPECTED_ANOMALIES = {"bad_magic": ["bad_magic"], "bad_version": ["bad_version"]}
+
+
+@pytest.fixture(params=CRAFTED)
+def crafted(request):
+    capture = PROJECT_PCAPS / request.param
+    truth = json.loads((PROJECT_PCAPS / (request.param + ".truth.json")).read_text())
+    return analyze(capture).summary, truth
+
+
+def test_corpus_is_there():
+    assert len(CRAFTED) >= 20
+
+
+def paths_of(summary):
+    return [path for session in summary["sessions"] for path in session["paths"]]
+
+
+def test_paths_and_io_per_path(crafted):
+    summary, truth = crafted
+    found = {p["sess_uuid"]: p for p in paths_of(summary)}
+    expected = truth["paths"]
+    mid_session = truth["capture_start"] is not None
+    assert len(found) == len(expected)
+    for want in expected:
+        got = found[None if mid_session else want["sess_uuid"]]
+        assert (got["client"], got["server"]) == (want["client_addr"], want["server_addr"])
+        stats = want["stats"]
+        assert got["io"]["read"]["count"] == stats["reads"]
+        assert got["io"]["read"]["bytes"] == stats["read_bytes"]
+        assert got["io"]["write"]["count"] == stats["writes"]
+        assert got["io"]["write"]["bytes"] == stats["write_bytes"]
+        assert got["reconnects"] == want["reconnects"]
+        if want["connects"]:
+            assert got["queue_depth"] == truth["config"]["queue_depth"]
+            assert got["queue_depth_inferred"] is mid_session
+            assert got["always_invalidate"] is truth["config"]["always_invalidate"]
+
+
+def test_errors_rejects_heartbeats_devices(crafted):
+    summary, truth = crafted
+    paths = paths_of(summary)
+    errors = Counter(e["name"] for p in paths for e in p["errors"])
+    assert dict(errors) == truth["errors"]
+    rejects = sorted((r["errno"] or 0) for p in paths for r in p["rejects"])
+    assert rejects == sorted(r["errno"] for r in truth["rejects"])
+    hb = Counter()
+    for p in paths:
+        hb.update(p["heartbeats"])
+    assert hb["client_to_server"] + hb["server_to_client"] == truth["heartbeats"]["hb_msg"]
+    assert hb["acks_client_to_server"] + hb["acks_server_to_client"] == \
+        truth["heartbeats"]["hb_ack"]
+    devices = {}
+    for p in paths:
+        devices.update(p["devices"])
+    if truth["capture_start"] is None:  # a mid-session capture misses the OPEN
+        assert devices == truth["devices"]
+
+
+def test_session_name_and_anomalies(crafted):
+    summary, truth = crafted
+    if any(p["connects"] for p in truth["paths"]) and truth["capture_start"] is None:
+        assert [s["sessname"] for s in summary["sessions"]] == [truth["config"]["sessname"]]
+    kinds = [a["kind"] for a in summary["anomalies"]]
+    assert kinds == EXPECTED_ANOMALIES.get(truth["scenario"], [])
