@@ -11,6 +11,8 @@ from ..fastpath.reader import CaptureError, batches, link_name, open_capture
 
 __all__ = ["Analysis", "Analyzer", "CaptureError", "analyze"]
 
+BATCH_FRAMES = 16384  # frames per numpy batch: large enough to amortise, small in memory
+
 
 class Analysis:
     """The result of one capture: the analyzer state, the summary dict, problems."""
@@ -41,7 +43,7 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None, batch=Tru
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth)
     with open_capture(path) as capture:
         if batch:
-            for group in batches(capture):
+            for group in batches(capture, BATCH_FRAMES):
                 feed_batch(analyzer, *group)
                 if progress is not None:
                     progress(capture.position())

@@ -68,7 +68,7 @@ CHUNK = 4 * 1024 * 1024
 #: Compressed bytes read from the file at a time.
 GZ_IN_CHUNK = 1024 * 1024
 #: mmap: drop already-read pages from the process every this many bytes.
-RELEASE_EVERY = 32 * 1024 * 1024
+RELEASE_EVERY = 16 * 1024 * 1024
 _NEVER = 1 << 62
 
 LINK_NAMES = {
@@ -509,6 +509,9 @@ class Capture:
                     self._pos = base + ends[-1]
                     yield frame_no - len(starts) + 1, ts, data, starts, ends, lt
                     ts, starts, ends = [], [], []
+                    # pages are released only once the consumer is done with them
+                    if p > release_at:
+                        release_at = src.release(p)
                 if end - p < 16:
                     data, p, end = src.refill(p, 16)
                     base = src.base
@@ -531,6 +534,8 @@ class Capture:
                     self._pos = base + ends[-1]
                     yield frame_no - len(starts) + 1, ts, data, starts, ends, lt
                     ts, starts, ends = [], [], []
+                    if p > release_at:
+                        release_at = src.release(p)
                 data, p, end = src.refill(p, 16 + incl)
                 base = src.base
                 s = p + 16
@@ -545,8 +550,6 @@ class Capture:
             starts.append(s)
             ends.append(e)
             p = e
-            if e > release_at:
-                release_at = src.release(e)
         if starts:
             self._pos = base + ends[-1]
             yield frame_no - len(starts) + 1, ts, data, starts, ends, lt
