@@ -4,6 +4,9 @@
 :class:`Analysis` with ``summary`` (the JSON shape) and ``messages``.
 """
 
+import contextlib
+import gc
+
 from .analyzer import Analyzer
 from .batch import feed_batch
 from .summary import summarize
@@ -35,13 +38,27 @@ class Analysis:
         return self.analyzer.messages
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc():
+    """The analyzer's state is long-lived and acyclic garbage is freed by reference
+    counting; Python's cyclic collector would rescan that growing state again and
+    again (measured: 4M packets 20.6 s with it, 14.6 s without)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def analyze(path, keep_messages=True, queue_depth=None, progress=None, batch=True):
     """Analyze a capture file; ``progress(bytes_done)`` is called now and then.
 
     ``batch`` selects the numpy batch path (same results as frame by frame).
     """
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth)
-    with open_capture(path) as capture:
+    with open_capture(path) as capture, _no_cyclic_gc():
         if batch:
             for group in batches(capture, BATCH_FRAMES):
                 feed_batch(analyzer, *group)
