@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from scapy.config import conf  # noqa: E402
 
-from rtrs_scapy.craft.session import write_capture  # noqa: E402
+from rtrs_scapy.craft.capture_files import write_capture  # noqa: E402
 from test_robust import (  # noqa: E402
     Hang, corrupt_pcap, frame_pool, header_len, mutate, time_limit,
 )

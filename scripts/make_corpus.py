@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rtrs_scapy.craft.scenarios import craft_frames  # noqa: E402
-from rtrs_scapy.craft.session import DLT_ERF, write_capture, write_truth  # noqa: E402
+from rtrs_scapy.craft.capture_files import DLT_ERF, write_capture, write_truth  # noqa: E402
 
 SHARED = Path(os.environ.get("RTRS_SHARED_PCAPS", REPO.parent / "shared" / "pcaps"))
 SMALL = {"writes4k": 3, "reads4k": 3, "big": 0}

@@ -11,7 +11,6 @@ kernel's stats accounting, errors by errno, rejects, reconnects, paths); it is
 JSON-serialisable and is stored next to each corpus file as ``<file>.truth.json``.
 """
 
-from .session import (  # noqa: F401
-    Encap, SessionCrafter, read_capture, write_capture, write_truth,
-)
+from .capture_files import read_capture, write_capture, write_truth  # noqa: F401
+from .session import Encap, SessionCrafter  # noqa: F401
 from .scenarios import SCENARIOS, craft_scenario, scenario_names  # noqa: F401

@@ -3,7 +3,7 @@
 import click
 
 from .scenarios import CRAFTER_PARAMS, SCENARIOS, craft_frames, scenario_names
-from .session import DLT_ERF, DLT_INFINIBAND, write_capture, write_truth
+from .capture_files import DLT_ERF, DLT_INFINIBAND, write_capture, write_truth
 
 
 def _parse_value(text):

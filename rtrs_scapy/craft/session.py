@@ -24,7 +24,6 @@ byte-identical packets.  Time is a simulated clock; ``idle()`` advances it.
 """
 
 import errno as _errno
-import gzip
 import random
 import struct
 import uuid
@@ -48,7 +47,7 @@ from ..layers.cm import (
 )
 from ..layers.ib import (
     DETH, GRH, IETH, LRH, RETH, BTH, DLT_INFINIBAND, ROCEV1_ETHERTYPE, ROCEV2_PORT,
-    ImmDt,
+    ImmDt, opcode_value,
 )
 from ..layers.rnbd import (
     RnbdMsgClose, RnbdMsgIo, RnbdMsgOpen, RnbdMsgOpenRsp, RnbdMsgSessInfo,
@@ -77,14 +76,18 @@ RNBD_PRIO = 0x4004  # IOPRIO_CLASS_BE level 4, as in the captures
 MAX_HW_BYTES = 124 * 1024  # max_hw_sectors_kb 124 in the captures
 
 # opcodes by (kind, position): position = only/first/middle/last (§1.6)
-_OPC = {
-    ("send", "only"): 0x04, ("send", "first"): 0x00, ("send", "middle"): 0x01,
-    ("send", "last"): 0x02, ("send_imm", "only"): 0x05, ("send_imm", "last"): 0x03,
-    ("send_inv", "only"): 0x17,
-    ("write", "only"): 0x0A, ("write", "first"): 0x06, ("write", "middle"): 0x07,
-    ("write", "last"): 0x08, ("write_imm", "only"): 0x0B, ("write_imm", "first"): 0x06,
-    ("write_imm", "middle"): 0x07, ("write_imm", "last"): 0x09,
-}
+_OPC = {key: opcode_value("RC_" + name) for key, name in {
+    ("send", "only"): "SEND_ONLY", ("send", "first"): "SEND_FIRST",
+    ("send", "middle"): "SEND_MIDDLE", ("send", "last"): "SEND_LAST",
+    ("send_imm", "only"): "SEND_ONLY_WITH_IMMEDIATE",
+    ("send_imm", "last"): "SEND_LAST_WITH_IMMEDIATE",
+    ("send_inv", "only"): "SEND_ONLY_WITH_INVALIDATE",
+    ("write", "only"): "RDMA_WRITE_ONLY", ("write", "first"): "RDMA_WRITE_FIRST",
+    ("write", "middle"): "RDMA_WRITE_MIDDLE", ("write", "last"): "RDMA_WRITE_LAST",
+    ("write_imm", "only"): "RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+    ("write_imm", "first"): "RDMA_WRITE_FIRST", ("write_imm", "middle"): "RDMA_WRITE_MIDDLE",
+    ("write_imm", "last"): "RDMA_WRITE_LAST_WITH_IMMEDIATE",
+}.items()}
 
 
 @dataclass
@@ -957,105 +960,3 @@ def _aeth(msn):
 def _gid_bytes(gid):
     import socket
     return socket.inet_pton(socket.AF_INET6, gid)
-
-
-# -- capture files -------------------------------------------------------------------
-
-def _pcap_bytes(frames, linktype):
-    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, linktype)]
-    for t, data in frames:
-        sec = int(t)
-        usec = int(round((t - sec) * 1e6))
-        if usec >= 1000000:
-            sec, usec = sec + 1, usec - 1000000
-        out.append(struct.pack("<IIII", sec, usec, len(data), len(data)))
-        out.append(data)
-    return b"".join(out)
-
-
-def _pcapng_bytes(frames, linktype):
-    def block(btype, body):
-        body += b"\0" * (-len(body) % 4)
-        size = len(body) + 12
-        return struct.pack("<II", btype, size) + body + struct.pack("<I", size)
-    shb = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
-    idb = block(0x00000001, struct.pack("<HHI", linktype, 0, 262144))  # µs resolution
-    out = [shb, idb]
-    for t, data in frames:
-        ts = int(round(t * 1e6))
-        out.append(block(0x00000006, struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF,
-                                                 len(data), len(data)) + data))
-    return b"".join(out)
-
-
-DLT_ERF = 197
-ERF_TYPE_INFINIBAND = 21
-
-
-def erf_records(frames):
-    """Native IB frames as ERF records (pcap link type 197, ERF type 21), the form
-    ibdump-style tools write and Wireshark decodes (it has no link type 247)."""
-    out = []
-    for t, data in frames:
-        sec = int(t)
-        frac = int(round((t - sec) * 1e6)) * (1 << 32) // 1000000
-        header = struct.pack("<Q", (sec << 32) | frac) + struct.pack(
-            ">BBHHH", ERF_TYPE_INFINIBAND, 0x04, 16 + len(data), 0, len(data))
-        out.append((t, header + data))
-    return out
-
-
-def write_capture(path, packets_or_frames, linktype=None):
-    """Write pcap, pcapng, or either gzipped (``.gz``), chosen by the file extension.
-
-    Accepts Scapy packets (with ``.time``) or ``(time, bytes)`` pairs.  ``linktype=197``
-    with native IB frames writes ERF records (see ``erf_records``).  The output is
-    deterministic (fixed gzip header), so the corpus can be rebuilt byte for byte.
-    """
-    path = str(path)
-    frames = []
-    for item in packets_or_frames:
-        if isinstance(item, tuple):
-            frames.append(item)
-        else:
-            frames.append((float(item.time), bytes(item)))
-            if linktype is None:
-                linktype = DLT_INFINIBAND if isinstance(item, LRH) else 1
-    linktype = linktype or 1
-    if linktype == DLT_ERF and frames and frames[0][1][8:9] != bytes([ERF_TYPE_INFINIBAND]):
-        frames = erf_records(frames)
-    base = path[:-3] if path.endswith(".gz") else path
-    data = (_pcapng_bytes(frames, linktype) if base.endswith(".pcapng")
-            else _pcap_bytes(frames, linktype))
-    if path.endswith(".gz"):
-        with open(path, "wb") as raw_file:
-            with gzip.GzipFile(filename="", mode="wb", fileobj=raw_file, mtime=0) as gz:
-                gz.write(data)
-    else:
-        with open(path, "wb") as f:
-            f.write(data)
-
-
-def write_truth(path, truth):
-    """The ground truth as stable JSON (sorted keys), e.g. ``<capture>.truth.json``."""
-    import json
-    with open(str(path), "w") as f:
-        json.dump(truth, f, indent=1, sort_keys=True)
-        f.write("\n")
-
-
-def read_capture(path):
-    """rdpcap for .pcap/.pcapng, gzipped or not (Scapy packets with .time)."""
-    from scapy.utils import rdpcap
-    path = str(path)
-    if path.endswith(".gz"):
-        import io
-        import tempfile
-        with gzip.open(path, "rb") as f:
-            data = f.read()
-        with tempfile.NamedTemporaryFile(suffix=".pcap") as tmp:
-            tmp.write(data)
-            tmp.flush()
-            return rdpcap(tmp.name)
-        del io
-    return rdpcap(path)
