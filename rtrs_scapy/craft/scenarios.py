@@ -8,7 +8,8 @@ cpus) are parameters of every scenario; the rest are the scenario's own.
 
 import errno as _errno
 
-from .session import CM_REJ_CONSUMER, CM_REJ_INVALID_SID, C, S, Encap, SessionCrafter
+from .params import CM_REJ_CONSUMER, CM_REJ_INVALID_SID, C, S
+from .session import Encap, SessionCrafter
 
 SCENARIOS = {}
 

@@ -36,12 +36,10 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
 from ..constants import (
-    DEFAULT_MAX_CHUNK_SIZE, DEFAULT_MAX_HDR_SIZE, DEFAULT_QUEUE_DEPTH, RNBD_F_FUA,
-    RNBD_F_SYNC, RNBD_OP_DISCARD, RNBD_OP_FLUSH, RNBD_OP_READ, RNBD_OP_WRITE,
-    RNBD_OP_WRITE_ZEROES, RTRS_MAGIC, RTRS_MSG_NEED_INVAL_F, RTRS_MSG_NEW_RKEY_F,
+    DEFAULT_MAX_CHUNK_SIZE, DEFAULT_MAX_HDR_SIZE, DEFAULT_QUEUE_DEPTH, RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F,
     RTRS_PORT, RTRS_PROTO_VER, errno_name,
 )
-from ..imm import encode_hb, encode_io_req, encode_io_rsp
+from ..imm import encode_hb
 from ..layers.cm import (
     MAD, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu, service_id,
 )
@@ -49,31 +47,14 @@ from ..layers.ib import (
     DETH, GRH, IETH, LRH, RETH, BTH, DLT_INFINIBAND, ROCEV1_ETHERTYPE, ROCEV2_PORT,
     ImmDt, opcode_value,
 )
-from ..layers.rnbd import (
-    RnbdMsgClose, RnbdMsgIo, RnbdMsgOpen, RnbdMsgOpenRsp, RnbdMsgSessInfo,
-    RnbdMsgSessInfoRsp,
-)
 from ..layers.rtrs import (
-    RtrsMsgConnReq, RtrsMsgConnRsp, RtrsMsgInfoReq, RtrsMsgInfoRsp, RtrsMsgRdmaRead,
-    RtrsMsgRkeyRsp, RtrsSgDesc,
+    RtrsMsgConnReq, RtrsMsgConnRsp, RtrsMsgInfoReq, RtrsMsgInfoRsp, RtrsSgDesc,
 )
-from ..layers.rtrs_request import RtrsReadRequest, RtrsWriteRequest
-
-C, S = 0, 1  # sides: client, server
-PMTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
-RXE_MAX_PKT_PER_ACK = 64
-AETH_ACK = 0x1F
-GSI_SPORT = 55410  # rxe's UDP source ports, the same in both real captures
-RC_SPORT = 61204
-HB_PERIOD = 5.1  # observed 5.12 s between heartbeats (5000 ms delayed work)
-HB_MISSED_MAX = 5
-RECONNECT_DELAY = 30.0  # RNBD's reconnect_delay_sec
-RC_ACK_TIMEOUT = 4.096e-6 * (1 << 19)  # local_ack_timeout 19 in the CM REQ: ~2.1 s
-RC_RETRY_COUNT = 7  # retry_count in the CM REQ
-CM_REJ_CONSUMER = 28
-CM_REJ_INVALID_SID = 8
-RNBD_PRIO = 0x4004  # IOPRIO_CLASS_BE level 4, as in the captures
-MAX_HW_BYTES = 124 * 1024  # max_hw_sectors_kb 124 in the captures
+from .params import (
+    AETH_ACK, CM_REJ_CONSUMER, GSI_SPORT, HB_MISSED_MAX, HB_PERIOD, PMTU_CODES,
+    RC_ACK_TIMEOUT, RC_RETRY_COUNT, RC_SPORT, RECONNECT_DELAY, RXE_MAX_PKT_PER_ACK, C, S,
+)
+from .workload import RnbdWorkload
 
 # opcodes by (kind, position): position = only/first/middle/last (§1.6)
 _OPC = {key: opcode_value("RC_" + name) for key, name in {
@@ -199,7 +180,7 @@ class _Rec:
         self.t, self.src, self.dst, self.ib, self.sport = t, src, dst, ib, sport
 
 
-class SessionCrafter:
+class SessionCrafter(RnbdWorkload):
     """An RTRS client session (one RNBD session) with its paths, driven step by step.
 
     Typical use::
@@ -607,227 +588,6 @@ class SessionCrafter:
         self._send_response(path, conn, again)
 
     # -- requests and responses (§5.3, §5.4, §7.4) ----------------------------
-
-    def _permit(self):
-        buf = next(i for i in range(self.qd) if i not in self._permits)
-        self._permits.add(buf)
-        return buf
-
-    def _client_buffer(self, buf, admin=False):
-        """VA and a freshly registered rkey of the client's buffer for READ data."""
-        mr = self._client_mr.get(buf)
-        if mr is None:
-            va = (0xFFFF8D0000000000 | (self.rng.randrange(1 << 28) << 12)
-                  | ((self.rng.randrange(64) * 64) if admin else 0))
-            mr = self._client_mr[buf] = [va, (self._client_mr_index << 8) | self.rng.randrange(256)]
-            self._client_mr_index += 1
-        else:
-            mr[1] = (mr[1] & ~0xFF) | ((mr[1] + 1) & 0xFF)
-            if not admin:
-                mr[0] = 0xFFFF8D0000000000 | (self.rng.randrange(1 << 28) << 12)
-        return mr[0], mr[1]
-
-    def _pick(self, path=None, cid=None):
-        if path is None:
-            live = [p for p in self.paths if p.state == "connected" and not p.server_silent]
-            if not live:
-                live = [p for p in self.paths if p.state == "connected"]
-            if not live:
-                raise RuntimeError("no connected path")
-            path = live[self._rr % len(live)]
-            self._rr += 1
-        if cid is None:
-            if self.rng.random() < 0.15:
-                self._cpu = self.rng.randrange(self.cpus)
-            cid = 1 + self._cpu % (path.cid_num - 1)
-        return path, path.conns[cid]
-
-    def _send_request(self, path, conn, direction, usr, data=b"", data_len=0, desc=False,
-                      admin=False, label=None, buf=None, sg=None):
-        """The client's RDMA WRITE WITH IMM of one request; returns its record.
-
-        ``desc``: a READ that gets data back (sg_cnt 1, NEED_INVAL_F) into a freshly
-        registered client buffer; ``admin`` buffers are the RNBD messages' own.
-        """
-        if buf is None:
-            buf = self._permit()
-        addr, rkey = path.rbuf[buf]
-        usr_bytes = bytes(usr)
-        if direction == "write":
-            payload = bytes(RtrsWriteRequest(data=data, usr=usr))
-            va = addr
-            data_len = len(data)
-        else:
-            if desc and sg is None:
-                va_c, key_c = self._client_buffer("admin" if admin else buf, admin)
-                sg = RtrsSgDesc(addr=va_c, key=key_c, len=data_len)
-            trailer = RtrsMsgRdmaRead(flags=RTRS_MSG_NEED_INVAL_F if sg else 0,
-                                      desc=[sg] if sg else [])
-            payload = bytes(RtrsReadRequest(usr=usr, trailer=trailer))
-            va = addr + data_len
-        imm = encode_io_req(buf, data_len + len(usr_bytes), self.qd)
-        t0 = self.t
-        packets = self._message(path, conn, C, "write_imm", payload, va=va, rkey=rkey, imm=imm)
-        req = dict(t=round(t0, 6), path=path.index, cid=conn.cid, buf_id=buf,
-                   dir=direction, data_len=data_len, usr_len=len(usr_bytes), op=label,
-                   errno=0, desc=(sg.addr, sg.key) if sg else None, failover=False,
-                   _usr=usr, _data=data, _sg=sg)
-        if path.server_silent:
-            path.unacked.append({"req": req, "packets": packets, "tries": 0,
-                                 "next": self.t + RC_ACK_TIMEOUT + self._jitter(0.0, 0.01)})
-        self.requests.append(req)
-        return req
-
-    def _send_response(self, path, conn, req, errno=0, reply=None):
-        """The server's answer chain of §5.4 for ``req``; releases the permit."""
-        if path.server_silent:
-            req["errno"] = None  # no answer; re-issued on another path when this one fails
-            path.pending.append(req)
-            return
-        self.t += self._jitter(2e-4, 9e-4)
-        buf = req["buf_id"]
-        req["errno"] = errno
-        with_inv = req["dir"] == "read" and req["desc"] is not None
-        if with_inv:
-            if errno == 0 and req["data_len"]:
-                va, key = req["desc"]
-                data = reply if reply is not None else self.rng.randbytes(req["data_len"])
-                self._message(path, conn, S, "write", data, va=va, rkey=key)
-            self._message(path, conn, S, "send_inv", b"", ieth=req["desc"][1])
-        imm = encode_io_rsp(buf, errno, with_invalidate=with_inv)
-        if self.inval:
-            entry = path.rbuf[buf]
-            entry[1] = (entry[1] & ~0xFF) | ((entry[1] + 1) & 0xFF)
-            self._message(path, conn, S, "send_imm",
-                          bytes(RtrsMsgRkeyRsp(buf_id=buf, rkey=entry[1])), imm=imm)
-        else:
-            self._message(path, conn, S, "write_imm", b"", imm=imm)
-        self._permits.discard(buf)
-        if errno:
-            self._event("io_error", path=path.index, errno=errno, op=req["op"])
-
-    def _gap(self):
-        self.t += self._jitter(0.0008, 0.006)
-        self._tick(self.t)
-
-    # -- RNBD (§7) -------------------------------------------------------------
-
-    def rnbd_sess_info(self, path=None):
-        """SESS_INFO on cid 0 (RTRS READ of 36 bytes) and the server's sess_info_rsp."""
-        self._tick(self.t)
-        path = path or self._pick()[0]
-        conn = path.conns[0]
-        req = self._send_request(path, conn, "read", RnbdMsgSessInfo(), data_len=36, desc=True,
-                                 admin=True, label="sess_info")
-        self._send_response(path, conn, req, reply=bytes(RnbdMsgSessInfoRsp()))
-        self._sess_info_done = True
-        self._gap()
-
-    def rnbd_open(self, dev_name, errno=0, path=None, nsectors=131072, access_mode=1):
-        """OPEN (RTRS READ of 56 bytes) and open_rsp; returns the device_id or None."""
-        self._tick(self.t)
-        path = path or self._pick()[0]
-        conn = path.conns[0]
-        dev_id = self._next_device_id
-        reply = bytes(RnbdMsgOpenRsp(device_id=dev_id, nsectors=nsectors, max_hw_sectors=255,
-                                     physical_block_size=4096, logical_block_size=512,
-                                     max_segments=128))
-        usr = RnbdMsgOpen(access_mode=access_mode, dev_name=dev_name.encode())
-        req = self._send_request(path, conn, "read", usr, data_len=56, desc=True, admin=True,
-                                 label="open")
-        self._send_response(path, conn, req, errno=errno, reply=reply)
-        self._gap()
-        if errno:
-            return None
-        self._next_device_id += 1
-        self.devices[dev_id] = dev_name
-        self.device_log[dev_id] = dev_name
-        return dev_id
-
-    def rnbd_map(self, dev_name="/dev/ram0", scan_sectors=(0, 8, 24), errno=0, sess_info=None):
-        """What `map_device` puts on the wire: SESS_INFO (once per session unless
-        ``sess_info`` says otherwise, e.g. after a full outage), OPEN, partition-scan reads."""
-        if sess_info or (sess_info is None and not self._sess_info_done):
-            if self._sess_info_done:  # a new server session: device ids start again at 0
-                self._next_device_id = 0
-            self.rnbd_sess_info()
-        dev = self.rnbd_open(dev_name, errno=errno)
-        if dev is not None:
-            for sector in scan_sectors:
-                self.io("read", sector * 512, 4096, device_id=dev, label="scan")
-        return dev
-
-    def rnbd_close(self, device_id=0, path=None):
-        """CLOSE: an RTRS WRITE with an 8-byte user header and no data."""
-        self._tick(self.t)
-        path = path or self._pick()[0]
-        conn = path.conns[0]
-        req = self._send_request(path, conn, "write", RnbdMsgClose(device_id=device_id),
-                                 label="close")
-        self._send_response(path, conn, req)
-        self.devices.pop(device_id, None)
-        self._gap()
-
-    def io(self, op, offset, size, errno=0, device_id=0, path=None, cid=None, label=None,
-           flags=None):
-        """One block IO: read, write, flush, discard or write_zeroes (§7.3, §7.4).
-
-        Reads and writes larger than 124 KiB are split like the block layer does
-        (max_hw_sectors_kb 124) and the parts are in flight together.
-        ``errno`` (negative or positive) is what the server answers for every part.
-        """
-        return self.io_batch([dict(op=op, offset=offset, size=size, errno=errno,
-                                   device_id=device_id, label=label, flags=flags)],
-                             path=path, cid=cid)
-
-    def io_batch(self, ios, path=None, cid=None, shuffle=False):
-        """Several IOs in flight together on one connection (distinct buf_ids); with
-        ``shuffle`` the server answers them in a random order (responses are not FIFO,
-        §8.15).  ``ios``: dicts with the keyword arguments of :meth:`io`."""
-        self._tick(self.t)
-        path, conn = self._pick(path, cid)
-        reqs = []
-        for io in ios:
-            reqs.extend(self._io_requests(path, conn, **io))
-            self.t += self._jitter(5e-5, 4e-4)
-        order = list(reqs)
-        if shuffle:
-            self.rng.shuffle(order)
-        for req in order:
-            self._send_response(path, conn, req, errno=req.pop("_errno"))
-        self._gap()
-        return reqs
-
-    def _io_requests(self, path, conn, op, offset, size, errno=0, device_id=0, label=None,
-                     flags=None):
-        ops = {"read": RNBD_OP_READ, "write": RNBD_OP_WRITE, "flush": RNBD_OP_FLUSH,
-               "discard": RNBD_OP_DISCARD, "write_zeroes": RNBD_OP_WRITE_ZEROES}
-        rw = ops[op] | (flags if flags is not None else
-                        RNBD_F_SYNC if op in ("read", "write") else
-                        RNBD_F_SYNC | RNBD_F_FUA if op == "flush" else 0)
-        if op in ("read", "write"):
-            parts = [(o, min(MAX_HW_BYTES, offset + size - o))
-                     for o in range(offset, offset + size, MAX_HW_BYTES)] or [(offset, 0)]
-        else:
-            parts = [(offset, size)]
-        label = label or op
-        reqs = []
-        for off, length in parts:
-            hdr = RnbdMsgIo(device_id=device_id, sector=off // 512, rw=rw, bi_size=length,
-                            prio=RNBD_PRIO)
-            if op == "write":
-                req = self._send_request(path, conn, "write", hdr,
-                                         data=self.rng.randbytes(length), label=label)
-            elif op == "read":
-                req = self._send_request(path, conn, "read", hdr, data_len=length,
-                                         desc=length > 0, label=label)
-            elif op == "flush":
-                req = self._send_request(path, conn, "read", hdr, label=label)
-            else:
-                req = self._send_request(path, conn, "write", hdr, label=label)
-            req["_errno"] = -abs(errno)
-            reqs.append(req)
-        return reqs
 
     def idle(self, seconds):
         """Nothing but heartbeats for ``seconds``."""

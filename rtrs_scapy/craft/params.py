@@ -1,0 +1,18 @@
+"""What the crafter copies from the real Linux 6.1 / rdma_rxe captures: sides,
+timers, ports, ACK pacing, the RNBD client's limits."""
+
+C, S = 0, 1  # sides: client, server
+PMTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
+RXE_MAX_PKT_PER_ACK = 64
+AETH_ACK = 0x1F
+GSI_SPORT = 55410  # rxe's UDP source ports, the same in both real captures
+RC_SPORT = 61204
+HB_PERIOD = 5.1  # observed 5.12 s between heartbeats (5000 ms delayed work)
+HB_MISSED_MAX = 5
+RECONNECT_DELAY = 30.0  # RNBD's reconnect_delay_sec
+RC_ACK_TIMEOUT = 4.096e-6 * (1 << 19)  # local_ack_timeout 19 in the CM REQ: ~2.1 s
+RC_RETRY_COUNT = 7  # retry_count in the CM REQ
+CM_REJ_CONSUMER = 28
+CM_REJ_INVALID_SID = 8
+RNBD_PRIO = 0x4004  # IOPRIO_CLASS_BE level 4, as in the captures
+MAX_HW_BYTES = 124 * 1024  # max_hw_sectors_kb 124 in the captures
