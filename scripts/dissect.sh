@@ -4,7 +4,7 @@
 #   scripts/dissect.sh [rtrs-dissect arguments]   (default: the bundled real capture)
 set -euo pipefail
 
-REPO="$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
+REPO="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 (cd "$REPO" && . scripts/setup-venv.sh && ensure_venv "") >&2
 if [ $# -eq 0 ]; then
     set -- "$REPO/pcaps/real/basic_inval.pcap"
