@@ -1,12 +1,15 @@
 """Shared fixtures: the real kernel captures (../shared/pcaps, or $RTRS_SHARED_PCAPS)
 and Scapy set to raise on dissector errors instead of hiding them as Raw."""
 
+import functools
 import json
 import os
 from pathlib import Path
 
 import pytest
 from scapy.config import conf
+from scapy.layers.l2 import Ether
+from scapy.utils import RawPcapReader
 
 import rtrs_scapy  # noqa: F401  (binds every layer)
 
@@ -47,3 +50,15 @@ def real_capture(request):
         if name == request.param:
             return path, truth
     raise LookupError(request.param)
+
+
+@functools.lru_cache(maxsize=None)
+def _raw_frames(capture):
+    return [data for data, _ in RawPcapReader(str(SHARED_PCAPS / capture / (capture + ".pcap")))]
+
+
+def real_frame(capture, number):
+    """(wire bytes, Ether) of frame ``number`` (1-based, as tshark numbers it) of a
+    real capture of ../shared/pcaps, e.g. ``real_frame("basic_inval", 22)``."""
+    raw = _raw_frames(capture)[number - 1]
+    return raw, Ether(raw)

@@ -504,52 +504,42 @@ class Capture:
         release_at = src.release(0)
         ts, starts, ends = [], [], []
         while True:
-            if end - p < 16 or len(starts) == size:
-                if starts:
+            need = 16
+            if end - p >= 16:
+                sec, frac, incl, _orig = hdr(data, p)
+                if incl > limit:
+                    self._problem(frame_no + 1, "bad_record_length",
+                                  "record says %d bytes, more than the limit %d (corrupt file?)"
+                                  % (incl, limit))
+                    break
+                need = 16 + incl
+            if end - p < need or len(starts) == size:
+                if starts:  # hand the batch over before the buffer moves on
                     self._pos = base + ends[-1]
                     yield frame_no - len(starts) + 1, ts, data, starts, ends, lt
                     ts, starts, ends = [], [], []
                     # pages are released only once the consumer is done with them
                     if p > release_at:
                         release_at = src.release(p)
-                if end - p < 16:
-                    data, p, end = src.refill(p, 16)
+                if end - p < need:
+                    data, p, end = src.refill(p, need)
                     base = src.base
-                    if end - p < 16:
-                        if end - p:
+                    if end - p < need:
+                        if need > 16:
+                            self._problem(frame_no + 1, "truncated_record",
+                                          "record says %d bytes, %d left" % (need - 16,
+                                                                             end - p - 16))
+                        elif end - p:
                             self._problem(frame_no + 1, "truncated_record",
                                           "record header cut: %d of 16 bytes left" % (end - p))
                         self._src_problem(frame_no + 1)
                         break
-            sec, frac, incl, _orig = hdr(data, p)
-            if incl > limit:
-                self._problem(frame_no + 1, "bad_record_length",
-                              "record says %d bytes, more than the limit %d (corrupt file?)"
-                              % (incl, limit))
-                break
-            s = p + 16
-            e = s + incl
-            if e > end:
-                if starts:
-                    self._pos = base + ends[-1]
-                    yield frame_no - len(starts) + 1, ts, data, starts, ends, lt
-                    ts, starts, ends = [], [], []
-                    if p > release_at:
-                        release_at = src.release(p)
-                data, p, end = src.refill(p, 16 + incl)
-                base = src.base
-                s = p + 16
-                e = s + incl
-                if e > end:
-                    self._problem(frame_no + 1, "truncated_record",
-                                  "record says %d bytes, %d left" % (incl, end - s))
-                    self._src_problem(frame_no + 1)
-                    break
+                continue
             frame_no += 1
             ts.append(sec + frac * scale)
-            starts.append(s)
-            ends.append(e)
-            p = e
+            starts.append(p + 16)
+            p += need
+            ends.append(p)
         if starts:
             self._pos = base + ends[-1]
             yield frame_no - len(starts) + 1, ts, data, starts, ends, lt

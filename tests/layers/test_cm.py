@@ -2,31 +2,18 @@
 DREP/MRA and the RDMA CM IP header, against the real CM handshake of the kernel
 captures and the offsets of PROTOCOL.md §2."""
 
-import functools
 
 import pytest
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
-from scapy.utils import RawPcapReader
 
-from conftest import SHARED_PCAPS
+from conftest import real_frame
 from rtrs_scapy.layers.cm import (
     AF_IB_SERVICE_ID, MAD, CmaIpHdr, CMDrep, CMDreq, CMMra, CMRej, CMRep, CMReq, CMRtu,
     is_ip_service_id, service_id,
 )
 from rtrs_scapy.layers.ib import BTH, DETH, icrc_ok
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
-
-
-@functools.lru_cache(maxsize=None)
-def _raw_frames(capture):
-    return [data for data, _ in RawPcapReader(str(SHARED_PCAPS / capture / (capture + ".pcap")))]
-
-
-def real_frame(capture, number):
-    """(wire bytes, Ether) of frame ``number`` (1-based, as tshark numbers it)."""
-    raw = _raw_frames(capture)[number - 1]
-    return raw, Ether(raw)
 
 
 MAD_AT = 62  # §2.1: RoCEv2/IPv4, no VLAN

@@ -2,7 +2,6 @@
 the kernel captures and PROTOCOL.md §1: BTH extension headers by opcode, pad,
 ICRC/VCRC, RoCEv2 (IPv4/IPv6), RoCEv1 and native IB (link type 247)."""
 
-import functools
 import struct
 import zlib
 
@@ -13,25 +12,14 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
-from scapy.utils import RawPcapReader, rdpcap, wrpcap
+from scapy.utils import rdpcap, wrpcap
 
-from conftest import SHARED_PCAPS
+from conftest import real_frame
 from rtrs_scapy.layers.ib import (
     AETH, BTH, DETH, DLT_INFINIBAND, GRH, IETH, LRH, OPCODE_NAMES, RDETH, RETH,
     AtomicAckETH, AtomicETH, IBPad, ImmDt, compute_icrc, header_chain, icrc_ok,
     opcode_value,
 )
-
-
-@functools.lru_cache(maxsize=None)
-def _raw_frames(capture):
-    return [data for data, _ in RawPcapReader(str(SHARED_PCAPS / capture / (capture + ".pcap")))]
-
-
-def real_frame(capture, number):
-    """(wire bytes, Ether) of frame ``number`` (1-based, as tshark numbers it)."""
-    raw = _raw_frames(capture)[number - 1]
-    return raw, Ether(raw)
 
 
 # -- real frames ---------------------------------------------------------------

@@ -6,11 +6,9 @@ import json
 import zlib
 
 import pytest
-from scapy.layers.l2 import Ether
 from scapy.packet import Raw
-from scapy.utils import RawPcapReader
 
-from conftest import SHARED_PCAPS
+from conftest import SHARED_PCAPS, real_frame
 from rtrs_scapy.constants import rnbd_rw_str
 from rtrs_scapy.layers.ib import RETH
 from rtrs_scapy.layers.rnbd import (
@@ -18,17 +16,6 @@ from rtrs_scapy.layers.rnbd import (
     RnbdMsgSessInfoRsp, reply_class,
 )
 from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, RtrsRequest, RtrsWriteRequest
-
-
-@functools.lru_cache(maxsize=None)
-def _raw_frames(capture):
-    return [data for data, _ in RawPcapReader(str(SHARED_PCAPS / capture / (capture + ".pcap")))]
-
-
-def real_frame(capture, number):
-    """(wire bytes, Ether) of frame ``number`` (1-based, as tshark numbers it)."""
-    raw = _raw_frames(capture)[number - 1]
-    return raw, Ether(raw)
 
 
 @functools.lru_cache(maxsize=None)

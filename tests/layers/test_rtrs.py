@@ -1,14 +1,11 @@
 """RTRS layers (rtrs_scapy/layers/rtrs.py, rtrs_request.py) against PROTOCOL.md §3
 (sizes, default conn_rsp bytes, errno encodings) and real kernel messages."""
 
-import functools
 
 import pytest
-from scapy.layers.l2 import Ether
 from scapy.packet import Raw
-from scapy.utils import RawPcapReader
 
-from conftest import SHARED_PCAPS
+from conftest import real_frame
 from rtrs_scapy.constants import RTRS_MSG_NEED_INVAL_F, RTRS_MSG_NEW_RKEY_F
 from rtrs_scapy.layers.ib import RETH, ImmDt
 from rtrs_scapy.layers.rnbd import RnbdMsgClose, RnbdMsgIo, RnbdMsgOpen, RnbdMsgSessInfo
@@ -19,17 +16,6 @@ from rtrs_scapy.layers.rtrs import (
 from rtrs_scapy.layers.rtrs_request import (
     RtrsReadRequest, RtrsRequest, RtrsWriteRequest, request_class,
 )
-
-
-@functools.lru_cache(maxsize=None)
-def _raw_frames(capture):
-    return [data for data, _ in RawPcapReader(str(SHARED_PCAPS / capture / (capture + ".pcap")))]
-
-
-def real_frame(capture, number):
-    """(wire bytes, Ether) of frame ``number`` (1-based, as tshark numbers it)."""
-    raw = _raw_frames(capture)[number - 1]
-    return raw, Ether(raw)
 
 
 def alone(layer):
