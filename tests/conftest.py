@@ -7,11 +7,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from scapy.config import conf
 from scapy.layers.l2 import Ether
 from scapy.utils import RawPcapReader
 
 import rtrs_scapy  # noqa: F401  (binds every layer)
+
+# Property tests explore the same examples on every run: CI stays reproducible.
+settings.register_profile("rtrs", derandomize=True, deadline=None)
+settings.load_profile("rtrs")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_PCAPS = Path(os.environ.get("RTRS_SHARED_PCAPS", REPO.parent / "shared" / "pcaps"))
