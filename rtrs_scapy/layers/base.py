@@ -37,15 +37,6 @@ class GuessingPacket(Packet):
         return super().guess_payload_class(payload)
 
 
-def find_layer(pkt, cls):
-    """The nearest layer of class ``cls`` below ``pkt`` (or pkt itself), or None."""
-    while pkt is not None:
-        if isinstance(pkt, cls):
-            return pkt
-        pkt = pkt.underlayer
-    return None
-
-
 class TypeDispatcher(Packet):
     """A header class that, called on bytes, returns the message class for the
     leading type field (``RtrsMsg(data)``, ``RnbdMsgHdr(data)``).
