@@ -45,7 +45,7 @@ from scapy.config import conf  # noqa: E402
 
 from rtrs_scapy.craft.capture_files import write_capture  # noqa: E402
 from test_robust import (  # noqa: E402
-    Hang, corrupt_pcap, frame_pool, header_len, mutate, time_limit,
+    Hang, corrupt_pcap, exercise, frame_pool, mutate, time_limit,
 )
 
 LUA = REPO / "wireshark" / "rtrs.lua"
@@ -92,21 +92,12 @@ def fuzz_scapy(rng, pool, report, timeout, save):
     cls, frame, off = rng.choice(pool)
     data = mutate(rng, frame, off)
     report.tried["scapy"] += 1
-    try:
-        with time_limit(timeout):
-            pkt = cls(data)
-            pkt.summary()
-            pkt.show(dump=True)
-            repr(pkt)
-            bytes(pkt)
-    except Hang:
+    exc = exercise(cls, data, timeout)
+    if isinstance(exc, Hang):
         report.hangs["scapy"] += 1
         if save:
             (Path(save) / ("hang-%d.bin" % report.hangs["scapy"])).write_bytes(data)
-    except Exception as exc:  # noqa: BLE001
-        import struct
-        if isinstance(exc, struct.error) and len(data) < header_len(cls, data):
-            return
+    elif exc is not None:
         report.crash("scapy", exc, data, save)
 
 

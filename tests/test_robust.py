@@ -204,11 +204,11 @@ def header_len(cls, data):
     return len(bytes(cls()))
 
 
-def exercise(cls, data):
+def exercise(cls, data, seconds=PER_INPUT_SECONDS):
     """Decode like a user would and touch every display path; return the exception
-    that escaped (None if none or a documented one)."""
+    that escaped (None if none or a documented one; Hang past ``seconds``)."""
     try:
-        with time_limit(PER_INPUT_SECONDS):
+        with time_limit(seconds):
             pkt = cls(data)
             pkt.summary()
             pkt.show(dump=True)
