@@ -713,7 +713,7 @@ def _pcapng_first_linktype(data, end, bo):
 # InfiniBand / RoCE locator
 
 _ROCE_PORT = 4791
-_IB_MIN = 12 + 4                 # BTH + ICRC
+_GRH_NEXT_BTH = 0x1B             # GRH next header: IBA transport
 
 
 def ib_offset(buf, start, end, link_type):
@@ -817,42 +817,74 @@ def _from_ethertype(buf, p, end, et):
         src = bytes(buf[p + 8:p + 24])
         dst = bytes(buf[p + 24:p + 40])
     elif et == 0x8915:
-        if end - p < 40:
+        grh = _grh_after(buf, p, end)
+        if grh is None:
             return None
-        if buf[p] >> 4 != 6 or buf[p + 6] != 0x1B:
+        ib_end, sgid, dgid = grh
+        if ib_end - p - _ib().grh_size < _ib().min_packet:
             return None
-        paylen = (buf[p + 4] << 8) | buf[p + 5]
-        ib_end = p + 40 + paylen
-        if paylen < _IB_MIN or ib_end > end:
-            return None
-        return ("rocev1", p, ib_end, bytes(buf[p + 8:p + 24]), bytes(buf[p + 24:p + 40]))
+        return ("rocev1", p, ib_end, sgid, dgid)
     else:
         return None
     if ((buf[u + 2] << 8) | buf[u + 3]) != _ROCE_PORT:
         return None
     ib_end = u + ulen
-    if ulen < 8 + _IB_MIN or ib_end > end:
+    if ulen < 8 + _ib().min_packet or ib_end > end:
         return None
     return ("rocev2", u + 8, ib_end, src, dst)
 
 
-def _ib_lrh(buf, p, end):
-    if end - p < 8:
+class _IbHeaders:
+    """LRH and GRH readers from the Scapy layers' plans (loaded on first use, so that
+    opening a capture does not import Scapy)."""
+
+    def __init__(self):
+        from ..layers.ib import BTH, GRH, LNH_IBA_GLOBAL, LNH_IBA_LOCAL, LRH
+        from .plan import plan
+        bth = plan(BTH)
+        self.min_packet = bth.size + bth.layout.trailer_size  # BTH + ICRC
+        self.lrh = plan(LRH).reader("lnh", "pktlen", "dlid", "slid")
+        self.lrh_size = plan(LRH).size
+        self.grh = plan(GRH).reader("ipver", "paylen", "nexthdr", "sgid", "dgid")
+        self.grh_size = plan(GRH).size
+        self.local, self.global_ = LNH_IBA_LOCAL, LNH_IBA_GLOBAL
+
+
+_IB = []
+
+
+def _ib():
+    if not _IB:
+        _IB.append(_IbHeaders())
+    return _IB[0]
+
+
+def _grh_after(buf, p, end):
+    """(end of the IB packet, SGID, DGID) of a GRH at ``p`` carrying a BTH, or None."""
+    ib = _ib()
+    if end - p < ib.grh_size:
         return None
-    lnh = buf[p + 1] & 3
-    pktlen = (((buf[p + 4] & 0x07) << 8) | buf[p + 5]) * 4
-    if lnh == 2:
-        need = 8 + _IB_MIN
-    elif lnh == 3:
-        need = 8 + 40 + _IB_MIN
-        if end - p < 48 or buf[p + 8 + 6] != 0x1B:
-            return None
+    ipver, paylen, nexthdr, sgid, dgid = ib.grh(buf, p)
+    if ipver != 6 or nexthdr != _GRH_NEXT_BTH or p + ib.grh_size + paylen > end:
+        return None
+    return p + ib.grh_size + paylen, sgid.to_bytes(16, "big"), dgid.to_bytes(16, "big")
+
+
+def _ib_lrh(buf, p, end):
+    ib = _ib()
+    if end - p < ib.lrh_size:
+        return None
+    lnh, words, dlid, slid = ib.lrh(buf, p)
+    ib_end = p + words * 4
+    if lnh == ib.local:
+        need = ib.lrh_size + ib.min_packet
+    elif lnh == ib.global_ and _grh_after(buf, p + ib.lrh_size, end) is not None:
+        need = ib.lrh_size + ib.grh_size + ib.min_packet
     else:
         return None
-    ib_end = p + pktlen
-    if pktlen < need or ib_end > end:
+    if words * 4 < need or ib_end > end:
         return None
-    return ("ib", p, ib_end, bytes(buf[p + 6:p + 8]), bytes(buf[p + 2:p + 4]))
+    return ("ib", p, ib_end, slid.to_bytes(2, "big"), dlid.to_bytes(2, "big"))
 
 
 def _erf(buf, start, end):
@@ -905,7 +937,8 @@ def rocev2_ipv4_columns(np, b, starts, ends):
     IPv4 without options / UDP to port 4791; other frames are left to
     ``ib_offset``.  Returns ``(mask, bth_off, ib_end, src_u32, dst_u32)``."""
     length = ends - starts
-    shape_ok = length >= 14 + 20 + 8 + _IB_MIN
+    min_packet = _ib().min_packet
+    shape_ok = length >= 14 + 20 + 8 + min_packet
     s = np.where(shape_ok, starts, 0)
     u8 = lambda off: b[s + off].astype(np.int64)  # noqa: E731
     be16 = lambda off: (u8(off) << 8) | u8(off + 1)  # noqa: E731
@@ -914,6 +947,6 @@ def rocev2_ipv4_columns(np, b, starts, ends):
     ib_end = starts + 34 + ulen
     mask = (shape_ok & (be16(12) == 0x0800) & (u8(14) == 0x45) & (u8(23) == 17)
             & ((be16(20) & 0x3FFF) == 0) & (be16(36) == _ROCE_PORT)
-            & (ulen >= 8 + _IB_MIN) & (ib_end <= ends)
+            & (ulen >= 8 + min_packet) & (ib_end <= ends)
             & ((be16(16) == 0) | (ulen <= be16(16) - 20)))
     return mask, starts + 42, ib_end, be32(26), be32(30)
