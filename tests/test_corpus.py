@@ -77,5 +77,7 @@ def test_session_name_and_anomalies(crafted):
     summary, truth = crafted
     if any(p["connects"] for p in truth["paths"]) and truth["capture_start"] is None:
         assert [s["sessname"] for s in summary["sessions"]] == [truth["config"]["sessname"]]
+    if truth["scenario"] == "server_disconnect":
+        assert [d["initiator"] for p in paths_of(summary) for d in p["disconnects"]] == ["server"]
     kinds = [a["kind"] for a in summary["anomalies"]]
     assert kinds == EXPECTED_ANOMALIES.get(truth["scenario"], [])

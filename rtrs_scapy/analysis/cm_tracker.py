@@ -210,20 +210,20 @@ class CmTracker:
 
     def _rtu(self, frame, ts, src, dst, buf, body, end):
         """The REP already bound the QPs; an RTU only marks the MAD as RTRS."""
-        if end - body < plan(CMRtu).size:
-            return None
-        return self._find(src, dst, *_rtu(buf, body))
+        return self._by_ids(CMRtu, _rtu, src, dst, buf, body, end)
 
     def _mra(self, frame, ts, src, dst, buf, body, end):
         return None
 
-    def _find(self, src, dst, local_id, remote_id):
+    def _by_ids(self, cls, read_ids, src, dst, buf, body, end):
+        """The connection a message with (local, remote) comm IDs belongs to."""
+        if end - body < plan(cls).size:
+            return None
+        local_id, remote_id = read_ids(buf, body)
         return self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
 
     def _dreq(self, frame, ts, src, dst, buf, body, end):
-        if end - body < plan(CMDreq).size:
-            return None
-        conn = self._find(src, dst, *_dreq(buf, body))
+        conn = self._by_ids(CMDreq, _dreq, src, dst, buf, body, end)
         if conn is None:
             return None
         if conn.state == "disconnected":
@@ -231,19 +231,16 @@ class CmTracker:
             return conn
         conn.state = "disconnected"
         path = conn.path
-        initiator = "client" if src == path.client else "server"
+        initiator = "client" if src == path.client_raw else "server"
         if path.state != "disconnecting":
             path.state = "disconnecting"
             path.disconnects.append({"frame": frame, "initiator": initiator})
         self.an.record(frame, ts, src, dst, 1, conn, "disconnect",
-                              {"initiator": initiator, "cm": "DREQ"})
+                       {"initiator": initiator, "cm": "DREQ"})
         return conn
 
     def _drep(self, frame, ts, src, dst, buf, body, end):
-        if end - body < plan(CMDrep).size:
-            return None
-        conn = self._find(src, dst, *_drep(buf, body))
-        if conn is None:
-            return None
-        self.an.record(frame, ts, src, dst, 1, conn, "disconnect", {"cm": "DREP"})
+        conn = self._by_ids(CMDrep, _drep, src, dst, buf, body, end)
+        if conn is not None:
+            self.an.record(frame, ts, src, dst, 1, conn, "disconnect", {"cm": "DREP"})
         return conn

@@ -45,22 +45,24 @@ class RnbdMsgHdr(TypeDispatcher):
     fields_desc = _hdr(RNBD_MSG_IO)
 
 
-class RnbdMsgSessInfo(RnbdMsgHdr):
-    """struct rnbd_msg_sess_info: user header of an RTRS READ on cid 0. 36 bytes."""
-    name = "RNBD sess_info"
-    fields_desc = _hdr(RNBD_MSG_SESS_INFO) + [
+def _sess_info(default_type):
+    """rnbd_msg_sess_info and rnbd_msg_sess_info_rsp share their layout."""
+    return _hdr(default_type) + [
         ByteField("ver", RNBD_PROTO_VER_MAJOR),
         StrFixedLenField("reserved", b"\0" * 31, 31),
     ]
+
+
+class RnbdMsgSessInfo(RnbdMsgHdr):
+    """struct rnbd_msg_sess_info: user header of an RTRS READ on cid 0. 36 bytes."""
+    name = "RNBD sess_info"
+    fields_desc = _sess_info(RNBD_MSG_SESS_INFO)
 
 
 class RnbdMsgSessInfoRsp(RnbdMsgHdr):
     """struct rnbd_msg_sess_info_rsp: RTRS READ data from the server. 36 bytes."""
     name = "RNBD sess_info_rsp"
-    fields_desc = _hdr(RNBD_MSG_SESS_INFO_RSP) + [
-        ByteField("ver", RNBD_PROTO_VER_MAJOR),
-        StrFixedLenField("reserved", b"\0" * 31, 31),
-    ]
+    fields_desc = _sess_info(RNBD_MSG_SESS_INFO_RSP)
 
 
 class RnbdMsgOpen(RnbdMsgHdr):
