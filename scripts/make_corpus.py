@@ -5,17 +5,15 @@
 
 Crafted files come from rtrs_scapy.craft (same code path as
 ``rtrs-dissect craft SCENARIO -o FILE --seed N -p K=V --truth``); each gets its
-ground truth as ``<file>.truth.json``.  The two real captures are copied from
-../shared/pcaps (or $RTRS_SHARED_PCAPS) into pcaps/real/.  pcaps/README.md is
-written from the same table.  ``--check`` rebuilds into a temporary folder and
+ground truth as ``<file>.truth.json``.  The real kernel captures in pcaps/real/
+are not generated (see pcaps/real/PROVENANCE.md); pcaps/README.md lists them
+beside the crafted files and is written from the same table.  ``--check`` rebuilds into a temporary folder and
 fails if anything differs from what is checked in.
 """
 
 import argparse
 import filecmp
 import hashlib
-import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +24,6 @@ sys.path.insert(0, str(REPO))
 from rtrs_scapy.craft.scenarios import craft_frames  # noqa: E402
 from rtrs_scapy.craft.capture_files import DLT_ERF, write_capture, write_truth  # noqa: E402
 
-SHARED = Path(os.environ.get("RTRS_SHARED_PCAPS", REPO.parent / "shared" / "pcaps"))
 SMALL = {"writes4k": 3, "reads4k": 3, "big": 0}
 
 # (file, scenario, seed, params, what it shows[, writer options])
@@ -80,22 +77,16 @@ CORPUS = [
      "the server closes the path: DREQs from the server, DREPs from the client"),
 ]
 
-REAL = ["basic_inval", "basic_noinval"]
-
-PROVENANCE = """# Real captures (copies)
-
-Copied unchanged from `../shared/pcaps/<name>/` by `scripts/make_corpus.py`:
-`<name>.pcap` is `<name>/<name>.pcap`, `<name>.truth.json` is `<name>/truth.json`
-(the kernel-side truth: config, every IO, rtrs stats counters, rdma tool output —
-not the crafter's truth format).
-
-Recorded by the hypervisor between two Linux 6.1.192 kernels (Debian
-linux-image-6.1.0-57-amd64, rtrs/rnbd built from the matching linux-source-6.1),
-each in its own VM, RoCEv2 over Soft-RoCE (rdma_rxe), MTU 1500 (IB MTU 1024),
-client with 2 CPUs (3 connections), one path.  basic_inval: server
-always_invalidate=Y; basic_noinval: always_invalidate=N.  See
-../shared/pcaps/README.md for the workload.
-"""
+#: the real kernel captures (pcaps/real/, described in PROVENANCE.md there)
+REAL = {
+    "basic_inval": "always_invalidate=Y, one path, 4 KiB and 124/128 KiB IO, idle, unmap",
+    "basic_noinval": "the same with always_invalidate=N",
+    "jumbo": "IB MTU 4096, IO of every power of two 512 B … 256 KiB",
+    "multipath": "two paths, round-robin, remove_path of the second",
+    "errors": "three sessions: CM REJ reason 8, OPEN ENOENT, EIO, reconnects, ENOTCONN",
+    "discard": "RNBD DISCARD, WRITE_ZEROES and FLUSH",
+    "load": "135,237 frames of 4 parallel random 4–16 KiB IO (gzip-compressed)",
+}
 
 
 def command(name, scenario, seed, params, options=None):
@@ -123,35 +114,30 @@ def readme(entries):
     for name, scenario, seed, params, what, *options in entries:
         lines.append("| %s | %s | `%s` |" % (name, what, command(name, scenario, seed, params,
                                                                  *options)))
-    for name in REAL:
-        lines.append("| real/%s.pcap | real Linux 6.1 capture over Soft-RoCE (always_invalidate=%s), "
-                     "kernel truth in real/%s.truth.json; see real/PROVENANCE.md | copied from "
-                     "../shared/pcaps/%s |" % (name, "Y" if name == "basic_inval" else "N",
-                                                name, name))
+    for name, what in REAL.items():
+        pcap = name + (".pcap.gz" if name == "load" else ".pcap")
+        lines.append("| real/%s | real Linux 6.1 capture over Soft-RoCE: %s; kernel truth "
+                     "beside it | recorded, see real/PROVENANCE.md |" % (pcap, what))
     lines += ["", "Totals are kept small: every crafted file is well under 1 MB.", ""]
     return "\n".join(lines)
 
 
 def build(out):
     out = Path(out)
-    (out / "real").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     for name, scenario, seed, params, _what, *options in CORPUS:
         frames, truth, linktype = craft_frames(scenario, seed=seed, **params)
         if options and options[0].get("erf"):
             linktype = DLT_ERF
         write_capture(out / name, frames, linktype=linktype)
         write_truth(out / (name + ".truth.json"), truth)
-    for name in REAL:
-        src = SHARED / name
-        shutil.copyfile(src / (name + ".pcap"), out / "real" / (name + ".pcap"))
-        shutil.copyfile(src / "truth.json", out / "real" / (name + ".truth.json"))
-    (out / "real" / "PROVENANCE.md").write_text(PROVENANCE)
     (out / "README.md").write_text(readme(CORPUS))
 
 
 def listing(root):
     root = Path(root)
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and p.parent.name != "real")
 
 
 def main():

@@ -1,9 +1,9 @@
-"""Shared fixtures: the real kernel captures (../shared/pcaps, or $RTRS_SHARED_PCAPS)
-and Scapy set to raise on dissector errors instead of hiding them as Raw."""
+"""Shared fixtures: the real kernel captures of pcaps/real/ (see PROVENANCE.md
+there) and Scapy set to raise on dissector errors instead of hiding them as Raw."""
 
 import functools
+import gzip
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -19,20 +19,42 @@ settings.register_profile("rtrs", derandomize=True, deadline=None)
 settings.load_profile("rtrs")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_PCAPS = Path(os.environ.get("RTRS_SHARED_PCAPS", REPO.parent / "shared" / "pcaps"))
 PROJECT_PCAPS = REPO / "pcaps"
+REAL_PCAPS = PROJECT_PCAPS / "real"
+#: the captures of one path and plain IO that the generic tests run on
+BASIC = ("basic_inval", "basic_noinval")
 
 
-def real_captures():
-    """(name, pcap path, truth dict) of every real capture with a truth.json."""
-    found = []
-    for truth in sorted(SHARED_PCAPS.glob("*/truth.json")):
-        data = json.loads(truth.read_text())
-        found.append((truth.parent.name, truth.parent / data["pcap"], data))
-    return found
+def _read_text(path):
+    return gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" \
+        else path.read_text()
 
 
-REAL = real_captures()
+def real_truth(name):
+    """The truth.json of real capture ``name`` (gzip-compressed for the large ones)."""
+    for path in (REAL_PCAPS / (name + ".truth.json"), REAL_PCAPS / (name + ".truth.json.gz")):
+        if path.exists():
+            return json.loads(_read_text(path))
+    raise LookupError(name)
+
+
+def real_pcap(name):
+    """The capture file of real capture ``name`` (``.pcap`` or ``.pcap.gz``)."""
+    for path in (REAL_PCAPS / (name + ".pcap"), REAL_PCAPS / (name + ".pcap.gz")):
+        if path.exists():
+            return path
+    raise LookupError(name)
+
+
+def real_captures(names=None):
+    """(name, pcap path, truth dict) of the real captures (all, or ``names``)."""
+    found = sorted(p.name.split(".")[0] for p in REAL_PCAPS.glob("*.truth.json*"))
+    return [(name, real_pcap(name), real_truth(name)) for name in found
+            if names is None or name in names]
+
+
+REAL_ALL = real_captures()
+REAL = [entry for entry in REAL_ALL if entry[0] in BASIC]
 
 
 @pytest.fixture(autouse=True)
@@ -44,8 +66,8 @@ def _debug_dissector():
 
 
 def pytest_collection_modifyitems(config, items):
-    if not REAL:
-        raise pytest.UsageError("no real captures under %s (set RTRS_SHARED_PCAPS)" % SHARED_PCAPS)
+    if len(REAL) != len(BASIC):
+        raise pytest.UsageError("the real captures %s are missing from %s" % (BASIC, REAL_PCAPS))
 
 
 @pytest.fixture(params=[name for name, _, _ in REAL])
@@ -59,11 +81,11 @@ def real_capture(request):
 
 @functools.lru_cache(maxsize=None)
 def _raw_frames(capture):
-    return [data for data, _ in RawPcapReader(str(SHARED_PCAPS / capture / (capture + ".pcap")))]
+    return [data for data, _ in RawPcapReader(str(real_pcap(capture)))]
 
 
 def real_frame(capture, number):
     """(wire bytes, Ether) of frame ``number`` (1-based, as tshark numbers it) of a
-    real capture of ../shared/pcaps, e.g. ``real_frame("basic_inval", 22)``."""
+    real capture of pcaps/real/, e.g. ``real_frame("basic_inval", 22)``."""
     raw = _raw_frames(capture)[number - 1]
     return raw, Ether(raw)

@@ -14,10 +14,7 @@ from hypothesis import strategies as st
 from rtrs_scapy.fastpath import reader
 from rtrs_scapy.fastpath.reader import CaptureError, ib_offset, link_name, open_capture
 
-SHARED_PCAPS = Path(os.environ.get(
-    "RTRS_SHARED_PCAPS",
-    Path(__file__).resolve().parents[1].parent / "shared" / "pcaps"))
-BASIC_INVAL = SHARED_PCAPS / "basic_inval" / "basic_inval.pcap"
+BASIC_INVAL = Path(__file__).resolve().parents[1] / "pcaps" / "real" / "basic_inval.pcap"
 
 
 # ---------------------------------------------------------------------------
@@ -668,12 +665,6 @@ def test_ib_offset_fuzz(data, lt, start):
 # ---------------------------------------------------------------------------
 # the real capture
 
-needs_shared = pytest.mark.skipif(not BASIC_INVAL.exists(),
-                                  reason="shared capture %s not found (set RTRS_SHARED_PCAPS)"
-                                  % BASIC_INVAL)
-
-
-@needs_shared
 def test_real_capture_frames_and_roce():
     shapes = {}
     with open_capture(BASIC_INVAL) as cap:
@@ -698,7 +689,6 @@ def test_real_capture_frames_and_roce():
                       ("rocev2", "10.77.0.1", "10.77.0.2"): 773}
 
 
-@needs_shared
 def test_real_capture_matches_scapy(tmp_path):
     from scapy.utils import RawPcapReader
     ours = []

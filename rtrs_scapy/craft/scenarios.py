@@ -109,7 +109,7 @@ def _basic(s, writes4k, reads4k, big, idle, parallel):
     _close_session(s, dev, [path])
 
 
-@scenario("real_workload", "the workload of ../shared/pcaps basic_* truth.json: 20+20 x 4 KiB, "
+@scenario("real_workload", "the workload of the pcaps/real/basic_* truth.json: 20+20 x 4 KiB, "
           "2+2 x 128 KiB, 2+2 x 124 KiB, 12 s idle, unmap",
           idle=12.0)
 def _real_workload(s, idle):
@@ -268,7 +268,7 @@ def _server_disconnect(s):
 
 
 def craft_from_truth(truth, seed=0, **params):
-    """A session with the workload of a real capture's truth.json (../shared/pcaps):
+    """A session with the workload of a real capture's truth.json (pcaps/real/):
     same config (always_invalidate, path MTU, CPUs, addresses, session name),
     map with the partition scan, every IO of ``ios`` in order, the idle step, unmap.
     Returns (packets, truth)."""

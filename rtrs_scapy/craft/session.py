@@ -1,7 +1,7 @@
 """SessionCrafter: RTRS/RNBD sessions as two Linux kernels over rdma_rxe put them
 on the wire, built with the Scapy layers (PROTOCOL.md §2–§7).
 
-Modelled on the real captures in ../shared/pcaps (Linux 6.1, Soft-RoCE):
+Modelled on the real captures in pcaps/real/ (Linux 6.1, Soft-RoCE):
 
 * CM REQ/REP/RTU per cid, strictly one cid after another; comm IDs are a
   sequence XOR a random operand (IB CM), the TID low word is the local comm ID;

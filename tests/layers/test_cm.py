@@ -27,7 +27,7 @@ def alone(layer):
 
 
 def test_real_req():
-    # shared/pcaps/basic_inval/basic_inval.pcap frame 1: CM REQ for cid 0
+    # pcaps/real/basic_inval.pcap frame 1: CM REQ for cid 0
     raw, pkt = real_frame("basic_inval", 1)
     mad = pkt[MAD]
     assert (mad.base_version, mad.mgmt_class, mad.class_version, mad.method) == (1, 7, 2, 3)

@@ -25,7 +25,7 @@ from rtrs_scapy.layers.ib import (
 # -- real frames ---------------------------------------------------------------
 
 def test_real_rdma_write_only_with_immediate():
-    # shared/pcaps/basic_inval/basic_inval.pcap frame 22: RNBD SESS_INFO request, cid 0
+    # pcaps/real/basic_inval.pcap frame 22: RNBD SESS_INFO request, cid 0
     raw, pkt = real_frame("basic_inval", 22)
     bth = pkt[BTH]
     assert bth.opcode == 0x0B

@@ -8,7 +8,7 @@ import zlib
 import pytest
 from scapy.packet import Raw
 
-from conftest import SHARED_PCAPS, real_frame
+from conftest import real_frame, real_truth
 from rtrs_scapy.constants import rnbd_rw_str
 from rtrs_scapy.layers.ib import RETH
 from rtrs_scapy.layers.rnbd import (
@@ -20,7 +20,7 @@ from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, RtrsRequest, RtrsWri
 
 @functools.lru_cache(maxsize=None)
 def truth(capture):
-    return json.loads((SHARED_PCAPS / capture / "truth.json").read_text())
+    return real_truth(capture)
 
 
 # -- sizes (§7.2) -------------------------------------------------------------------
@@ -64,7 +64,7 @@ def test_rw_shown_as_write_sync_fua():
 # -- real messages ----------------------------------------------------------------
 
 def test_real_sess_info():
-    # shared/pcaps/basic_inval/basic_inval.pcap frame 22: SESS_INFO, ver 2
+    # pcaps/real/basic_inval.pcap frame 22: SESS_INFO, ver 2
     raw, pkt = real_frame("basic_inval", 22)
     msg = pkt[RtrsReadRequest].usr
     assert isinstance(msg, RnbdMsgSessInfo) and msg.type == 0 and msg.ver == 2

@@ -68,7 +68,7 @@ def test_conn_req_defaults():
 # -- real messages ------------------------------------------------------------------
 
 def test_real_conn_req():
-    # shared/pcaps/basic_inval/basic_inval.pcap frame 1: cid 0 of 3, first connect
+    # pcaps/real/basic_inval.pcap frame 1: cid 0 of 3, first connect
     raw, pkt = real_frame("basic_inval", 1)
     req = pkt[RtrsMsgConnReq]
     assert (req.magic, req.version, req.cid, req.cid_num, req.recon_cnt) == (
