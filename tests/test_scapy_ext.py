@@ -26,6 +26,6 @@ def test_scapy_extension_and_load_contrib():
 
 
 def test_shell_namespace_has_scapy_and_rtrs():
-    from rtrs_scapy.cli import _layer_namespace
+    from rtrs_scapy.cli.shell import layer_namespace as _layer_namespace
     names = _layer_namespace()
     assert {"rdpcap", "Ether", "BTH", "RtrsMsgConnReq", "RnbdMsgIo", "icrc_ok"} <= set(names)

@@ -1,0 +1,18 @@
+"""``rtrs-dissect shell``: Scapy's interactive shell with the layers loaded."""
+
+import click
+
+
+@click.command()
+def shell():
+    """Scapy's interactive shell with every RTRS/RNBD layer loaded."""
+    from scapy.main import interact
+    interact(mydict=layer_namespace())
+
+
+def layer_namespace():
+    import scapy.all
+    import rtrs_scapy
+    names = {k: v for k, v in vars(scapy.all).items() if not k.startswith("_")}
+    names.update({k: v for k, v in vars(rtrs_scapy).items() if not k.startswith("_")})
+    return names
