@@ -1,0 +1,92 @@
+"""The queue depth rule (rtrs_scapy/analysis/qdepth.py) against simulated RTRS
+clients whose queue depth is known (tests/vectors/qdepth.json, written by
+scripts/make_vectors.py from the simulation's truth)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from rtrs_scapy.analysis.qdepth import (
+    DEFAULT_MEM_BITS, PRUNE_MARGIN, MemBitsInference, pair_events, queue_depth_of,
+)
+from rtrs_scapy.imm import mem_bits
+
+VECTORS = json.loads((REPO / "tests" / "vectors" / "qdepth.json").read_text())
+
+
+def run(events):
+    rule = MemBitsInference()
+    for event in events:
+        if rule.decided:
+            break
+        if event[0] == "req":
+            rule.request(event[1], event[2])
+        else:
+            rule.response(event[1])
+    rule.finish()
+    return rule
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=[v["name"] for v in VECTORS])
+def test_vector(vector):
+    rule = run(vector["events"])
+    want = vector["expect"]
+    assert (rule.mem_bits, rule.source, rule.queue_depth) == (
+        want["mem_bits"], want["source"], want["queue_depth"])
+    pairs = pair_events([tuple(e) for e in vector["events"]], rule.mem_bits)
+    assert [list(p) for p in pairs] == want["pairs"]
+
+
+def test_vectors_are_fresh():
+    result = subprocess.run([sys.executable, str(REPO / "scripts" / "make_vectors.py"),
+                             "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_vectors_cover_every_queue_depth_class_and_both_sources():
+    sources = {v["expect"]["source"] for v in VECTORS}
+    depths = {v["expect"]["queue_depth"] for v in VECTORS if v["expect"]["source"] == "inferred"}
+    assert sources == {"inferred", "assumed"}
+    assert {16, 64, 128, 512, 1024, 4096, 65535} <= depths
+
+
+def test_only_buf_id_zero_assumes_the_kernel_default():
+    events = []
+    for _ in range(10):
+        events += [("req", 4128, 4128), ("rsp", 0)]
+    rule = run(events)
+    assert (rule.mem_bits, rule.source, rule.queue_depth) == (DEFAULT_MEM_BITS, "assumed", 512)
+
+
+def test_offsets_alone_decide_when_one_candidate_is_left():
+    bits = mem_bits(512)
+    # buf_id 1 (odd) excludes every larger mem_bits, an offset of 2**18 every smaller one
+    rule = run([("req", (1 << bits) | (1 << 18), 1 << 18)])
+    assert (rule.mem_bits, rule.source) == (bits, "inferred")
+
+
+def test_a_wrong_guess_falls_behind_and_is_dropped():
+    """qd 1024 (mem_bits 18) traffic with even buf_ids only: offsets leave 18..28 open,
+    responses then separate the truth from the larger candidates."""
+    bits = mem_bits(1024)
+    events = []
+    for round_ in range(PRUNE_MARGIN + 2):
+        ids = [2, 4, 6, 8]
+        events += [("req", (i << bits) | 4128, 4128) for i in ids]
+        events += [("rsp", i) for i in reversed(ids)]
+    rule = run(events)
+    assert (rule.mem_bits, rule.source, rule.queue_depth) == (bits, "inferred", 1024)
+
+
+def test_a_contradicting_offset_narrows_nothing():
+    rule = MemBitsInference()
+    assert rule.request((3 << 19) | 4128, 4128)
+    assert not rule.request(5, 4128)       # no candidate gives offset 4128 from payload 5
+    assert len(rule.alive) > 1
+
+
+def test_queue_depth_reported_for_each_mem_bits():
+    assert [queue_depth_of(b) for b in (12, 13, 19, 27, 28)] == [65535, 32768, 512, 2, 1]
