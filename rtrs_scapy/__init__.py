@@ -10,6 +10,7 @@ reads the wire through the generated ``wire.py`` and never imports Scapy.
 """
 
 import importlib
+import importlib.util
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,8 @@ def _load():
 def __getattr__(name):
     if name == "__all__":
         return sorted(_load())
+    if name.startswith("__") or importlib.util.find_spec("%s.%s" % (__name__, name)):
+        raise AttributeError(name)  # dunder lookups, and submodules being imported
     names = _load()
     if name in names:
         return names[name]

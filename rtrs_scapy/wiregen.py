@@ -32,6 +32,9 @@ CONSTANTS = {
     "LNH_IBA_LOCAL": ib.LNH_IBA_LOCAL,
     "LNH_IBA_GLOBAL": ib.LNH_IBA_GLOBAL,
     "MGMT_CLASS_CM": cm.MGMT_CLASS_CM,
+    "IP_SERVICE_ID_PREFIX": cm.IP_SERVICE_ID_PREFIX,
+    "RDMA_PS_IB": cm.RDMA_PS_IB,
+    "CM_ATTRIBUTES": {value: name for value, name in cm.cm_attribute_ids.items()},
 }
 
 _DEFAULTS = {"endian": "", "display": "dec", "shift": None, "width": None, "enum": None,

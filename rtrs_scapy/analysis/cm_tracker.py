@@ -7,33 +7,46 @@ record who tore the path down.  CM state is keyed by (owner address, comm ID),
 so retransmitted MADs (same IDs) are recognised (§8 item 7).
 """
 
+from ..capture.links import address_text
 from ..constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER_MAJOR, errno_name
-from ..fastpath.plan import plan
-from ..layers.cm import (
-    MAD, MGMT_CLASS_CM, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu,
-    cm_rej_reasons, is_ip_service_id,
-)
-from ..layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp, is_conn_req, is_conn_rsp
+from ..plans import plan
+from ..wire import ENUMS, IP_SERVICE_ID_PREFIX, MGMT_CLASS_CM, RDMA_PS_IB
 from .model import Connection
-from .names import address_text
 
-_mad = plan(MAD).reader("mgmt_class", "attribute_id")
-_req = plan(CMReq).reader("local_comm_id", "service_id", "local_qpn", "starting_psn",
-                          "path_mtu")
-_rep = plan(CMRep).reader("local_comm_id", "remote_comm_id", "local_qpn", "starting_psn")
-_rej = plan(CMRej).reader("local_comm_id", "remote_comm_id", "reason")
-_rtu = plan(CMRtu).reader("local_comm_id", "remote_comm_id")
-_dreq = plan(CMDreq).reader("local_comm_id", "remote_comm_id")
-_drep = plan(CMDrep).reader("local_comm_id", "remote_comm_id")
-_conn_req = plan(RtrsMsgConnReq)
-_conn_rsp = plan(RtrsMsgConnRsp)
-MAD_HDR = plan(MAD).size
-PRIVATE_OFFSET = {CMReq: plan(CMReq).size, CMRep: plan(CMRep).size, CMRej: plan(CMRej).size}
-CMA_HDR = plan(CmaIpHdr).size
+cm_rej_reasons = ENUMS["cm_rej_reasons"]
+_mad = plan("MAD").reader("mgmt_class", "attribute_id")
+_req = plan("CMReq").reader("local_comm_id", "service_id", "local_qpn", "starting_psn",
+                            "path_mtu")
+_rep = plan("CMRep").reader("local_comm_id", "remote_comm_id", "local_qpn", "starting_psn")
+_rej = plan("CMRej").reader("local_comm_id", "remote_comm_id", "reason")
+_rtu = plan("CMRtu").reader("local_comm_id", "remote_comm_id")
+_dreq = plan("CMDreq").reader("local_comm_id", "remote_comm_id")
+_drep = plan("CMDrep").reader("local_comm_id", "remote_comm_id")
+_conn_req = plan("RtrsMsgConnReq")
+_conn_rsp = plan("RtrsMsgConnRsp")
+_conn_req_magic = _conn_req.reader("magic")
+_conn_rsp_magic = _conn_rsp.reader("magic")
+MAD_HDR = plan("MAD").size
+PRIVATE_OFFSET = {"CMReq": plan("CMReq").size, "CMRep": plan("CMRep").size,
+                  "CMRej": plan("CMRej").size}
+CMA_HDR = plan("CmaIpHdr").size
 MAX_UNCLAIMED = 1024  # bounded memory for non-RTRS CM traffic
 PMTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 
-_cma = plan(CmaIpHdr).reader("ip_version", "src_addr", "dst_addr")
+_cma = plan("CmaIpHdr").reader("ip_version", "src_addr", "dst_addr")
+
+
+def is_ip_service_id(sid):
+    """True for RDMA CM IP port spaces (a CMA header precedes the REQ private data)."""
+    return sid >> 24 == IP_SERVICE_ID_PREFIX >> 24 and (sid >> 16) & 0xFF != RDMA_PS_IB & 0xFF
+
+
+def is_conn_req(payload):
+    return len(payload) >= _conn_req.size and _conn_req_magic(payload, 0)[0] == RTRS_MAGIC
+
+
+def is_conn_rsp(payload):
+    return len(payload) >= _conn_rsp.size and _conn_rsp_magic(payload, 0)[0] == RTRS_MAGIC
 
 
 def _cma_names(buf, off):
@@ -77,14 +90,14 @@ class CmTracker:
     # -- REQ / REP / REJ ----------------------------------------------------
 
     def _req(self, frame, ts, src, dst, buf, body, end):
-        if end - body < PRIVATE_OFFSET[CMReq]:
+        if end - body < PRIVATE_OFFSET["CMReq"]:
             self.an.anomaly(frame, "truncated_mad", "CM REQ")
             return None
         comm_id, sid, qpn, psn, pmtu = _req(buf, body)
         if (src, comm_id) in self.by_comm_id:
             self.cm_retransmissions += 1
             return self.by_comm_id[(src, comm_id)]
-        private = body + PRIVATE_OFFSET[CMReq]
+        private = body + PRIVATE_OFFSET["CMReq"]
         names = None
         if is_ip_service_id(sid):
             if private + CMA_HDR <= end:
@@ -143,11 +156,11 @@ class CmTracker:
         return self._connection(*req)
 
     def _rep(self, frame, ts, src, dst, buf, body, end):
-        if end - body < PRIVATE_OFFSET[CMRep]:
+        if end - body < PRIVATE_OFFSET["CMRep"]:
             self.an.anomaly(frame, "truncated_mad", "CM REP")
             return None
         comm_id, remote_id, qpn, psn = _rep(buf, body)
-        private = body + PRIVATE_OFFSET[CMRep]
+        private = body + PRIVATE_OFFSET["CMRep"]
         data = bytes(buf[private:min(end, private + _conn_rsp.size)])
         fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
         conn = self._answered(dst, remote_id, bool(fields))
@@ -179,11 +192,11 @@ class CmTracker:
         return conn
 
     def _rej(self, frame, ts, src, dst, buf, body, end):
-        if end - body < PRIVATE_OFFSET[CMRej]:
+        if end - body < PRIVATE_OFFSET["CMRej"]:
             self.an.anomaly(frame, "truncated_mad", "CM REJ")
             return None
         _comm_id, remote_id, reason = _rej(buf, body)
-        private = body + PRIVATE_OFFSET[CMRej]
+        private = body + PRIVATE_OFFSET["CMRej"]
         data = bytes(buf[private:min(end, private + _conn_rsp.size)])
         fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
         conn = self._answered(dst, remote_id, bool(fields))
@@ -210,7 +223,7 @@ class CmTracker:
 
     def _rtu(self, frame, ts, src, dst, buf, body, end):
         """The REP already bound the QPs; an RTU only marks the MAD as RTRS."""
-        return self._by_ids(CMRtu, _rtu, src, dst, buf, body, end)
+        return self._by_ids("CMRtu", _rtu, src, dst, buf, body, end)
 
     def _mra(self, frame, ts, src, dst, buf, body, end):
         return None
@@ -223,7 +236,7 @@ class CmTracker:
         return self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
 
     def _dreq(self, frame, ts, src, dst, buf, body, end):
-        conn = self._by_ids(CMDreq, _dreq, src, dst, buf, body, end)
+        conn = self._by_ids("CMDreq", _dreq, src, dst, buf, body, end)
         if conn is None:
             return None
         if conn.state == "disconnected":
@@ -240,7 +253,7 @@ class CmTracker:
         return conn
 
     def _drep(self, frame, ts, src, dst, buf, body, end):
-        conn = self._by_ids(CMDrep, _drep, src, dst, buf, body, end)
+        conn = self._by_ids("CMDrep", _drep, src, dst, buf, body, end)
         if conn is not None:
             self.an.record(frame, ts, src, dst, 1, conn, "disconnect", {"cm": "DREP"})
         return conn

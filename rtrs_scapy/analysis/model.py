@@ -92,12 +92,19 @@ class Path:
     disconnects: List[dict] = field(default_factory=list)
     state: str = "connecting"           # connecting, connected, disconnecting
     last_recon_cnt: Optional[int] = None
-    pending: Dict[int, Request] = field(default_factory=dict)   # buf_id -> request
-    reads_by_key: Dict[int, Request] = field(default_factory=dict)  # desc key -> read
     devices: Dict[int, str] = field(default_factory=dict)        # RNBD device_id -> name
     mem_bits: Optional[int] = None
+    queue_depth_source: Optional[str] = None   # handshake, inferred, assumed, forced
+    partial_requests: int = 0           # counted, their first packets precede the capture
+    responses_without_request: int = 0  # their request precedes the capture
+    in_flight_at_end: int = 0           # requests still unanswered when the capture ends
     transport: Dict[str, int] = field(default_factory=lambda: {
         "acks": 0, "naks": 0, "rnr_naks": 0, "retransmissions": 0, "cnps": 0})
+    rtrs_packets: int = 0               # data packets and ACKs of the path's streams
+    # the analyzer's bookkeeping
+    id: int = field(default=-1, repr=False)
+    inference: object = field(default=None, repr=False)    # qdepth rule while undecided
+    waiting: list = field(default_factory=list, repr=False)  # IO batches waiting for it
 
     @property
     def key(self):

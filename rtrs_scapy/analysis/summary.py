@@ -5,7 +5,7 @@ text, frames 1-based, latencies in microseconds.
 """
 
 from .model import OPS
-from .names import address_text
+from ..capture.links import address_text
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 
@@ -38,6 +38,7 @@ def path_summary(path):
         "protocol_version": path.protocol_version,
         "queue_depth": path.queue_depth,
         "queue_depth_inferred": path.queue_depth_inferred,
+        "queue_depth_source": path.queue_depth_source,
         "max_io_size": path.max_io_size,
         "max_hdr_size": path.max_hdr_size,
         "always_invalidate": path.always_invalidate,
@@ -56,6 +57,9 @@ def path_summary(path):
         "reconnect_attempts": path.reconnect_attempts,
         "failovers": path.failovers,
         "aborted_requests": path.aborted,
+        "partial_requests": path.partial_requests,
+        "responses_without_request": path.responses_without_request,
+        "in_flight_at_end": path.in_flight_at_end,
         "rejects": list(path.rejects),
         "errors": list(path.errors),
         "disconnects": list(path.disconnects),
@@ -77,12 +81,11 @@ def summarize(analyzer, capture_info):
         "packets": analyzer.frames,
         "ib_packets": analyzer.ib_frames,
         "rtrs_packets": analyzer.rtrs_packets,
-        "first_ts": analyzer.first_ts,
-        "last_ts": analyzer.last_ts,
+        "first_ts": analyzer.first_ts / 1e9 if analyzer.first_ts is not None else None,
+        "last_ts": analyzer.last_ts / 1e9 if analyzer.last_ts is not None else None,
         "malformed": analyzer.malformed,
         "cm_retransmissions": analyzer.cm.cm_retransmissions,
         "unmatched_responses": analyzer.unmatched_responses,
-        "partial_messages": analyzer.partial_messages,
         "cnps": analyzer.cnps,
     })
     return {"capture": capture, "sessions": sessions, "anomalies": list(analyzer.anomalies)}

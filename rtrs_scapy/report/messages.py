@@ -3,7 +3,7 @@ session context of a single frame (for ``rtrs-dissect show``)."""
 
 from scapy.config import conf
 
-from ..fastpath.reader import open_capture
+from ..capture import open_capture
 
 _KEY_FIELDS = {
     "conn_req": ("cid", "cid_num", "recon_cnt", "first_conn", "sess_uuid"),
