@@ -8,8 +8,6 @@ latency (s), sess_uuid, client, server.  What the summary knows (session name,
 paths_uuid, device names) and the capture start are added here.
 """
 
-from scapy.config import conf
-
 from ..constants import RTRS_MSG_NEW_RKEY_F
 from ..fastpath.reader import open_capture
 from .words import (
@@ -338,6 +336,7 @@ DETAILS = {
 
 
 def _read_frame(capture, frame_no):
+    from scapy.config import conf
     with open_capture(capture) as cap:
         for number, _ts, buf, start, end, link_type in cap:
             if number == frame_no:

@@ -6,7 +6,6 @@ from datetime import datetime, timezone
 from ..constants import (
     RNBD_OP_FLUSH, RNBD_OP_MASK, errno_name, rnbd_access_mode, rnbd_io_op, short_name,
 )
-from ..layers.cm import cm_rej_reasons
 
 SECTOR = 512  # RNBD sectors are 512 bytes whatever the device's block size (§7.3)
 
@@ -35,6 +34,7 @@ def errno_text(errno):
 
 def reason_name(reason):
     """IBTA CM REJ reason name (8 -> 'Invalid Service ID')."""
+    from ..layers.cm import cm_rej_reasons  # the layers load Scapy: only when needed
     return cm_rej_reasons.get(reason, "reason %d" % reason)
 
 
