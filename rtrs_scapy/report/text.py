@@ -132,11 +132,12 @@ def _heartbeats(path, clock):
 
 
 def _reject(reject, clock):
-    cause = reject.get("reason_name") or reject["name"]
+    causes = []
     if reject.get("reason") is not None:
-        cause = "%s (reason %d)" % (reason_name(reject["reason"]), reject["reason"])
+        causes.append("%s (reason %d)" % (reason_name(reject["reason"]), reject["reason"]))
     if reject.get("errno"):
-        cause += ", errno " + errno_text(reject["errno"])
+        causes.append("errno " + errno_text(reject["errno"]))
+    cause = ", ".join(causes) or reject["name"]
     sender = " by the %s" % reject["sender"] if reject.get("sender") else ""
     return "REJECT %s%s: %s" % (clock.frame(reject["frame"], reject.get("time")), sender, cause)
 
@@ -206,6 +207,14 @@ def _value(value):
     return str(value)
 
 
+def _attribute(key, value):
+    """'outage_s', 30.09 -> 'outage 30.090 s'; other keys as they are."""
+    for suffix, unit in (("_s", "s"), ("_us", "µs")):
+        if key.endswith(suffix) and isinstance(value, (int, float)):
+            return "%s %s %s" % (key[:-len(suffix)], _value(float(value)), unit)
+    return "%s %s" % (key, _value(value))
+
+
 def event_text(event, clock):
     """One timeline entry: when, frame, kind and its attributes."""
     rest = {k: v for k, v in event.items() if k not in ("time", "frame", "kind")
@@ -216,7 +225,7 @@ def event_text(event, clock):
     if rest.get("errno"):
         rest["errno"] = errno_text(rest["errno"])
         rest.pop("name", None)
-    details = "  ".join("%s %s" % (k.replace("_", " "), _value(v)) for k, v in rest.items())
+    details = "  ".join(_attribute(k, v) for k, v in rest.items())
     return "%-10s frame %-7d %-14s %s" % (clock.at(event["time"]), event["frame"],
                                          event["kind"], details)
 
@@ -364,8 +373,8 @@ def render_rnbd(session, out):
 def _session_header(session):
     paths = plural(len(session["paths"]), "path")
     name = session["sessname"] or "(name not in the capture)"
-    if session["paths_uuid"] is None:
-        return "session %s  (%s, handshake not captured)" % (name, paths)
+    if session["paths_uuid"] is None:  # the path says that the handshake is missing
+        return "session %s  (%s)" % (name, paths)
     return "session %s  paths_uuid %s  (%s)" % (name, session["paths_uuid"], paths)
 
 
