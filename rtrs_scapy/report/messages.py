@@ -194,7 +194,8 @@ class MessageView:
         if msg == "io_rsp":
             req = self.request_of.get(rec["frame"])
             if req is not None:
-                parts.append("answers frame %d after %.1f µs" % (req["frame"], rec["latency"] * 1e6))
+                parts.append("answers frame %d after %.1f µs" % (req["frame"],
+                                                                 rec["latency"] * 1e6))
                 if req["rnbd"]:
                     parts.append("(%s)" % self._rnbd_text(req))
         elif rec["paired_frame"] is not None:
@@ -356,11 +357,12 @@ def frame_context(result, capture, frame_no):
     paths = {_path_key(p): p for s in result.summary["sessions"] for p in s["paths"]}
     lines = []
     records = [r for r in result.messages if r["frame"] == frame_no]
+    if records:
+        lines.append(HEADER.rstrip())
     for record in records:
         path = paths.get(_path_key(record))
         if path is not None and ImmDt in packet and path["queue_depth"]:
             packet[ImmDt].queue_depth = path["queue_depth"]
-        lines.append(HEADER.rstrip())
         lines.append(view.line(record))
         if path is not None:
             ref = view.session_of(record)

@@ -47,7 +47,7 @@ def _latency(stats):
 
 
 def _count_with_errors(count, errors):
-    return "%d%s" % (count, " (%s)" % plural(errors, "failed", "failed") if errors else "")
+    return "%d%s" % (count, " (%d failed)" % errors if errors else "")
 
 
 # -- path ------------------------------------------------------------------------
