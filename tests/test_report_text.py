@@ -197,20 +197,23 @@ EVENTS = [
     {"time": T0 + 44.0, "frame": 331, "kind": "failover", "requests": 1,
      "from": {"path": "10.77.1.2", "cid": 1}},
     {"time": T0 + 45.0, "frame": 340, "kind": "reject", "sender": "server", "reason": 8,
-     "reason_name": "Invalid Service ID"},
+     "reason_name": "Invalid Service ID", "errno": None, "name": "Invalid Service ID"},
+    {"time": T0 + 56.0, "frame": None, "kind": "heartbeat_lost", "last_time": T0 + 55.0},
 ]
 
 
 def test_timeline_in_time_order_with_its_attributes():
     out = text(summary([path(events=EVENTS)]))
-    assert block(out, "timeline:") == [
-        "+4.378 s   frame 44      connect        cid 0  recon_cnt 1",
-        "+4.473 s   frame 81      first_io",
-        "+4.739 s   frame 218     io_error       errno -5 EIO  sector 14336  device /dev/loop0",
-        "+13.500 s  frame 318     disconnect     initiator server  crossed no",
-        "+43.590 s  frame 330     reconnect      outage 30.090 s",
-        "+44.000 s  frame 331     failover       requests 1  from path 10.77.1.2, cid 1",
-        "+45.000 s  frame 340     reject         sender server  reason 8 Invalid Service ID",
+    assert [re.split(r"\s{2,}", line) for line in block(out, "timeline:")] == [
+        ["+4.378 s", "frame 44", "connect", "cid 0", "recon_cnt 1"],
+        ["+4.473 s", "frame 81", "first_io"],
+        ["+4.739 s", "frame 218", "io_error", "errno -5 EIO", "sector 14336",
+         "device /dev/loop0"],
+        ["+13.500 s", "frame 318", "disconnect", "initiator server", "crossed no"],
+        ["+43.590 s", "frame 330", "reconnect", "outage 30.090 s"],
+        ["+44.000 s", "frame 331", "failover", "requests 1", "from path 10.77.1.2, cid 1"],
+        ["+45.000 s", "frame 340", "reject", "sender server", "reason 8 Invalid Service ID"],
+        ["+56.000 s", "heartbeat_lost", "last_time +55.000 s"],
     ]
 
 

@@ -39,11 +39,13 @@ class Clock:
         return "frame %d%s" % (frame, " (%s)" % when if when else "")
 
 
-def _latency(stats):
-    if not stats["count"]:
-        return ""
-    return "latency µs min %s  p50 %s  p90 %s  p99 %s  max %s" % tuple(
+def _percentiles(stats):
+    return "min %s  p50 %s  p90 %s  p99 %s  max %s" % tuple(
         stats[k] for k in ("min", "p50", "p90", "p99", "max"))
+
+
+def _latency(stats):
+    return "latency µs " + _percentiles(stats) if stats["count"] else ""
 
 
 def _count_with_errors(count, errors):
@@ -99,8 +101,11 @@ def _counters(path):
     if attempts != path["reconnects"]:
         text += " of %d attempts (%d failed)" % (attempts, attempts - path["reconnects"])
     parts.append(text)
-    for key, label in (("failovers", "failovers"),
-                       ("aborted_requests", "aborted requests"),
+    if path.get("failovers"):
+        delay = path.get("failover_delay_us") or {}
+        parts.append("failovers %d%s" % (path["failovers"], " (re-sent after µs %s)" % (
+            _percentiles(delay)) if delay.get("count") else ""))
+    for key, label in (("aborted_requests", "aborted requests"),
                        ("lost_requests", "lost requests"),
                        ("partial_requests", "requests begun before the capture"),
                        ("responses_without_request", "responses to requests before the "
@@ -153,9 +158,11 @@ def _disconnect(disc, clock):
 def _outage(outage, clock):
     text = "outage from %s" % clock.frame(outage["down_frame"], outage["down_time"])
     if outage.get("up_frame") is None:
-        return text + ", not up again in the capture"
-    return text + " to %s: %.3f s" % (clock.frame(outage["up_frame"], outage["up_time"]),
-                                      outage["duration_s"])
+        text += ", not up again in the capture"
+    else:
+        text += " to %s: %.3f s" % (clock.frame(outage["up_frame"], outage["up_time"]),
+                                    outage["duration_s"])
+    return text + (" (%s)" % _value(outage["cause"]) if outage.get("cause") else "")
 
 
 def error_text(err):
@@ -207,8 +214,11 @@ def _value(value):
     return str(value)
 
 
-def _attribute(key, value):
-    """'outage_s', 30.09 -> 'outage 30.090 s'; other keys as they are."""
+def _attribute(key, value, clock):
+    """'outage_s', 30.09 -> 'outage 30.090 s'; 'last_time' relative to the capture start;
+    other keys as they are."""
+    if key.endswith("_time") and isinstance(value, (int, float)):
+        return "%s %s" % (key, clock.at(value))
     for suffix, unit in (("_s", "s"), ("_us", "µs")):
         if key.endswith(suffix) and isinstance(value, (int, float)):
             return "%s %s %s" % (key[:-len(suffix)], _value(float(value)), unit)
@@ -219,15 +229,17 @@ def event_text(event, clock):
     """One timeline entry: when, frame, kind and its attributes."""
     rest = {k: v for k, v in event.items() if k not in ("time", "frame", "kind")
             and v is not None}
-    if event["kind"] == "reject" and "reason" in rest:
-        rest["reason"] = "%d %s" % (rest["reason"], reason_name(rest.pop("reason")))
+    if rest.get("reason") is not None:
+        rest["reason"] = "%d %s" % (rest["reason"], reason_name(rest["reason"]))
         rest.pop("reason_name", None)
+        if rest.get("name") == reason_name(event["reason"]):
+            rest.pop("name")
     if rest.get("errno"):
         rest["errno"] = errno_text(rest["errno"])
         rest.pop("name", None)
-    details = "  ".join(_attribute(k, v) for k, v in rest.items())
-    return "%-10s frame %-7d %-14s %s" % (clock.at(event["time"]), event["frame"],
-                                         event["kind"], details)
+    details = "  ".join(_attribute(k, v, clock) for k, v in rest.items())
+    frame = "frame %d" % event["frame"] if event.get("frame") is not None else ""
+    return "%-10s %-13s %-16s %s" % (clock.at(event["time"]), frame, event["kind"], details)
 
 
 def render_path(path, clock, out):
