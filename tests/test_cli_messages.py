@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from scapy.utils import RawPcapReader
 
-from conftest import real_pcap, real_truth
+from conftest import PROJECT_PCAPS, real_pcap, real_truth
 from rtrs_scapy.cli import main
 
 RECORD_KEYS = {"frame", "time", "time_iso", "time_rel", "session", "paths_uuid", "sess_uuid",
@@ -98,6 +98,23 @@ def test_cm_fields_are_values_not_python():
     assert "(%s)" % conn_req["version"] in expected["conn_req"]["version"]
     assert conn_rsp["version"] == conn_req["version"]
     assert set(conn_rsp["reserved"]) == {"0"}  # hex digits, not b'\x00…'
+
+
+@pytest.mark.parametrize("name", ["reject_enomem", "reject_enxio", "reject_eexist"])
+def test_rejects_by_name(name):
+    """A REJ carrying a conn_rsp: its errno and IBTA reason by name, its magic and version
+    as text (the crafter's truth says which)."""
+    (truth_reject,) = json.loads((PROJECT_PCAPS / (name + ".pcap.truth.json")).read_text())[
+        "rejects"]
+    (reject,) = records(PROJECT_PCAPS / (name + ".pcap"), "--errors", "--msg", "conn_rej")
+    fields = reject["fields"]
+    assert (fields["errno"], fields["errno_name"], fields["reason"]) == (
+        truth_reject["errno"], truth_reject["errno_name"], truth_reject["reason"])
+    assert fields["reason_name"] == "Consumer Reject"  # IBTA reason 28
+    assert (fields["magic"], fields["version"]) == ("0x1bbd", "2.0")
+    (line,) = text_lines(PROJECT_PCAPS / (name + ".pcap"), "--errors", "--msg", "conn_rej")
+    assert "reason 28 Consumer Reject  errno %d %s" % (
+        truth_reject["errno"], truth_reject["errno_name"]) in line
 
 
 def test_session_selects_exactly_that_session():

@@ -259,7 +259,7 @@ def _overlaps(rnbd, sectors):
 
 def _json_fields(msg, fields):
     out = json_value(fields)
-    if msg in ("conn_req", "conn_rsp"):
+    if msg in ("conn_req", "conn_rsp", "conn_rej"):  # a REJ may carry a conn_rsp
         if "version" in out:
             out["version"] = version_text(out["version"])
         if "magic" in out:

@@ -103,8 +103,11 @@ def _counters(path):
     parts.append(text)
     if path.get("failovers"):
         delay = path.get("failover_delay_us") or {}
-        parts.append("failovers %d%s" % (path["failovers"], " (re-sent after µs %s)" % (
-            _percentiles(delay)) if delay.get("count") else ""))
+        if delay.get("count") == 1:
+            after = " (re-sent after %s µs)" % delay["max"]
+        else:
+            after = " (re-sent after µs %s)" % _percentiles(delay) if delay.get("count") else ""
+        parts.append("failovers %d%s" % (path["failovers"], after))
     for key, label in (("aborted_requests", "aborted requests"),
                        ("lost_requests", "lost requests"),
                        ("partial_requests", "requests begun before the capture"),
@@ -162,7 +165,7 @@ def _outage(outage, clock):
     else:
         text += " to %s: %.3f s" % (clock.frame(outage["up_frame"], outage["up_time"]),
                                     outage["duration_s"])
-    return text + (" (%s)" % _value(outage["cause"]) if outage.get("cause") else "")
+    return text + (" (%s)" % outage["cause"].replace("_", " ") if outage.get("cause") else "")
 
 
 def error_text(err):
