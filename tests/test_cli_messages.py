@@ -230,3 +230,26 @@ def test_show_uses_the_session_of_the_frame():
         "sess_queue_depth"] in state
     assert "sector 14336" in state and "EIO" in state
     assert "None" not in state
+
+
+def test_show_reads_only_up_to_its_frame(monkeypatch):
+    """135,237 frames: show of an early request stops reading soon after it, and says
+    what a reading of the whole capture says."""
+    import rtrs_scapy.analysis as analysis
+    pcap, truth = real_pcap("load"), real_truth("load")
+    (request,) = [m for m in records(pcap, "--msg", "write") if m["frame"] < 2000][:1]
+    full = analysis.analyze
+    read = []
+
+    def counting(*args, **kwargs):
+        result = full(*args, **kwargs)
+        read.append(result.summary["capture"]["packets"])
+        return result
+
+    monkeypatch.setattr(analysis, "analyze", counting)
+    early = run("show", pcap, "--frame", request["frame"])
+    assert early.exit_code == 0 and "answered in frame %d" % request["paired_frame"] in \
+        early.stdout
+    assert len(read) == 1 and read[0] < truth["pcap_stats"]["frames"] // 4
+    monkeypatch.setattr(analysis, "analyze", lambda *a, until_frame=None, **k: full(*a, **k))
+    assert run("show", pcap, "--frame", request["frame"]).stdout == early.stdout

@@ -80,14 +80,14 @@ def messages(capture, fmt, quiet, queue_depth, session_filter, msg_filter, error
 def show(capture, frame_no, queue_depth):
     """Scapy's show() of one frame plus what the session state adds.
 
-    The analysis stops soon after the frame (it reads on only when a request of
-    the frame is not answered by then).
+    The analysis stops soon after the frame; it reads the whole capture only when
+    the rest can still change what the frame says (a request not answered by then,
+    a queue depth inferred from the traffic).
     """
-    from ..report.messages import frame_context
+    from ..report.messages import frame_context, frame_settled
     result = analyze_capture(capture, True, keep_messages=True, queue_depth=queue_depth,
                              until_frame=frame_no)
-    if any(r["frame"] == frame_no and r["msg"] in ("read", "write") and r["paired_frame"] is None
-           for r in result.messages):  # its response may lie further on
+    if not frame_settled(result.summary, result.messages, frame_no):
         result = analyze_capture(capture, True, keep_messages=True, queue_depth=queue_depth)
     packet, context = frame_context(result, capture, frame_no)
     if packet is None:

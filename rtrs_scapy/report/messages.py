@@ -9,7 +9,6 @@ paths_uuid, device names) and the capture start are added here.
 """
 
 from ..constants import RTRS_MSG_NEW_RKEY_F
-from ..fastpath.reader import open_capture
 from .words import (
     SECTOR, access_mode, errno_text, has_sector, json_value, reason_name, rnbd_op, size,
     utc_iso, version_text,
@@ -34,6 +33,8 @@ class SessionRef:
         self.name = session["sessname"]
         self.paths_uuid = session["paths_uuid"]
         self.sess_uuids = [p["sess_uuid"] for p in session["paths"] if p["sess_uuid"]]
+        self.unnamed_paths = ["%s → %s" % (p["client"], p["server"]) for p in session["paths"]
+                              if not p["sess_uuid"]]
         devices = (session.get("rnbd") or {}).get("devices")
         if devices is not None:
             self.devices = {str(k): d["name"] for k, d in devices.items() if d.get("name")}
@@ -49,8 +50,9 @@ class SessionRef:
         ids = ["paths_uuid " + self.paths_uuid] if self.paths_uuid else []
         ids += ["sess_uuid " + u for u in self.sess_uuids]
         name = self.name or "(no name in the capture)"
-        return "%s: %s" % (name, ", ".join(ids)) if ids else \
-            "%s (handshake not captured)" % name
+        if ids:
+            return "%s: %s" % (name, ", ".join(ids))
+        return "%s: handshake not captured (path %s)" % (name, ", ".join(self.unnamed_paths))
 
 
 class MessageView:
@@ -338,6 +340,7 @@ DETAILS = {
 
 def _read_frame(capture, frame_no):
     from scapy.config import conf
+    from ..fastpath.reader import open_capture
     with open_capture(capture) as cap:
         for number, _ts, buf, start, end, link_type in cap:
             if number == frame_no:
@@ -372,6 +375,22 @@ def frame_context(result, capture, frame_no):
         lines.append("no RTRS message completes in this frame (ACK, middle packet, "
                      "non-RTRS traffic, or a duplicate)")
     return packet, lines
+
+
+def frame_settled(summary, records, frame_no):
+    """Can the frames after the ones read still change what frame N says?  Not when its
+    requests are answered and its path's queue depth came from the handshake (an
+    inferred one may still narrow down)."""
+    paths = {_path_key(p): p for s in summary["sessions"] for p in s["paths"]}
+    for rec in records:
+        if rec["frame"] != frame_no:
+            continue
+        if rec["msg"] in REQUESTS and rec["paired_frame"] is None:
+            return False
+        path = paths.get(_path_key(rec))
+        if path is not None and path["queue_depth_inferred"]:
+            return False
+    return True
 
 
 def _queue_depth_text(path):
