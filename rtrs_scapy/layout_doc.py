@@ -134,12 +134,16 @@ def _default(spec, fld):
     if value is None:
         return "computed"
     if isinstance(value, bytes):
+        if not value:
+            return "empty"
         return "zeros" if not value.strip(b"\0") else "`%s`" % value.hex()
     if spec.kind == "uuid":
         return "nil" if not int(value) else "`%s`" % value
     if isinstance(value, str):
         return "`%s`" % value if value else "empty"
     value = int(value)
+    if spec.enum and spec.mask is None:
+        return _enum_value(spec.enum, value)
     if spec.display == "hex" or spec.flags or spec.mask is not None:
         return "0x%x" % value
     return str(value)
