@@ -7,7 +7,7 @@ from ..constants import (
     RNBD_OP_FLUSH, RNBD_OP_MASK, errno_name, rnbd_access_mode, rnbd_io_op, short_name,
 )
 
-SECTOR = 512  # RNBD sectors are 512 bytes whatever the device's block size (§7.3)
+SECTOR = 512  # RNBD counts 512-byte sectors whatever the block size (docs/PROTOCOL.md#rnbd)
 
 
 def size(n):
