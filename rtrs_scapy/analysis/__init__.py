@@ -1,4 +1,5 @@
-"""Session analysis: what every RTRS session in a capture did.
+"""Session analysis: what every RTRS session in a capture did (docs/PROTOCOL.md#flows,
+docs/PROTOCOL.md#analysis-rules, docs/PROTOCOL.md#rnbd).
 
 ``analyze(path)`` reads a capture through the columnar engine and returns an
 :class:`Analysis` with ``summary`` (the JSON shape) and ``messages`` (records,
@@ -53,10 +54,12 @@ def _no_cyclic_gc():
 
 
 def analyze(path, keep_messages=True, queue_depth=None, progress=None,
-            chunk_records=CHUNK_RECORDS):
+            chunk_records=CHUNK_RECORDS, until_frame=None):
     """Analyze a capture file; ``progress(bytes_done)`` is called now and then.
 
-    ``chunk_records`` (records per chunk) changes the pace, never the result."""
+    ``chunk_records`` (records per chunk) changes the pace, never the result.
+    ``until_frame`` stops reading after the chunk holding that frame (a summary of
+    what was read: ``rtrs-dissect show`` needs no more)."""
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth)
     engine = Engine(analyzer)
     with open_capture(path) as capture, _no_cyclic_gc():
@@ -64,5 +67,7 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
             engine.feed(chunk)
             if progress is not None:
                 progress(capture.position())
+            if until_frame is not None and chunk.first_frame + len(chunk) > until_frame:
+                break
         analyzer.close()
         return Analysis(analyzer, capture)

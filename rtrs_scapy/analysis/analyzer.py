@@ -157,9 +157,10 @@ class Analyzer:
         path.aborted += int(np.count_nonzero(mine))
         self.carry = pairing.take(self.carry, ~mine)
 
-    def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd_fields=None):
+    def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None, path=None):
+        """A message record; ``path`` when there is no connection (no handshake seen)."""
         if self.records is not None:
-            return self.records.add(frame, ts, src, dst, qpn, conn, msg, fields, rnbd_fields)
+            return self.records.add(frame, ts, src, dst, qpn, conn, msg, fields, rnbd, path)
         return None
 
     @property
@@ -281,15 +282,18 @@ class Analyzer:
         return known
 
     def _heartbeats(self, rows, kind, path_id, c2s):
+        """Heartbeats of CM-bound streams count at once; the others once the capture
+        has told which path their stream belongs to (at the end)."""
         for i in np.flatnonzero((kind == D.K_HB_MSG) | (kind == D.K_HB_ACK)).tolist():
             is_msg = kind[i] == D.K_HB_MSG
-            if path_id[i] < 0:
-                row = rows[i]
-                self.unattributed.append(((int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO])),
+            row = rows[i]
+            if row[T.R_CONN] >= 0:
+                self.count_heartbeat(self.path_list[path_id[i]], bool(c2s[i]), is_msg)
+            else:
+                self.unattributed.append(((int(row[T.R_SLOT]), int(row[T.R_GEN])),
+                                          (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO])),
                                           (int(row[T.R_DST_HI]), int(row[T.R_DST_LO])),
                                           is_msg))
-            else:
-                self.count_heartbeat(self.path_list[path_id[i]], bool(c2s[i]), is_msg)
 
     @staticmethod
     def count_heartbeat(path, client_to_server, is_msg):
@@ -365,8 +369,12 @@ class Analyzer:
         for frame, syndrome, conn, slot, gen in self.naks:
             if self.stream_path(conn, slot, gen) is not None:
                 self.anomaly(frame, "nak", "AETH NAK syndrome 0x%02x" % syndrome)
-        for src, dst, is_msg in self.unattributed:
-            path = self._match_endpoints(src, dst)
+        for stream, src, dst, is_msg in self.unattributed:
+            known = self.stream_paths.get(stream)
+            if known is not None:
+                self.count_heartbeat(self.path_list[known[0]], known[1], is_msg)
+                continue
+            path = self.path_between(src, dst)
             if path is not None:
                 self.count_heartbeat(path, src == path.client_raw, is_msg)
         for path in self.path_list:
@@ -375,7 +383,7 @@ class Analyzer:
                 if "device_id" in error:
                     error["device"] = path.devices.get(error["device_id"])
         if self.records is not None:
-            self.records.drop_pending()
+            self.records.close()
         self.anomalies.sort(key=lambda a: a["frame"])
         return self
 
@@ -394,7 +402,8 @@ class Analyzer:
             path.transport["cnps"] += int(s[T.CNPS])
             path.rtrs_packets += int(s[T.SEEN] + s[T.ACKS])
 
-    def _match_endpoints(self, src, dst):
+    def path_between(self, src, dst):
+        """The first path with these two endpoints (either direction)."""
         for path in self.path_list:
             if {src, dst} == {path.client_raw, path.server_raw}:
                 return path
