@@ -12,6 +12,7 @@ import gc
 from ..capture import CaptureError, link_name, open_capture
 from ..capture.files import CHUNK_RECORDS
 from ..engine import Engine
+from ..engine.ahead import ahead
 from .analyzer import Analyzer
 from .summary import summarize
 
@@ -63,11 +64,13 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth)
     engine = Engine(analyzer)
     with open_capture(path) as capture, _no_cyclic_gc():
-        for chunk in capture.chunks(chunk_records):
+        for chunk in ahead(capture.chunks(chunk_records)):
             engine.feed(chunk)
+            capture.done(chunk)
             if progress is not None:
                 progress(capture.position())
             if until_frame is not None and chunk.first_frame + len(chunk) > until_frame:
                 break
+        engine.flush()
         analyzer.close()
         return Analysis(analyzer, capture)

@@ -13,6 +13,7 @@ records of ``rtrs-dissect messages``.
 
 import numpy as np
 
+from ..capture.ib import P_KIND
 from ..capture.links import address_text
 from ..constants import RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
 from ..engine import transport as T
@@ -169,11 +170,11 @@ class Analyzer:
 
     # -- engine callbacks -------------------------------------------------------------
 
-    def frames_seen(self, chunk, located):
+    def frames_seen(self, chunk, packets):
         if not len(chunk):
             return
         self.frames += len(chunk)
-        self.ib_frames += int(np.count_nonzero(located[0]))
+        self.ib_frames += int(np.count_nonzero(packets[:, P_KIND]))
         if self.first_ts is None:
             self.first_ts = int(chunk.stamps[0])
             self.link_type = int(chunk.links[0])
@@ -351,9 +352,6 @@ class Analyzer:
         if len(self.control_reads) >= CONTROL_READS:
             del self.control_reads[next(iter(self.control_reads))]
         self.control_reads[desc_key] = (path_id, fields, record)
-
-    def chunk_done(self):
-        pass
 
     # -- end ------------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ from scapy.compat import raw
 from scapy.config import conf
 from scapy.sessions import DefaultSession
 
+from ..capture import ib
 from ..capture.files import Chunk
-from ..capture.links import locate, GEOMETRY
 from ..engine import Engine
 from ..engine import transport as T
 from ..layers.ib import ImmDt
@@ -57,10 +57,9 @@ class RtrsSession(DefaultSession):
         one = np.array([0], dtype=np.int64)
         self.chunk = Chunk(data, buf, self.frame, one, np.array([len(data)], np.int64),
                            np.array([stamp], np.int64),
-                           np.array([link_type], np.int64))
-        self.located = locate(buf, self.chunk.offs, self.chunk.caplens, self.chunk.links,
-                              GEOMETRY)
+                           np.array([link_type], np.int64)).decoded()
         self.engine.feed(self.chunk)
+        self.engine.flush()
 
     def _reassemble(self, pkt, data):
         """Keep the payload of every packet of a multi-packet message; the last one
@@ -91,13 +90,8 @@ class RtrsSession(DefaultSession):
         return None
 
     def _payload(self, data):
-        loc = self.located
-        bth, end = int(loc[2, 0]), int(loc[3, 0])
-        buf = self.chunk.buf
-        opcode = int(buf[bth])
-        pad = (int(buf[bth + T.FIELDS[T.F_PAD]]) >> int(T.FIELDS[T.F_PAD_SHIFT])) & 3
-        start = bth + int(T.FIELDS[T.F_BTH_SIZE]) + int(T.OPCODE_TABLE[opcode, T.T_EXT])
-        return data[start:end - int(T.FIELDS[T.F_ICRC]) - pad]
+        packets = self.chunk.packets
+        return data[int(packets[0, ib.P_START]):int(packets[0, ib.P_STOP])]
 
     def _path_of(self, records):
         for record in records:
@@ -109,6 +103,7 @@ class RtrsSession(DefaultSession):
     def summary(self):
         """The JSON-shaped summary of everything processed so far."""
         from .summary import summarize
+        self.engine.flush()
         self.analyzer.close()
         return summarize(self.analyzer, {"path": None, "format": "scapy",
                                          "link_type": None, "truncated": False})

@@ -6,7 +6,8 @@ the records as columns for the engine, iterating the capture yields one
 """
 
 from .files import MAX_BLOCK, MAX_RECORD, Capture, CaptureError, Chunk, open_capture
-from .links import LINK_NAMES, SUPPORTED_LINK_TYPES, ib_offset, link_name
+from .ib import ib_offset
+from .links import LINK_NAMES, SUPPORTED_LINK_TYPES, link_name
 
 __all__ = ["Capture", "CaptureError", "Chunk", "open_capture", "ib_offset", "link_name",
            "LINK_NAMES", "SUPPORTED_LINK_TYPES", "MAX_RECORD", "MAX_BLOCK"]

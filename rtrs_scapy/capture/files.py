@@ -39,6 +39,9 @@ import numpy as np
 
 from . import records as R
 from . import sources
+from . import ib
+from .ib import decode_chunk
+from .links import GEOMETRY
 from .links import link_name
 
 #: Smallest per-record limit for pcap ``incl_len`` (the snaplen raises it).
@@ -46,7 +49,7 @@ MAX_RECORD = 256 * 1024
 #: Absolute cap for a pcap record and a pcapng block (same as libpcap/Wireshark).
 MAX_BLOCK = R.MAX_BLOCK
 #: Records per chunk of columns.
-CHUNK_RECORDS = 1 << 16
+CHUNK_RECORDS = 1 << 13
 
 _PCAP_MAGICS = {
     b"\xd4\xc3\xb2\xa1": (False, False),
@@ -78,7 +81,8 @@ class Chunk:
 
     ``buf`` is the buffer as a uint8 array (``data`` the object behind it, kept
     alive); record ``i`` is ``buf[offs[i]:offs[i] + caplens[i]]``, frame number
-    ``first_frame + i``, captured at ``stamps[i]`` ns, with link type ``links[i]``.
+    ``first_frame + i``, captured at ``stamps[i]`` ns, with link type ``links[i]``;
+    ``packets`` holds its IB headers (a row per record, ib.P_* columns), from ``decoded()``.
     """
     data: object
     buf: np.ndarray
@@ -87,9 +91,15 @@ class Chunk:
     caplens: np.ndarray
     stamps: np.ndarray
     links: np.ndarray
+    packets: np.ndarray = None
 
     def __len__(self):
         return len(self.offs)
+
+    def decoded(self):
+        if self.packets is None:
+            self.packets = decode_chunk(self.buf, self.offs, self.caplens, self.links)
+        return self
 
 
 def open_capture(path):
@@ -223,6 +233,12 @@ class Capture:
             return self._src.position(0)
         return self._pos
 
+    def done(self, chunk):
+        """The consumer is through with ``chunk``: the pages before its end may go
+        (a mapped file: the process's memory stays flat with the file size)."""
+        if len(chunk):
+            self._src.release_before(int(chunk.offs[-1] + chunk.caplens[-1]))
+
     def close(self):
         if self._src is not None:
             self._src.close()
@@ -259,18 +275,20 @@ class Capture:
     def __iter__(self):
         return self._frames(self.chunks(1024))
 
-    @staticmethod
-    def _frames(chunks):
+    def _frames(self, chunks):
         for chunk in chunks:
             offs, ends = chunk.offs.tolist(), (chunk.offs + chunk.caplens).tolist()
             stamps, links = chunk.stamps.tolist(), chunk.links.tolist()
             for i, start in enumerate(offs):
                 yield (chunk.first_frame + i, stamps[i] / 1e9, chunk.data, start, ends[i],
                        links[i])
+            self.done(chunk)
 
-    def _emit(self, data, buf, n, offs, caplens, stamps, links, base):
+    def _emit(self, data, buf, n, columns, base):
+        """A chunk of the first ``n`` records the walk put in ``columns``."""
+        offs, caplens, stamps, links, packets = columns
         chunk = Chunk(data, buf, self.frames + 1, offs[:n].copy(), caplens[:n].copy(),
-                      stamps[:n].copy(), links[:n].copy())
+                      stamps[:n].copy(), links[:n].copy(), packets[:n].copy())
         self.frames += n
         self._pos = base + int(offs[n - 1] + caplens[n - 1])
         return chunk
@@ -281,16 +299,12 @@ class Capture:
         buf = np.frombuffer(data, dtype=np.uint8)
         pos = self._pos = 24
         limit = min(max(MAX_RECORD, self.snaplen), MAX_BLOCK)
-        offs, caplens, stamps = (np.empty(records, np.int64) for _ in range(3))
-        links = np.full(records, self.link_type, dtype=np.int64)
-        release_at = src.release(0)
+        columns = _columns(records)
         while True:
-            n, pos, why, value = R.walk_pcap(buf, pos, end, self._big, self._nano, limit,
-                                             offs, caplens, stamps)
+            n, pos, why, value, _ = R.walk_pcap(buf, pos, end, self._big, self._nano, limit,
+                                                self.link_type, *columns, *_DECODE)
             if n:
-                yield self._emit(data, buf, n, offs, caplens, stamps, links, base)
-                if pos > release_at:  # pages go only once the consumer is done with them
-                    release_at = src.release(pos)
+                yield self._emit(data, buf, n, columns, base)
             if why == R.FULL:
                 continue
             if why == R.BAD_LENGTH:
@@ -319,17 +333,14 @@ class Capture:
         big = self._big
         ifaces = _Interfaces()
         last_stamp = 0
-        offs, caplens, stamps, links = (np.empty(records, np.int64) for _ in range(4))
-        release_at = src.release(0)
+        columns = _columns(records)
         while True:
             n, pos, why, value, last_stamp = R.walk_pcapng(
-                buf, pos, end, big, *ifaces.columns(), last_stamp, offs, caplens, stamps, links)
+                buf, pos, end, big, *ifaces.columns(), last_stamp, *columns, *_DECODE)
             self._pos = base + pos
             if n:
-                yield self._emit(data, buf, n, offs, caplens, stamps, links, base)
+                yield self._emit(data, buf, n, columns, base)
                 self._pos = base + pos
-            if pos > release_at:
-                release_at = src.release(pos)
             if why == R.FULL:
                 continue
             if why == R.NEED:
@@ -426,6 +437,15 @@ class Capture:
         elif why == R.CAPLEN:
             self._problem("bad_record_length", "packet says %d bytes, block holds %d"
                           % (value, _u32(data, pos + 4, big) - 32))
+
+
+_DECODE = (GEOMETRY, ib.OPCODE_TABLE, ib.FIELDS)
+
+
+def _columns(records):
+    """The walk's output: record offsets, lengths, stamps, link types, packet columns."""
+    return tuple(np.empty(records, np.int64) for _ in range(4)) + (
+        np.empty((records, ib.P_COLUMNS), np.int64),)
 
 
 class _Interfaces:

@@ -128,14 +128,14 @@ def _lrh(buf, p, end, g, out, i):
         return
     if ib_end - bth < min_packet or ib_end > end:
         return
-    out[0, i] = IB
-    out[1, i] = p
-    out[2, i] = bth
-    out[3, i] = ib_end
-    out[4, i] = np.int64(LID_HI)
-    out[5, i] = _uint(buf, p, g, G_SLID)
-    out[6, i] = np.int64(LID_HI)
-    out[7, i] = _uint(buf, p, g, G_DLID)
+    out[i, 0] = IB
+    out[i, 1] = p
+    out[i, 2] = bth
+    out[i, 3] = ib_end
+    out[i, 4] = np.int64(LID_HI)
+    out[i, 5] = _uint(buf, p, g, G_SLID)
+    out[i, 6] = np.int64(LID_HI)
+    out[i, 7] = _uint(buf, p, g, G_DLID)
 
 
 @njit(inline="always")
@@ -178,14 +178,14 @@ def _ethertype(buf, p, end, et, g, out, i):
         if ib_end < 0 or ib_end - p - g[G_GRH] < min_packet:
             return
         sgid, dgid = p + g[G_SGID], p + g[G_DGID]
-        out[0, i] = ROCEV1
-        out[1, i] = p
-        out[2, i] = p + g[G_GRH]
-        out[3, i] = ib_end
-        out[4, i] = np.int64(_be64(buf, sgid))
-        out[5, i] = np.int64(_be64(buf, sgid + 8))
-        out[6, i] = np.int64(_be64(buf, dgid))
-        out[7, i] = np.int64(_be64(buf, dgid + 8))
+        out[i, 0] = ROCEV1
+        out[i, 1] = p
+        out[i, 2] = p + g[G_GRH]
+        out[i, 3] = ib_end
+        out[i, 4] = np.int64(_be64(buf, sgid))
+        out[i, 5] = np.int64(_be64(buf, sgid + 8))
+        out[i, 6] = np.int64(_be64(buf, dgid))
+        out[i, 7] = np.int64(_be64(buf, dgid + 8))
         return
     else:
         return
@@ -194,14 +194,14 @@ def _ethertype(buf, p, end, et, g, out, i):
     ib_end = u + ulen
     if ulen < 8 + min_packet or ib_end > end:
         return
-    out[0, i] = ROCEV2
-    out[1, i] = u + 8
-    out[2, i] = u + 8
-    out[3, i] = ib_end
-    out[4, i] = np.int64(src_hi)
-    out[5, i] = np.int64(src_lo)
-    out[6, i] = np.int64(dst_hi)
-    out[7, i] = np.int64(dst_lo)
+    out[i, 0] = ROCEV2
+    out[i, 1] = u + 8
+    out[i, 2] = u + 8
+    out[i, 3] = ib_end
+    out[i, 4] = np.int64(src_hi)
+    out[i, 5] = np.int64(src_lo)
+    out[i, 6] = np.int64(dst_hi)
+    out[i, 7] = np.int64(dst_lo)
 
 
 @njit(inline="always")
@@ -267,17 +267,6 @@ def _erf_payload(buf, start, end):
     return p
 
 
-@njit(cache=True, nogil=True)
-def locate(buf, offs, caplens, links, geometry):
-    """Per record: kind, IB header offset, BTH offset, IB end, src (hi, lo), dst (hi, lo)."""
-    n = offs.shape[0]
-    out = np.zeros((8, n), dtype=np.int64)
-    for i in range(n):
-        start = offs[i]
-        _locate_one(buf, start, start + caplens[i], links[i], geometry, out, i)
-    return out
-
-
 def address_text(raw):
     """Text of an address: IPv4 (also from its IPv4-mapped form), IPv6/GID, or LID.
 
@@ -302,16 +291,3 @@ def address_bytes(hi, lo):
     if hi == 0 and lo >> 32 == 0xFFFF:
         return (lo & 0xFFFFFFFF).to_bytes(4, "big")
     return hi.to_bytes(8, "big") + lo.to_bytes(8, "big")
-
-
-def ib_offset(buf, start, end, link_type):
-    """One frame: ``(kind, hdr_off, ib_end, src, dst)`` or None (kind "rocev2",
-    "rocev1" or "ib"; ``hdr_off`` the BTH, GRH or LRH; addresses as bytes)."""
-    data = np.frombuffer(buf, dtype=np.uint8)
-    out = locate(data, np.array([start], dtype=np.int64), np.array([end - start], np.int64),
-                 np.array([link_type], dtype=np.int64), GEOMETRY)
-    if not out[0, 0]:
-        return None
-    kind = KIND_NAMES[int(out[0, 0])]
-    return (kind, int(out[1, 0]), int(out[3, 0]), address_bytes(out[4, 0], out[5, 0]),
-            address_bytes(out[6, 0], out[7, 0]))

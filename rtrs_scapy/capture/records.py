@@ -3,7 +3,10 @@
 Finding where each record starts is a serial pointer chase: every length
 decides where the next header is.  Python does it at about 2 M records/s; these
 loops do it at memory speed and fill columns (record offset, captured length,
-timestamp in ns, link type) for the columnar engine.
+timestamp in ns, link type) for the columnar engine, and decode each record's
+IB headers (ib.decode_one) while its first bytes are in the cache.  A load a
+few records ahead of the chase (``_ahead``) lets the memory system fetch the
+next headers while the current one is decoded.
 
 Each walk stops at the end of the bytes it was given, at a record it cannot
 trust, or at a block Python handles itself (pcapng section and interface
@@ -14,6 +17,8 @@ into a refill or a problem (see files.py).
 
 import numpy as np
 from numba import njit
+
+from .ib import P_COLUMNS, decode_one
 
 # why a walk stopped
 FULL = 0           # the output columns are full
@@ -30,6 +35,13 @@ NO_INTERFACE = 9   # pcapng: packet on an undescribed interface (value: interfac
 SHB_TYPE = 0x0A0D0D0A
 MAX_BLOCK = 16 * 1024 * 1024
 NS = 1_000_000_000
+AHEAD = 2048       # bytes ahead of the walk that are loaded early
+
+
+@njit(inline="always")
+def _ahead(buf, p, end):
+    """A load the CPU issues early (its value is kept, so it is not optimised away)."""
+    return np.int64(buf[min(p + AHEAD, end - 1)])
 
 
 @njit(inline="always")
@@ -49,25 +61,31 @@ def u16(buf, p, big):
 
 
 @njit(cache=True, nogil=True)
-def walk_pcap(buf, pos, end, big, nano, limit, offs, caplens, stamps):
-    """pcap records from ``pos``: returns (count, position, why, value)."""
+def walk_pcap(buf, pos, end, big, nano, limit, link, offs, caplens, stamps, links, packets,
+              geometry, optable, fields):
+    """pcap records from ``pos``: returns (count, position, why, value, touched)."""
     n = 0
     room = offs.shape[0]
     scale = 1 if nano else 1000
+    touched = 0
     while n < room:
         if end - pos < 16:
-            return n, pos, NEED, 16
+            return n, pos, NEED, 16, touched
+        touched += _ahead(buf, pos, end)
         incl = u32(buf, pos + 8, big)
         if incl > limit:
-            return n, pos, BAD_LENGTH, incl
+            return n, pos, BAD_LENGTH, incl, touched
         if end - pos - 16 < incl:
-            return n, pos, NEED, 16 + incl
+            return n, pos, NEED, 16 + incl, touched
         offs[n] = pos + 16
         caplens[n] = incl
         stamps[n] = u32(buf, pos, big) * NS + u32(buf, pos + 4, big) * scale
+        links[n] = link
+        packets[n, :] = 0
+        decode_one(buf, pos + 16, incl, link, geometry, optable, fields, packets, n)
         pos += 16 + incl
         n += 1
-    return n, pos, FULL, 0
+    return n, pos, FULL, 0, touched
 
 
 @njit(inline="always")
@@ -87,7 +105,7 @@ def _stamp(units, mode, exp, offset_ns):
 
 @njit(cache=True, nogil=True)
 def walk_pcapng(buf, pos, end, big, if_link, if_mode, if_exp, if_offset, if_snap, n_if,
-                last_stamp, offs, caplens, stamps, links):
+                last_stamp, offs, caplens, stamps, links, packets, geometry, optable, fields):
     """pcapng packet blocks from ``pos``; returns (count, position, why, value, last_stamp)."""
     n = 0
     room = offs.shape[0]
@@ -123,6 +141,8 @@ def walk_pcapng(buf, pos, end, big, if_link, if_mode, if_exp, if_offset, if_snap
             caplens[n] = caplen
             stamps[n] = last_stamp
             links[n] = if_link[iface]
+            packets[n, :] = 0
+            decode_one(buf, pos + 28, caplen, links[n], geometry, optable, fields, packets, n)
             n += 1
         elif btype == 3:                              # simple packet block
             if blen < 16:
@@ -136,6 +156,8 @@ def walk_pcapng(buf, pos, end, big, if_link, if_mode, if_exp, if_offset, if_snap
             caplens[n] = caplen
             stamps[n] = last_stamp
             links[n] = if_link[0]
+            packets[n, :] = 0
+            decode_one(buf, pos + 12, caplen, links[n], geometry, optable, fields, packets, n)
             n += 1
         elif btype == 1:
             return n, pos, INTERFACE, 0, last_stamp

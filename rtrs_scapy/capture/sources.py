@@ -3,8 +3,8 @@ chunks, and gzip decompressed as a stream.
 
 A source hands out ``data`` (an ``mmap`` or a ``bytes`` chunk) and ``end``;
 ``refill(p, need)`` keeps ``data[p:]`` and reads until ``need`` bytes follow
-(or the input ends); ``release(upto)`` lets a mapped file drop pages already
-read, so the process's memory stays flat with the file size.
+(or the input ends); ``release_before(upto)`` lets a mapped file drop pages
+already read, so the process's memory stays flat with the file size.
 """
 
 import mmap
@@ -16,7 +16,6 @@ CHUNK = 4 * 1024 * 1024
 GZ_IN_CHUNK = 1024 * 1024
 #: mmap: drop already-read pages from the process every this many bytes.
 RELEASE_EVERY = 16 * 1024 * 1024
-_NEVER = 1 << 62
 
 
 class MapSource:
@@ -40,22 +39,21 @@ class MapSource:
     def refill(self, p, need):
         return self.data, p, self.end
 
-    def release(self, upto):
-        """Unmap the pages before ``upto`` from this process (RSS stays flat).
+    def release_before(self, upto):
+        """Unmap the pages before ``upto`` from this process (RSS stays flat), every
+        RELEASE_EVERY bytes.
 
         The mapping is read-only and shared: the pages stay in the page cache
         and fault back in if the caller reads them again, so offsets already
-        handed out remain valid.  Returns the next offset to call at.
+        handed out remain valid.
         """
-        if self._can_release:
+        if self._can_release and upto >= self._released + RELEASE_EVERY:
             b = upto - upto % mmap.PAGESIZE
-            if b > self._released:
-                try:
-                    self.data.madvise(mmap.MADV_DONTNEED, self._released, b - self._released)
-                except (OSError, ValueError):  # pragma: no cover
-                    self._can_release = False
-                self._released = b
-        return upto + RELEASE_EVERY
+            try:
+                self.data.madvise(mmap.MADV_DONTNEED, self._released, b - self._released)
+            except (OSError, ValueError):  # pragma: no cover
+                self._can_release = False
+            self._released = b
 
     def close(self):
         try:
@@ -78,8 +76,8 @@ class StreamSource:
         self.error = None       # (kind, detail) once the stream broke
         self.eof = False
 
-    def release(self, upto):
-        return _NEVER
+    def release_before(self, upto):
+        """Chunks are bytes objects: they go with the last reference."""
 
     def _read(self, n):
         return self.f.read(n)

@@ -1,20 +1,22 @@
 """The columnar engine: capture chunks → IB packets located → RC transport →
 message rows, anomaly rows and CM MADs, handed to a consumer in capture order.
 
-The consumer (the analysis) receives, per chunk:
+The consumer (the analysis) receives, in capture order:
 
-* ``frames_seen(chunk, located)``: the chunk's records and where their IB packets are;
+* ``frames_seen(chunk, packets)``: the chunk's records and their IB headers;
 * ``messages_done(rows, arena)``: completed messages (transport.R_* columns)
   whose bytes of interest sit in ``arena``; ``events(rows)``: anomalies;
 * ``cm_mad(frame, stamp, src, dst, data, start, end)``: one CM MAD, in order with
   the rows around it, so that the handshake binds streams before what follows
   (the consumer calls ``bind()`` back);
-* ``chunk_done()``.
+and the consumer calls ``flush()`` at the end.  Rows of several chunks are
+handed over together (numpy works best on long columns), but never across a CM
+MAD.
 """
 
 import numpy as np
 
-from ..capture import links
+from ..capture import ib
 from . import transport as T
 
 ROWS = 1 << 14
@@ -30,46 +32,44 @@ class Engine:
         self.rows = np.zeros((ROWS, T.R_COLUMNS), dtype=np.int64)
         self.arena = np.zeros(ARENA, dtype=np.uint8)
         self.events = np.zeros((EVENTS, T.E_COLUMNS), dtype=np.int64)
-        self.last_rows = 0          # rows of the last transport call (rows[:last_rows])
+        self.nr = self.na = self.ne = 0
+        self.last_rows = 0          # rows of the last flush (rows[:last_rows])
+        self.packet_seq = None      # per packet of the last chunk: its message, -1 none
 
     def feed(self, chunk):
         """One chunk of records (capture.Chunk)."""
-        located = links.locate(chunk.buf, chunk.offs, chunk.caplens, chunk.links,
-                               links.GEOMETRY)
-        consumer = self.consumer
-        consumer.frames_seen(chunk, located)
+        packets = chunk.decoded().packets
+        self.consumer.frames_seen(chunk, packets)
         st = self.streams
-        packet_seq = np.empty(len(chunk), dtype=np.int64)
-        self.packet_seq = packet_seq
+        self.packet_seq = packet_seq = np.empty(len(chunk), dtype=np.int64)
         start, n = 0, len(chunk)
         while start < n:
-            start, why, nr, na, ne, st.nfree = T.run(
-                chunk.buf, chunk.offs, chunk.stamps, located, chunk.first_frame, start,
-                T.FIELDS, T.OPCODE_TABLE, st.table, st.state, st.ring, st.head, st.tail,
-                st.free, st.nfree, st.counters, self.rows, self.arena, self.events,
+            start, why, self.nr, self.na, self.ne, st.nfree = T.run(
+                chunk.buf, packets, chunk.stamps, chunk.first_frame, start, ib.OPCODE_TABLE,
+                st.table, st.state, st.ring, st.head, st.tail, st.free, st.nfree,
+                st.counters, self.rows, self.nr, self.arena, self.na, self.events, self.ne,
                 packet_seq)
-            self.last_rows = nr
-            if ne:
-                consumer.events(self.events[:ne])
-            if nr:
-                consumer.messages_done(self.rows[:nr], self.arena)
+            if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
+                self.flush()
             if why == T.STOP_CM:
-                self._cm(chunk, located, start)
+                self._cm(chunk, packets, start)
                 start += 1
         T.materialize(chunk.buf, st.state, st.ring, st.tail)
-        consumer.chunk_done()
 
-    def _cm(self, chunk, located, i):
-        bth, end = int(located[2, i]), int(located[3, i])
-        buf = chunk.buf
-        opcode = int(buf[bth + T.FIELDS[T.F_OPCODE]])
-        pad = (int(buf[bth + T.FIELDS[T.F_PAD]]) >> int(T.FIELDS[T.F_PAD_SHIFT])) & (
-            (1 << int(T.FIELDS[T.F_PAD_WIDTH])) - 1)
-        start = bth + int(T.FIELDS[T.F_BTH_SIZE]) + int(T.OPCODE_TABLE[opcode, T.T_EXT])
-        stop = end - int(T.FIELDS[T.F_ICRC]) - pad
+    def flush(self):
+        """Hand the rows and events gathered so far to the consumer."""
+        if self.ne:
+            self.consumer.events(self.events[:self.ne])
+        if self.nr:
+            self.consumer.messages_done(self.rows[:self.nr], self.arena)
+        self.last_rows, self.nr, self.na, self.ne = self.nr, 0, 0, 0
+
+    def _cm(self, chunk, packets, i):
+        column = packets[i].tolist()
         self.consumer.cm_mad(chunk.first_frame + i, int(chunk.stamps[i]),
-                         (int(located[4, i]), int(located[5, i])),
-                         (int(located[6, i]), int(located[7, i])), chunk.data, start, stop)
+                             (column[ib.P_SRC_HI], column[ib.P_SRC_LO]),
+                             (column[ib.P_DST_HI], column[ib.P_DST_LO]), chunk.data,
+                             column[ib.P_START], column[ib.P_STOP])
 
     def bind(self, address, qpn, conn, next_psn, frame):
         """Bind the stream to ``address``/``qpn`` to connection ``conn`` (CM REP).

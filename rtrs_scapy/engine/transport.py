@@ -26,10 +26,17 @@ quarter is evicted (counted; a message in progress there is lost).
 import numpy as np
 from numba import njit
 
-from ..imm import IMM_TYPE_SHIFT
-from ..constants import RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM
 from .. import wire
+from ..capture.ib import (
+    C_ACK, C_CNP, C_DATA, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
+    P_IETH, P_IMM, P_KIND, P_LAST, P_MIDDLE, P_ONLY, P_OPCODE, P_PSN, P_QPN, P_RKEY, P_SRC_HI,
+    P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, S_HEADERS, S_OK, S_SHORT,
+    T_CLASS, T_POS, T_SEND,
+)
+from ..constants import RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM
+from ..imm import IMM_TYPE_SHIFT
 
+GSI_QPN = wire.GSI_QPN
 PSN_MASK = 0xFFFFFF
 HALF_PSN = 0x800000
 HEAD_SEND = 1024     # info_req (272 B), rkey_rsp, the start of info_rsp
@@ -37,12 +44,6 @@ HEAD_WRITE = 64      # RNBD replies at the start of READ data (open_rsp: 56 B)
 TAIL_CAP = 512       # a request's user header and trailer (RNBD OPEN: 264 + 4 B)
 RING = 4             # packet locations kept per stream before their bytes are copied
 MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
-
-# opcode classes and positions (from the layers' opcode table)
-C_UNKNOWN, C_OTHER, C_DATA, C_ACK, C_UD_SEND, C_CNP, C_FOREIGN = range(7)
-P_NONE, P_FIRST, P_MIDDLE, P_LAST, P_ONLY = range(5)
-# opcode table columns
-T_CLASS, T_POS, T_SEND, T_EXT, T_RETH, T_IMM, T_IETH, T_AETH = range(8)
 
 # stream state columns
 (K_HI, K_LO, K_QPN, USED, GEN, SRC_HI, SRC_LO, NEXT_PSN, SYNCED, SEEN, DUPS, ACKS, NAKS,
@@ -73,67 +74,6 @@ STOP_END, STOP_CM, STOP_FULL = range(3)
 G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_COLUMNS = range(5)
 
 _AETH_NAK, _AETH_RNR, _AETH_KIND = 0x60, 0x20, 0x60
-
-
-def _opcode_table():
-    """opcode -> class, position, SEND?, extension size and header offsets."""
-    sizes = {name: layout.fixed_size for name, layout in wire.LAYOUTS.items()}
-    foreign = ("RDMA_READ", "COMPARE_SWAP", "FETCH_ADD", "ATOMIC_ACKNOWLEDGE")
-    table = np.full((256, 8), -1, dtype=np.int64)
-    table[:, T_CLASS] = C_UNKNOWN
-    for opcode, (name, chain) in wire.OPCODES.items():
-        row = table[opcode]
-        row[T_POS] = P_NONE
-        row[T_SEND] = 0
-        at = 0
-        for header in chain:
-            column = {"RETH": T_RETH, "ImmDt": T_IMM, "IETH": T_IETH, "AETH": T_AETH}.get(header)
-            if column is not None:
-                row[column] = at
-            at += sizes[header]
-        row[T_EXT] = at
-        operation = name[3:]
-        if not name.startswith("RC_"):
-            row[T_CLASS] = C_UD_SEND if name == "UD_SEND_ONLY" else (
-                C_CNP if name == "CNP" else C_OTHER)
-        elif operation == "ACKNOWLEDGE":
-            row[T_CLASS] = C_ACK
-        elif operation.startswith(foreign):
-            row[T_CLASS] = C_FOREIGN
-        else:
-            row[T_CLASS] = C_DATA
-            row[T_SEND] = operation.startswith("SEND")
-            for word, pos in (("_FIRST", P_FIRST), ("_MIDDLE", P_MIDDLE), ("_LAST", P_LAST),
-                              ("_ONLY", P_ONLY)):
-                if word in operation:
-                    row[T_POS] = pos
-    return table
-
-
-OPCODE_TABLE = _opcode_table()
-BTH_LAYOUT = {f.name: f for f in wire.LAYOUTS["BTH"].fields}
-RETH_LAYOUT = {f.name: f for f in wire.LAYOUTS["RETH"].fields}
-AETH_SYNDROME = next(f.offset for f in wire.LAYOUTS["AETH"].fields if f.name == "syndrome")
-BTH_SIZE = wire.LAYOUTS["BTH"].fixed_size
-ICRC_SIZE = wire.LAYOUTS["BTH"].trailer_size
-# BTH geometry: opcode, padcount (byte, shift), dqpn, psn, then RETH va/rkey/dma_len
-FIELDS = np.array([
-    BTH_LAYOUT["opcode"].offset,
-    BTH_LAYOUT["padcount"].offset, BTH_LAYOUT["padcount"].shift, BTH_LAYOUT["padcount"].width,
-    BTH_LAYOUT["dqpn"].offset, BTH_LAYOUT["psn"].offset,
-    RETH_LAYOUT["va"].offset, RETH_LAYOUT["rkey"].offset, RETH_LAYOUT["dma_len"].offset,
-    AETH_SYNDROME, BTH_SIZE, ICRC_SIZE, wire.GSI_QPN,
-], dtype=np.int64)
-(F_OPCODE, F_PAD, F_PAD_SHIFT, F_PAD_WIDTH, F_DQPN, F_PSN, F_VA, F_RKEY, F_DMALEN, F_SYNDROME,
- F_BTH_SIZE, F_ICRC, F_GSI) = range(13)
-
-
-@njit(inline="always")
-def _be(buf, p, n):
-    v = np.int64(0)
-    for k in range(n):
-        v = (v << 8) | np.int64(buf[p + k])
-    return v
 
 
 @njit(inline="always")
@@ -306,15 +246,12 @@ def _wants(send, imm):
 
 
 @njit(cache=True, nogil=True)
-def run(buf, offs, stamps, located, first_frame, start, fields, optable,
-        table, state, ring, head, tail, free, nfree, counters,
-        rows, arena, events, packet_seq):
-    """Packets ``start`` … of a chunk; returns (next packet, why, rows, arena
-    bytes, events, free slots).  ``located`` is links.locate()'s output."""
-    n = offs.shape[0]
-    nr = 0
-    na = 0
-    ne = 0
+def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, head, tail,
+        free, nfree, counters, rows, nr, arena, na, events, ne, packet_seq):
+    """Packets ``start`` … of a chunk (``packets``: capture.ib columns), appending to
+    ``rows[nr:]``, ``arena[na:]`` and ``events[ne:]``; returns (next packet, why,
+    rows, arena bytes, events, free slots)."""
+    n = packets.shape[0]
     row_room = rows.shape[0]
     event_room = events.shape[0] - 2
     arena_room = arena.shape[0] - MAX_ROW_BYTES
@@ -322,45 +259,32 @@ def run(buf, offs, stamps, located, first_frame, start, fields, optable,
         if nr >= row_room or ne >= event_room or na >= arena_room:
             return i, STOP_FULL, nr, na, ne, nfree
         packet_seq[i] = -1
-        kind = located[0, i]
-        if kind == 0:
+        if packets[i, P_KIND] == 0:
             continue
         frame = first_frame + i
-        bth = located[2, i]
-        end = located[3, i]
-        dhi, dlo = located[6, i], located[7, i]
-        shi, slo = located[4, i], located[5, i]
-        if bth + fields[F_BTH_SIZE] + fields[F_ICRC] > end:
-            ne = _event(events, ne, EV_TRUNCATED, frame, -1, state, 0, 0, 0, dhi, dlo, shi, slo)
+        dhi, dlo = packets[i, P_DST_HI], packets[i, P_DST_LO]
+        shi, slo = packets[i, P_SRC_HI], packets[i, P_SRC_LO]
+        status = packets[i, P_STATUS]
+        opcode = packets[i, P_OPCODE]
+        qpn = packets[i, P_QPN]
+        if status != S_OK:
+            kind = EV_UNKNOWN_OPCODE if status > S_HEADERS else EV_TRUNCATED
+            ne = _event(events, ne, kind, frame, -1, state, opcode, status == S_HEADERS, qpn,
+                        dhi, dlo, shi, slo)
             continue
-        opcode = np.int64(buf[bth + fields[F_OPCODE]])
-        pad = (np.int64(buf[bth + fields[F_PAD]]) >> fields[F_PAD_SHIFT]) & (
-            (1 << fields[F_PAD_WIDTH]) - 1)
-        qpn = _be(buf, bth + fields[F_DQPN], 3)
-        psn = _be(buf, bth + fields[F_PSN], 3)
         cls = optable[opcode, T_CLASS]
-        if cls == C_UNKNOWN:
-            ne = _event(events, ne, EV_UNKNOWN_OPCODE, frame, -1, state, opcode, 0, qpn,
-                        dhi, dlo, shi, slo)
-            continue
-        hdr = bth + fields[F_BTH_SIZE]
-        p_start = hdr + optable[opcode, T_EXT]
-        p_end = end - fields[F_ICRC] - pad
-        if p_end < p_start:
-            ne = _event(events, ne, EV_TRUNCATED, frame, -1, state, opcode, 1, qpn,
-                        dhi, dlo, shi, slo)
-            continue
         if cls == C_UD_SEND:
-            if qpn == fields[F_GSI]:
+            if qpn == GSI_QPN:
                 return i, STOP_CM, nr, na, ne, nfree
             continue
         if cls == C_OTHER:
             continue
+        psn = packets[i, P_PSN]
         slot, bucket = _find(table, state, dhi, dlo, qpn)
         if cls == C_ACK:
             if slot >= 0:
                 state[slot, ACKS] += 1
-                syndrome = np.int64(buf[hdr + optable[opcode, T_AETH] + fields[F_SYNDROME]])
+                syndrome = packets[i, P_SYNDROME]
                 if syndrome & _AETH_KIND == _AETH_NAK:
                     state[slot, NAKS] += 1
                     ne = _event(events, ne, EV_NAK, frame, slot, state, syndrome, 0, qpn,
@@ -415,6 +339,7 @@ def run(buf, offs, stamps, located, first_frame, start, fields, optable,
         s[NEXT_PSN] = (psn + 1) & PSN_MASK
         pos = optable[opcode, T_POS]
         send = optable[opcode, T_SEND]
+        p_start, p_end = packets[i, P_START], packets[i, P_STOP]
         n_bytes = p_end - p_start
         if pos == P_FIRST or (pos == P_MIDDLE and not s[ACTIVE] and not s[SYNCED]):
             s[SYNCED] = pos == P_FIRST
@@ -431,13 +356,8 @@ def run(buf, offs, stamps, located, first_frame, start, fields, optable,
             s[M_PARTIAL] = 0 if pos == P_FIRST else PARTIAL_START
             s[M_SEQ] = counters[G_SEQ]
             counters[G_SEQ] += 1
-            reth = optable[opcode, T_RETH]
-            if reth >= 0:
-                s[M_VA] = _be(buf, hdr + reth + fields[F_VA], 8)
-                s[M_RKEY] = _be(buf, hdr + reth + fields[F_RKEY], 4)
-                s[M_DMALEN] = _be(buf, hdr + reth + fields[F_DMALEN], 4)
-            else:
-                s[M_VA], s[M_RKEY], s[M_DMALEN] = 0, -1, 0
+            s[M_VA], s[M_RKEY], s[M_DMALEN] = (packets[i, P_VA], packets[i, P_RKEY],
+                                               packets[i, P_DMALEN])
         if pos == P_FIRST or pos == P_MIDDLE:
             if s[ACTIVE]:
                 packet_seq[i] = s[M_SEQ]
@@ -452,10 +372,7 @@ def run(buf, offs, stamps, located, first_frame, start, fields, optable,
                     _ring_push(state, ring, tail, slot, buf, p_start, n_bytes)
             continue
         # LAST or ONLY: a message completes
-        imm_at = optable[opcode, T_IMM]
-        imm = _be(buf, hdr + imm_at, 4) if imm_at >= 0 else -1
-        ieth_at = optable[opcode, T_IETH]
-        ieth = _be(buf, hdr + ieth_at, 4) if ieth_at >= 0 else -1
+        imm = packets[i, P_IMM]
         want_head, want_tail = _wants(send, imm)
         row = rows[nr]
         if pos == P_ONLY or not s[ACTIVE]:
@@ -474,13 +391,8 @@ def run(buf, offs, stamps, located, first_frame, start, fields, optable,
             counters[G_SEQ] += 1
             row[R_FIRST_FRAME] = frame
             row[R_FIRST_TS] = stamps[i]
-            reth = optable[opcode, T_RETH]
-            if reth >= 0:
-                row[R_VA] = _be(buf, hdr + reth + fields[F_VA], 8)
-                row[R_RKEY] = _be(buf, hdr + reth + fields[F_RKEY], 4)
-                row[R_DMALEN] = _be(buf, hdr + reth + fields[F_DMALEN], 4)
-            else:
-                row[R_VA], row[R_RKEY], row[R_DMALEN] = 0, -1, 0
+            row[R_VA], row[R_RKEY], row[R_DMALEN] = (packets[i, P_VA], packets[i, P_RKEY],
+                                                     packets[i, P_DMALEN])
             row[R_LEN] = n_bytes
             row[R_PKTS] = 1
             row[R_PARTIAL] = partial
@@ -533,7 +445,7 @@ def run(buf, offs, stamps, located, first_frame, start, fields, optable,
         row[R_OPCODE] = opcode
         row[R_SEND] = send
         row[R_IMM] = imm
-        row[R_IETH] = ieth
+        row[R_IETH] = packets[i, P_IETH]
         row[R_SEQ] = seq
         row[R_SRC_HI], row[R_SRC_LO] = s[SRC_HI], s[SRC_LO]
         row[R_DST_HI], row[R_DST_LO] = dhi, dlo
