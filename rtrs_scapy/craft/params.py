@@ -1,10 +1,13 @@
 """What the crafter copies from the real Linux 6.1 / rdma_rxe captures: sides,
-timers, ports, ACK pacing, the RNBD client's limits."""
+timers, ports, ACK pacing, the RNBD client's limits.  Protocol numbers come
+from the layers, by name."""
+
+from ..layers.cm import cm_rej_reasons, path_mtus
 
 C, S = 0, 1  # sides: client, server
-PMTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
+PMTU_CODES = {int(size): code for code, size in path_mtus.items()}  # bytes -> CM REQ code
 RXE_MAX_PKT_PER_ACK = 64
-AETH_ACK = 0x1F
+AETH_ACK = 0x1F  # AETH syndrome: ACK with the largest credit count, as rxe sends it
 GSI_SPORT = 55410  # rxe's UDP source ports, the same in both real captures
 RC_SPORT = 61204
 HB_PERIOD = 5.1  # observed 5.12 s between heartbeats (5000 ms delayed work)
@@ -12,7 +15,8 @@ HB_MISSED_MAX = 5
 RECONNECT_DELAY = 30.0  # RNBD's reconnect_delay_sec
 RC_ACK_TIMEOUT = 4.096e-6 * (1 << 19)  # local_ack_timeout 19 in the CM REQ: ~2.1 s
 RC_RETRY_COUNT = 7  # retry_count in the CM REQ
-CM_REJ_CONSUMER = 28
-CM_REJ_INVALID_SID = 8
+REJ_REASON = {name: code for code, name in cm_rej_reasons.items()}
+CM_REJ_CONSUMER = REJ_REASON["Consumer Reject"]
+CM_REJ_INVALID_SID = REJ_REASON["Invalid Service ID"]
 RNBD_PRIO = 0x4004  # IOPRIO_CLASS_BE level 4, as in the captures
 MAX_HW_BYTES = 124 * 1024  # max_hw_sectors_kb 124 in the captures

@@ -8,8 +8,10 @@ cpus) are parameters of every scenario; the rest are the scenario's own.
 
 import errno as _errno
 
+from ..constants import RNBD_F_FUA, RNBD_F_SYNC, RTRS_MAGIC, RTRS_PROTO_VER_MAJOR
 from .params import CM_REJ_CONSUMER, CM_REJ_INVALID_SID, C, S
-from .session import Encap, SessionCrafter
+from .encap import Encap
+from .session import SessionCrafter
 
 SCENARIOS = {}
 
@@ -176,7 +178,7 @@ def _flush_discard(s):
     s.io("flush", 0, 0, device_id=dev)
     s.io("discard", 1 << 20, 1 << 20, device_id=dev)
     s.io("write_zeroes", 2 << 20, 65536, device_id=dev)
-    s.io("write", 4096, 4096, device_id=dev, flags=0x300)
+    s.io("write", 4096, 4096, device_id=dev, flags=RNBD_F_SYNC | RNBD_F_FUA)
     s.io("flush", 0, 0, device_id=dev)
     s.io("read", 0, 4096, device_id=dev)
     _close_session(s, dev, [path])
@@ -250,13 +252,13 @@ def _rej_no_listener(s):
 @scenario("bad_magic", "conn_req with a wrong magic: REJ -ECONNRESET")
 def _bad_magic(s):
     path = s.add_path()
-    s.connect(path, magic=0x1BBE)
+    s.connect(path, magic=RTRS_MAGIC + 1)
 
 
 @scenario("bad_version", "conn_req with protocol version 3.0: REJ -ECONNRESET")
 def _bad_version(s):
     path = s.add_path()
-    s.connect(path, version=0x0300)
+    s.connect(path, version=(RTRS_PROTO_VER_MAJOR + 1) << 8)
 
 
 @scenario("server_disconnect", "the server closes the path (DREQs from the server, client "
