@@ -2,6 +2,7 @@
 timers, ports, ACK pacing, the RNBD client's limits.  Protocol numbers come
 from the layers, by name."""
 
+from ..constants import RTRS_HB_MISSED_MAX
 from ..layers.cm import cm_rej_reasons, path_mtus
 
 C, S = 0, 1  # sides: client, server
@@ -11,7 +12,7 @@ AETH_ACK = 0x1F  # AETH syndrome: ACK with the largest credit count, as rxe send
 GSI_SPORT = 55410  # rxe's UDP source ports, the same in both real captures
 RC_SPORT = 61204
 HB_PERIOD = 5.1  # observed 5.12 s between heartbeats (5000 ms delayed work)
-HB_MISSED_MAX = 5
+HB_MISSED_MAX = RTRS_HB_MISSED_MAX
 RECONNECT_DELAY = 30.0  # RNBD's reconnect_delay_sec
 RC_ACK_TIMEOUT = 4.096e-6 * (1 << 19)  # local_ack_timeout 19 in the CM REQ: ~2.1 s
 RC_RETRY_COUNT = 7  # retry_count in the CM REQ
