@@ -5,9 +5,12 @@ A REQ creates a connection (client QPN, starting PSN, conn_req: path and session
 UUIDs, cid, recon_cnt) of the connect attempt of its recon_cnt: the client raises
 recon_cnt once per attempt (rtrs-clt.c init_conns()).  A REP binds the QPs, so the
 traffic that follows is attributed, but a connection is *established* only by the
-RTU or by the first RC traffic on its QPs.  An attempt succeeds when all its
-cid_num connections are established; it fails on a REJ from either side (with or
-without RTRS data), on a DREQ before that, or when the next attempt starts.  The
+RTU or by RC traffic: the client connects its cids one after another (create_cm()
+waits for ESTABLISHED before the next REQ) and sends INFO_REQ only when all are up,
+so the REQ of the next cid, or the first RC packet of the attempt, establishes the
+connections that got their REP.  An attempt succeeds when all its cid_num
+connections are established; it fails on a REJ from either side (with or without
+RTRS data), on a DREQ before that, or when the next attempt starts.  The
 attempts after the path was up once are reconnects: successes and failures are the
 kernel's ``reconnects`` successful_cnt and fail_cnt (rtrs_clt_path_up(),
 rtrs_clt_reconnect_work()).
@@ -118,11 +121,12 @@ class CmTracker:
 
     def rc_traffic(self, path, conn, client_to_server, frame, ts):
         """An RC packet with a new PSN on a stream of ``path`` (``conn``: its connection
-        when the handshake was seen).  The first one establishes a connection whose
-        RTU is not in the capture."""
+        when the handshake was seen).  The first one of a connect attempt establishes
+        the connections whose RTU is not in the capture."""
         path.last_traffic[client_to_server] = ts
-        if conn is not None and conn.state == "replied":
-            self._established(conn, frame, ts)
+        if conn is not None and conn.attempt is not None and conn.attempt.outcome is None:
+            for replied in list(conn.attempt.connections):
+                self._established(replied, frame, ts)
 
     def heartbeat(self, path, frame, ts):
         """An HB_MSG or HB_ACK message on ``path``."""
@@ -186,6 +190,8 @@ class CmTracker:
         if path.up is None:
             path.up = False  # a handshake: the path is up once an attempt gets through
         attempt = self._attempt(path, fields["recon_cnt"], frame, ts)
+        for earlier in list(attempt.connections):  # the client moved on: they are up
+            self._established(earlier, frame, ts)
         if fields["cid"] == 0:
             self.an.abort_pending(path)  # a (re)connect: nothing older is answered
         path.last_recon_cnt = max(path.last_recon_cnt or 0, fields["recon_cnt"])

@@ -104,6 +104,10 @@ def _events(path):
     """The path's timeline from the CM exchange and the heartbeats, with the events
     the IO analysis added (``path.events``), in time order."""
     events = list(path.events)
+    for reject in path.rejects:
+        events.append(dict(reject, kind="reject"))
+    for disc in path.disconnects:
+        events.append(dict(disc, kind="disconnect"))
     for attempt in path.attempts:
         if attempt.outcome == "established":
             events.append({"time": attempt.end_time, "frame": attempt.end_frame,
@@ -113,10 +117,6 @@ def _events(path):
             events.append({"time": attempt.end_time, "frame": attempt.end_frame,
                            "kind": "reconnect_failed", "recon_cnt": attempt.recon_cnt,
                            "attempt_frame": attempt.frame})
-    for reject in path.rejects:
-        events.append(dict(reject, kind="reject"))
-    for disc in path.disconnects:
-        events.append(dict(disc, kind="disconnect"))
     for outage in _outages(path):
         events.append({"time": outage["down_time"], "frame": outage["down_frame"],
                        "kind": "outage", "cause": outage["cause"],

@@ -71,15 +71,30 @@ class Path:
         self.conns = []
         self.state = "new"
         self.rbuf = []           # buf_id -> [addr, rkey]
-        self.server_silent = False
-        self.unacked = []        # client requests waiting for an ACK on a silent path
+        self.silent = None       # the side whose link is down beyond the capture point
+        self.restore_at = None   # when that link comes back (None: at the next reconnect)
+        self.unacked = []        # messages waiting for an ACK that will not come
         self.pending = []        # requests without response (failover candidates)
         self.hb_due = {C: None, S: None}
-        self.missed = 0
+        self.missed = {C: 0, S: 0}   # hb_missed_cnt of each side
         self.reconnect_at = None
+        self.faults = []         # how the next automatic reconnect attempts fail (connect kwargs)
+        self.dreqs = []          # (TID, DREQ) of the last disconnect, to send them again
+        self.dreq_retry = None   # when the unanswered DREQs go out again
+        self.dreq_tries = 0
         self.connects = 0
         self.cma_port = None
         self.flow_label = 0
+
+    @property
+    def server_silent(self):
+        """Nothing of the server reaches the capture point (nor the client)."""
+        return self.silent == S
+
+    @property
+    def client_silent(self):
+        """Nothing of the client reaches the capture point (nor the server)."""
+        return self.silent == C
 
     @property
     def name(self):
@@ -92,5 +107,3 @@ class Rec:
 
     def __init__(self, t, src, dst, ib, sport):
         self.t, self.src, self.dst, self.ib, self.sport = t, src, dst, ib, sport
-
-

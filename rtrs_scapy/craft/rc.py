@@ -7,7 +7,7 @@ from scapy.contrib.roce import AETH
 from scapy.packet import Raw
 
 from ..layers.ib import BTH, IETH, RETH, ImmDt, opcode_value
-from .params import AETH_ACK, RC_ACK_TIMEOUT, RC_RETRY_COUNT, RXE_MAX_PKT_PER_ACK, C, S
+from .params import AETH_ACK, RC_ACK_TIMEOUT, RC_RETRY_COUNT, RXE_MAX_PKT_PER_ACK, C
 
 # opcodes by (kind, position): position = only/first/middle/last
 _OPC = {key: opcode_value("RC_" + name) for key, name in {
@@ -64,7 +64,7 @@ class RcTransport:
             psn = layers.psn
             if end:
                 conn.msn[peer] += 1
-            if ackreq and not (peer == S and path.server_silent):
+            if ackreq and path.silent != peer:
                 ack = BTH(opcode=ACKNOWLEDGE, dqpn=conn.qpn[side], psn=psn) / _aeth(conn.msn[peer])
                 t_ack = max(t + self._jitter(2e-4, 6e-4), conn.last_ack[peer] + 5e-6)
                 conn.last_ack[peer] = t_ack
@@ -74,23 +74,33 @@ class RcTransport:
         return sent
 
     def _retransmit(self, path):
-        """Go-back-N after the ACK timeout: every unacknowledged request packet again, with
-        its PSN; after RC_RETRY_COUNT retries the QP fails and so does the path."""
+        """Go-back-N after the ACK timeout: every unacknowledged packet again, with its
+        PSN; after RC_RETRY_COUNT retries the QP fails and so does the path (on the side
+        that retransmits)."""
         entry = path.unacked[0]
         if entry["tries"] >= RC_RETRY_COUNT:
-            self._path_error(path, cause="retry_exceeded")
+            if entry["side"] == C:
+                self._path_error(path, cause="retry_exceeded")
+            else:
+                self._server_path_error(path, cause="retry_exceeded")
             return
         t = self.t
         for item in path.unacked:
             item["tries"] += 1
             for ib in item["packets"]:
-                self._emit(t, path, C, ib)
+                self._emit(t, path, item["side"], ib)
                 t += self._wire_gap(len(ib))
             self._event("retransmission", path=path.index,
-                        cid=item["req"]["cid"] if item["req"] else item["cid"],
+                        cid=item["cid"],
                         packets=len(item["packets"]))
         self.t = t
         entry["next"] = self.t + RC_ACK_TIMEOUT + self._jitter(0.0, 0.01)
+
+    def _unacked(self, path, side, packets, req=None, cid=0):
+        """Packets of ``side`` that the peer will never acknowledge: go-back-N later."""
+        path.unacked.append({"side": side, "req": req, "cid": cid, "packets": packets,
+                             "tries": 0,
+                             "next": self.t + RC_ACK_TIMEOUT + self._jitter(0.0, 0.01)})
 
 
 def _aeth(msn):

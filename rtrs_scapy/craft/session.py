@@ -123,7 +123,7 @@ class SessionCrafter(CmSteps, RcTransport, Timers, RnbdWorkload):
 
     def _emit(self, t, path, side, ib, sport=RC_SPORT):
         src, dst = (path.client, path.server) if side == C else (path.server, path.client)
-        if side == S and path.server_silent:
+        if path.silent == side:
             return
         self._recs.append(Rec(t, src, dst, ib, sport))
 

@@ -3,6 +3,10 @@ the kernel counts it (rtrs-client stats per path), as a JSON-serialisable dict
 stored next to each corpus file."""
 
 from ..constants import errno_name
+from ..layers.cm import cm_rej_reasons
+from .params import C, S
+
+SIDES = {C: "client", S: "server"}
 
 
 def session_truth(crafter, since=None, scenario=None, params=None):
@@ -21,14 +25,30 @@ def session_truth(crafter, since=None, scenario=None, params=None):
                 key = "read" if r["dir"] == "read" else "write"
                 stats[key + "s"] += 1
                 stats[key + "_bytes"] += r["data_len"] + r["usr_len"]
-        paths.append({
+        mine = [e for e in events if e["path"] == path.index]
+        entry = {
             "index": path.index, "client_addr": path.client.ip, "server_addr": path.server.ip,
             "sess_uuid": path.sess_uuid, "cid_num": path.cid_num,
             "recon_cnt": path.recon_cnt, "connects": path.connects,
-            "reconnects": sum(1 for e in events
-                              if e["kind"] == "reconnect" and e["path"] == path.index),
+            "reconnects": sum(1 for e in mine if e["kind"] == "reconnect"),
             "state": path.state, "stats": stats,
-        })
+            # the client's sysfs: stats/reconnects and stats/rdma failover_cnt
+            "kernel": {"reconnects": {
+                "successful": sum(1 for e in mine if e["kind"] == "reconnect"),
+                "failed": sum(1 for e in mine if e["kind"] == "reconnect_failed")},
+                "failover_cnt": sum(1 for r in reqs if r["path"] == path.index and r["failover"])},
+            "lost_requests": sum(1 for r in reqs if r["path"] == path.index and r["lost"]),
+            "rejects": [{"cid": e["cid"], "sender": SIDES[e["sender"]], "reason": e["reason"],
+                         "reason_name": cm_rej_reasons[e["reason"]], "errno": e["errno"] or None,
+                         "errno_name": e["errno_name"]}
+                        for e in mine if e["kind"] == "reject"],
+            "disconnects": [{"initiator": SIDES[e["side"]], "crossed": e["crossed"]}
+                            for e in mine if e["kind"] == "disconnect"],
+            "heartbeat_lost": sum(1 for e in mine
+                                  if e["kind"] == "path_error" and e["cause"] == "heartbeat"),
+        }
+        entry["outages"] = _outages(mine)
+        paths.append(entry)
     totals = {k: sum(p["stats"][k] for p in paths)
               for k in ("reads", "read_bytes", "writes", "write_bytes")}
     errors = {}
@@ -36,8 +56,8 @@ def session_truth(crafter, since=None, scenario=None, params=None):
         if r["errno"]:  # None: never answered (the request failed over)
             name = errno_name(r["errno"])
             errors[name] = errors.get(name, 0) + 1
-    rejects = [{k: e[k] for k in ("path", "cid", "errno", "errno_name", "reason")}
-               for e in events if e["kind"] == "reject"]
+    rejects = [dict({k: e[k] for k in ("path", "cid", "errno", "errno_name", "reason")},
+                    sender=SIDES[e["sender"]]) for e in events if e["kind"] == "reject"]
     ops = {}
     for r in reqs:
         ops[r["op"]] = ops.get(r["op"], 0) + 1
@@ -71,4 +91,26 @@ def session_truth(crafter, since=None, scenario=None, params=None):
         "ios": [{k: r[k] for k in ("t", "path", "cid", "buf_id", "dir", "op", "data_len",
                                    "usr_len", "errno", "failover")} for r in reqs],
     }
+
+
+def _outages(events):
+    """When one path was down: from a disconnect (or the heartbeats running out) while
+    it was up, to the next connect; only when the client tries to reconnect or the
+    heartbeats ran out (a path closed for good has no outage)."""
+    outages, up, down = [], False, None
+    for e in events:
+        kind = e["kind"]
+        if kind == "connected":
+            if down is not None:
+                outages.append({"cause": down["cause"], "up": True})
+            up, down = True, None
+        elif kind == "path_error" and e["cause"] == "heartbeat" and up:
+            up, down = False, {"cause": "heartbeat_lost", "outage": True}
+        elif kind == "disconnect" and up:
+            up, down = False, {"cause": SIDES[e["side"]] + "_disconnect", "outage": False}
+        elif kind == "cm_req" and down is not None:
+            down["outage"] = True
+    if down is not None and down["outage"]:
+        outages.append({"cause": down["cause"], "up": False})
+    return outages
 
