@@ -38,7 +38,7 @@ from ..layers.ib import LRH
 from .cm import CmSteps
 from .encap import Encap
 from .hosts import Host, Path, Rec
-from .params import PMTU_CODES, RC_SPORT, C, S
+from .params import PMTU_CODES, RC_SPORT, C
 from .rc import RcTransport
 from .timers import Timers
 from .truth import session_truth
