@@ -71,8 +71,9 @@ ATTR = {attr: _HANDLERS[name] for attr, name in cm_attribute_ids.items() if name
 
 
 def _cma_names(buf, off):
-    """The IP addresses of the RDMA CM header: what the user typed, also on native
-    IB and RoCEv1 where the packet only shows LIDs or GIDs."""
+    """The IP addresses of the RDMA CM header: what the user typed, also on native IB
+    and RoCEv1 where the packet only shows LIDs or GIDs
+    (docs/PROTOCOL.md#rdma-cm-service-id-and-ip-header)."""
     version, src, dst = _cma(buf, off)
     if version == 4:
         return address_text(src[12:]), address_text(dst[12:])
@@ -170,7 +171,8 @@ class CmTracker:
         fields = _conn_req.decode(data, 0, len(data))
         req = (frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id, names)
         if not is_conn_req(data):
-            # not RTRS, unless an RTRS server answers it (then: a bad magic)
+            # not RTRS, unless an RTRS server answers it (then: a bad magic,
+            # docs/PROTOCOL.md#conn_rsp)
             self.unclaimed[(src, comm_id)] = req
             if len(self.unclaimed) > MAX_UNCLAIMED:
                 del self.unclaimed[next(iter(self.unclaimed))]
@@ -283,7 +285,8 @@ class CmTracker:
         reject = self._reject_record(frame, ts, _side(path, src), fields.get("errno"), reason,
                                      None)
         path.rejects.append(reject)
-        self.an.record(frame, ts, src, dst, 1, None, "conn_rej", dict(fields, **reject))
+        self.an.record(frame, ts, src, dst, 1, None, "conn_rej", dict(fields, **reject),
+                       path=path)
         return path
 
     def _rejected(self, frame, ts, conn, sender, errno, reason=None):
@@ -359,7 +362,7 @@ class CmTracker:
         initiator = _side(path, src)
         self._disconnect(path, frame, ts, initiator)
         self.an.record(frame, ts, src, dst, 1, None, "disconnect",
-                       {"initiator": initiator, "cm": "DREQ"})
+                       {"initiator": initiator, "cm": "DREQ"}, path=path)
         return path
 
     def _drep(self, frame, ts, src, dst, buf, body, end):
@@ -368,9 +371,11 @@ class CmTracker:
         local_id, remote_id = _drep(buf, body)
         known = (self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
                  or self.orphans.get((dst, remote_id)))
-        if known is not None:
-            conn = known if isinstance(known, Connection) else None
-            self.an.record(frame, ts, src, dst, 1, conn, "disconnect", {"cm": "DREP"})
+        if isinstance(known, Connection):
+            self.an.record(frame, ts, src, dst, 1, known, "disconnect", {"cm": "DREP"})
+        elif known is not None:
+            self.an.record(frame, ts, src, dst, 1, None, "disconnect", {"cm": "DREP"},
+                           path=known)
         return known
 
     def _path_by_endpoints(self, a, b):

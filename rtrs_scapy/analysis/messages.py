@@ -1,7 +1,9 @@
-"""What complete RTRS messages mean (PROTOCOL.md §4–§7): requests (trailer and
-RNBD header, buf_id/offset from the immediate), responses (msg_id/errno,
-rkey_rsp) and their pairing by buf_id, failover and aborted requests, heartbeats,
-info_req/info_rsp, READ data (RNBD replies) and invalidations.
+"""What complete RTRS messages mean (docs/PROTOCOL.md#immediate-data,
+docs/PROTOCOL.md#flows, docs/PROTOCOL.md#pairing-requests-and-responses,
+docs/PROTOCOL.md#rnbd): requests (trailer and RNBD header, buf_id/offset from the
+immediate), responses (msg_id/errno, rkey_rsp) and their pairing by buf_id, failover
+and aborted requests, heartbeats, info_req/info_rsp, READ data (RNBD replies) and
+invalidations.
 
 A mixin of the Analyzer: it uses the Analyzer's model helpers (paths, records,
 anomalies); the per-packet transport work stays in analyzer.py.
@@ -108,12 +110,12 @@ class MessageInterpreter:
         if parsed.desc:
             fields["desc"] = parsed.desc
         req.record = self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
-                                 parsed.op, fields, rnbd)
+                                 parsed.op, fields, rnbd, path=path)
 
     def _take_over(self, path, buf_id, req):
         """buf_ids are per client session: the same buf_id pending on another path of
-        the session is a request failed over to this one (§5.5 g, §8 item 15).  It
-        counts on this path, as the kernel's failover_cnt; its latency runs from the
+        the session is a request failed over to this one (docs/PROTOCOL.md#failover).
+        It counts on this path, as the kernel's failover_cnt; its latency runs from the
         first send, the failover delay (first send -> re-send) is kept apart."""
         session = path.session
         if session is None or session.paths_uuid is None:
@@ -154,12 +156,10 @@ class MessageInterpreter:
         errno = -((payload >> MSG_ID_BITS) & ERRNO_MASK)
         fields = {"msg_id": msg_id, "errno": errno,
                   "with_invalidate": imm >> IMM_TYPE_SHIFT == RTRS_IO_RSP_W_INV_IMM}
-        name = "io_rsp"
         if is_send and msg is not None and send_message_class(msg.data()) is RtrsMsgRkeyRsp:
             buf_id, rkey = _rkey_rsp(msg.data(), 0)
             fields.update(rkey_rsp={"buf_id": buf_id, "rkey": rkey})
             path.rkey_refreshes += 1
-            name = "rkey_rsp"
             if path.always_invalidate is None:
                 path.always_invalidate = True
         elif path.always_invalidate is None and not is_send:
@@ -173,8 +173,8 @@ class MessageInterpreter:
                     self._rekey(path, guess)
                     req = path.pending.pop(msg_id, None)
                     break
-        rec = self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn, name,
-                          fields)
+        rec = self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn, "io_rsp",
+                          fields, path=path)
         if req is None:
             if path.sess_uuid is not None:
                 self.anomaly(frame, "unmatched_response", "no pending request for msg_id %d"
@@ -200,7 +200,8 @@ class MessageInterpreter:
 
     def _heartbeat(self, stream, kind, frame, ts):
         name = "hb_msg" if kind == RTRS_HB_MSG_IMM else "hb_ack"
-        self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn, name, {})
+        self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn, name, {},
+                    path=stream.path)
         if stream.conn is None and stream.path_inferred is None:
             self.unattributed.append((stream, kind))
             return
@@ -214,7 +215,8 @@ class MessageInterpreter:
         path.heartbeats[key] += 1
 
     def _invalidate(self, stream, rkey):
-        """SEND WITH INVALIDATE of a read's client buffer (§5.4): link it to the read."""
+        """SEND WITH INVALIDATE of a read's client buffer: link it to the read
+        (docs/PROTOCOL.md#which-operation-carries-what)."""
         path = stream.path
         req = path.reads_by_key.get(rkey) if path is not None else None
         if req is not None and req.record is not None:
@@ -230,19 +232,20 @@ class MessageInterpreter:
             if path.session.sessname is None:
                 path.session.sessname = fields["pathname"]
             self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
-                        "info_req", {"pathname": fields["pathname"]})
+                        "info_req", {"pathname": fields["pathname"]}, path=path)
         elif cls is RtrsMsgInfoRsp:
             path = self._stream_path(stream, False)
             path.chunks = _info_rsp_count(data, 0)[0]
             path.state = "connected"
             self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
-                        "info_rsp", {"sg_cnt": path.chunks})
+                        "info_rsp", {"sg_cnt": path.chunks}, path=path)
         else:
             self.anomaly(frame, "unknown_send", "SEND of %d bytes is no RTRS message"
                          % msg.length)
 
     def _read_data(self, stream, msg, frame, ts):
-        """The server's RDMA WRITE of READ data: RNBD replies are decoded (§7.1)."""
+        """The server's RDMA WRITE of READ data: RNBD replies are decoded
+        (docs/PROTOCOL.md#rnbd)."""
         path = stream.path
         if path is None or msg.rkey is None:
             return

@@ -1,5 +1,6 @@
 """SessionCrafter: RTRS/RNBD sessions as two Linux kernels over rdma_rxe put them
-on the wire, built with the Scapy layers.
+on the wire, built with the Scapy layers (docs/PROTOCOL.md#connection-management,
+docs/PROTOCOL.md#rtrs-messages, docs/PROTOCOL.md#flows, docs/PROTOCOL.md#rnbd).
 
 Modelled on the real captures in pcaps/real/ (Linux 6.1, Soft-RoCE):
 
@@ -7,7 +8,8 @@ Modelled on the real captures in pcaps/real/ (Linux 6.1, Soft-RoCE):
   sequence XOR a random operand (IB CM), the TID low word is the local comm ID;
   **REQ.starting_psn is the first PSN of the server→client stream and
   REP.starting_psn that of the client→server stream** (what rxe puts on the
-  wire, docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns).
+  wire, and what docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns
+  describes).
 * every message's last packet asks for an ACK, and so does the 66th
   non-final packet since the last request for one (rxe RXE_MAX_PKT_PER_ACK 64);
   the responder ACKs each such packet (AETH 0x1F, MSN = completed messages):
@@ -89,6 +91,7 @@ class SessionCrafter(CmSteps, RcTransport, Timers, RnbdWorkload):
         self._cpu = 0
         self._rr = 0
         # server session state: chunk pool addresses shared by all paths
+        # (docs/PROTOCOL.md#sessions-paths-and-connections)
         base = 0xFFFF888000000000 + self.rng.randrange(1 << 14) * (1 << 22)
         self._chunk_addr = [base + i * self.chunk_size for i in range(self.qd)]
         self._client_mr = {}     # permit -> [va, rkey] of the client's read buffer MR

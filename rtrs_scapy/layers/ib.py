@@ -1,7 +1,8 @@
 """InfiniBand transport on top of ``scapy.contrib.roce``: extension headers,
-the opcode → header chain, RoCEv1/RoCEv2/native IB framing and the ICRC.
+the opcode → header chain, RoCEv1/RoCEv2/native IB framing and the ICRC
+(docs/PROTOCOL.md#infiniband-transport).
 
-PROTOCOL.md §1.  Scapy's roce module has BTH, GRH and AETH; this module adds
+Scapy's roce module has BTH, GRH and AETH; this module adds
 RETH, ImmDt, IETH, DETH, RDETH, AtomicETH, AtomicAckETH, the LRH (with VCRC,
 pcap link type 247), the SEND WITH INVALIDATE opcodes, AETH on every opcode
 that carries it, pad-byte handling and an ICRC that is computed for every
@@ -30,18 +31,19 @@ DLT_INFINIBAND = 247
 GSI_QPN = 1
 GSI_QKEY = 0x80010000
 
-# §1.5: bits 7..5 of the opcode are the transport, bits 4..0 the operation.
+# Bits 7..5 of the opcode are the transport, bits 4..0 the operation
+# (docs/PROTOCOL.md#base-transport-header).
 RC, UC, RD, UD = 0x00, 0x20, 0x40, 0x60
 
 
 class RETH(Packet):
-    """RDMA Extended Transport Header (§1.7)."""
+    """RDMA Extended Transport Header (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "RETH"
     fields_desc = [XLongField("va", 0), XIntField("rkey", 0), IntField("dma_len", 0)]
 
 
 class RtrsImmField(XIntField):
-    """The immediate, shown with its RTRS meaning (§4)."""
+    """The immediate, shown with its RTRS meaning (docs/PROTOCOL.md#immediate-data)."""
 
     def i2repr(self, pkt, x):
         if x is None:
@@ -50,7 +52,7 @@ class RtrsImmField(XIntField):
 
 
 class ImmDt(Packet):
-    """Immediate data; RTRS reads it as a big-endian u32 (§4).
+    """Immediate data; RTRS reads it as a big-endian u32 (docs/PROTOCOL.md#immediate-data).
 
     ``queue_depth`` is not on the wire: set it (as the session analyzer does)
     to see IO_REQ immediates as buf_id/offset.
@@ -67,33 +69,36 @@ class ImmDt(Packet):
 
 
 class IETH(Packet):
-    """Invalidate Extended Transport Header: the R_Key to invalidate (§1.7)."""
+    """Invalidate Extended Transport Header: the R_Key to invalidate
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "IETH"
     fields_desc = [XIntField("rkey", 0)]
 
 
 class DETH(Packet):
-    """Datagram Extended Transport Header (§1.7)."""
+    """Datagram Extended Transport Header (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "DETH"
     fields_desc = [XIntField("qkey", GSI_QKEY), ByteField("reserved", 0),
                    XBitField("src_qp", GSI_QPN, 24)]
 
 
 class RDETH(Packet):
-    """Reliable Datagram Extended Transport Header (§1.7)."""
+    """Reliable Datagram Extended Transport Header
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "RDETH"
     fields_desc = [ByteField("reserved", 0), XBitField("ee_context", 0, 24)]
 
 
 class AtomicETH(Packet):
-    """Atomic Extended Transport Header (§1.7)."""
+    """Atomic Extended Transport Header (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "AtomicETH"
     fields_desc = [XLongField("va", 0), XIntField("rkey", 0),
                    XLongField("swap_add", 0), XLongField("compare", 0)]
 
 
 class AtomicAckETH(Packet):
-    """Atomic Acknowledge Extended Transport Header (§1.7)."""
+    """Atomic Acknowledge Extended Transport Header
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "AtomicAckETH"
     fields_desc = [XLongField("orig_remote_data", 0)]
 
@@ -104,7 +109,7 @@ class IBPad(Packet):
     fields_desc = [StrField("pad", b"")]
 
 
-# -- opcodes and the header chain (§1.6) ------------------------------------
+# -- opcodes and the header chain (docs/PROTOCOL.md#opcodes-and-extension-headers)
 
 _OPS = {
     # operation: (name, extension headers after BTH for RC/UC)
@@ -216,7 +221,7 @@ for _header in (RETH, ImmDt, IETH, DETH, RDETH, AtomicETH, AtomicAckETH, AETH):
     _header.guess_payload_class = _next_in_chain
 
 
-# -- ICRC and VCRC (§1.8) ------------------------------------------------------
+# -- ICRC and VCRC (docs/PROTOCOL.md#payload-pad-and-icrc)
 
 def _masked_copy(layer, **masks):
     """A payload-less copy of ``layer`` keeping the values its payload implied."""
@@ -230,7 +235,8 @@ def _masked_copy(layer, **masks):
 
 
 def _icrc_prefix(bth, body_len):
-    """Masked bytes that the ICRC covers in front of the BTH, or None (§1.8)."""
+    """Masked bytes that the ICRC covers in front of the BTH, or None
+    (docs/PROTOCOL.md#payload-pad-and-icrc)."""
     lower = bth.underlayer
     if isinstance(lower, UDP):
         net = lower.underlayer
@@ -341,7 +347,8 @@ lrh_next_headers = {LNH_RAW: "raw", LNH_IP: "ip", LNH_IBA_LOCAL: "iba_local",
 
 
 class LRH(Packet):
-    """Local Route Header of native InfiniBand, with the VCRC trailer (§1.4)."""
+    """Local Route Header of native InfiniBand, with the VCRC trailer
+    (docs/PROTOCOL.md#capture-encapsulations)."""
     name = "LRH"
     fields_desc = [
         BitField("vl", 0, 4),
