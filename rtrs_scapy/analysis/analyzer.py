@@ -52,7 +52,7 @@ class Analyzer:
         self.engine = None          # set by the engine that feeds this analyzer
         self.addr_cache = {}
         self.frames = self.ib_frames = self.malformed = self.cnps = 0
-        self.first_ts = self.last_ts = None
+        self.first_ts = self.last_ts = None   # seconds (the capture's first and last frame)
         self.link_types = set()
         self.link_type = None
         self.unattributed = []      # heartbeats of streams not yet tied to a path
@@ -176,14 +176,35 @@ class Analyzer:
         self.frames += len(chunk)
         self.ib_frames += int(np.count_nonzero(packets[:, P_KIND]))
         if self.first_ts is None:
-            self.first_ts = int(chunk.stamps[0])
+            self.first_ts = int(chunk.stamps[0]) / 1e9
             self.link_type = int(chunk.links[0])
-        self.last_ts = int(chunk.stamps[-1])
+        self.last_ts = int(chunk.stamps[-1]) / 1e9
         self.link_types.update(np.unique(chunk.links).tolist())
 
     def cm_mad(self, frame, stamp, src, dst, data, start, end):
         self.frame = frame
+        self.traffic()
         self.cm.feed(frame, stamp / 1e9, src, dst, data, start, end)
+
+    def traffic(self):
+        """Tell the CM tracker about RC traffic since the last MAD: the first new packet
+        of a connection establishes it when its RTU is not in the capture, the last one
+        per path and direction tells whether IO still flowed while heartbeats stopped."""
+        slots, rows = self.engine.touched()
+        for slot, row in zip(slots.tolist(), rows.tolist()):
+            conn_id = row[T.CONN]
+            if conn_id >= 0:
+                conn, c2s = self.conns[conn_id]
+                path = conn.path
+            else:
+                known = self.stream_paths.get((slot, row[T.GEN]))
+                if known is None:
+                    continue
+                conn, (pid, c2s) = None, known
+                path = self.path_list[pid]
+            if row[T.FRESH_FRAME] >= 0:
+                self.cm.rc_traffic(path, conn, c2s, row[T.FRESH_FRAME], row[T.FRESH_TS] / 1e9)
+            path.last_traffic[c2s] = max(path.last_traffic.get(c2s, 0.0), row[T.LAST_TS] / 1e9)
 
     def events(self, rows):
         for row in rows:
@@ -289,9 +310,12 @@ class Analyzer:
             is_msg = kind[i] == D.K_HB_MSG
             row = rows[i]
             if row[T.R_CONN] >= 0:
-                self.count_heartbeat(self.path_list[path_id[i]], bool(c2s[i]), is_msg)
+                path = self.path_list[path_id[i]]
+                self.count_heartbeat(path, bool(c2s[i]), is_msg)
+                self.cm.heartbeat(path, int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]) / 1e9)
             else:
                 self.unattributed.append(((int(row[T.R_SLOT]), int(row[T.R_GEN])),
+                                          int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]),
                                           (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO])),
                                           (int(row[T.R_DST_HI]), int(row[T.R_DST_LO])),
                                           is_msg))
@@ -363,18 +387,22 @@ class Analyzer:
             if path.inference is not None:
                 path.inference.finish()
                 self.decided(path)
+        self.traffic()
         self._harvest()
         for frame, syndrome, conn, slot, gen in self.naks:
             if self.stream_path(conn, slot, gen) is not None:
                 self.anomaly(frame, "nak", "AETH NAK syndrome 0x%02x" % syndrome)
-        for stream, src, dst, is_msg in self.unattributed:
+        for stream, frame, stamp, src, dst, is_msg in self.unattributed:
             known = self.stream_paths.get(stream)
             if known is not None:
-                self.count_heartbeat(self.path_list[known[0]], known[1], is_msg)
-                continue
-            path = self.path_between(src, dst)
-            if path is not None:
-                self.count_heartbeat(path, src == path.client_raw, is_msg)
+                path, c2s = self.path_list[known[0]], known[1]
+            else:
+                path = self.path_between(src, dst)
+                if path is None:
+                    continue
+                c2s = src == path.client_raw
+            self.count_heartbeat(path, c2s, is_msg)
+            self.cm.heartbeat(path, frame, stamp / 1e9)
         for path in self.path_list:
             path.in_flight_at_end = int(np.count_nonzero(self.carry["path"] == path.id))
             for error in path.errors:      # device names: from the OPEN replies

@@ -164,7 +164,7 @@ class IoBatch:
         return {"sess": np.array([an.session_ids[paths[p].session] for p in rpath.tolist()],
                                  dtype=np.int64),
                 "key": buf_id, "frame": rows[:, T.R_LAST_FRAME], "stamp": rows[:, T.R_LAST_TS],
-                "first_stamp": rows[:, T.R_LAST_TS], "path": rpath, "op": reqs["op"],
+                "first_frame": rows[:, T.R_LAST_FRAME], "first_stamp": rows[:, T.R_LAST_TS], "path": rpath, "op": reqs["op"],
                 "cid": cid, "rnbd_type": reqs["rnbd_type"], "device_id": reqs["device_id"],
                 "sector": reqs["sector"], "bi_size": reqs["bi_size"], "rnbd_op": reqs["rnbd_op"],
                 "record": record}
@@ -201,8 +201,10 @@ class IoBatch:
             an.anomaly(int(table["frame"][j]), "buf_id_reused",
                        "buf_id %d still pending from frame %d" % (table["key"][j],
                                                                   table["frame"][old]))
-        for j in np.flatnonzero(result.failover).tolist():
-            paths[table["path"][j]].failovers += 1
+        for j in np.flatnonzero(result.failover).tolist():   # counted where it went
+            path = paths[table["path"][j]]
+            path.failovers += 1
+            path.failover_delays.append((table["stamp"][j] - result.first_stamp[j]) / 1e9)
         answered = result.response_request >= 0
         req_of = result.response_request[answered]
         latency = rows[answered, T.R_LAST_TS] - result.first_stamp[req_of]
@@ -227,6 +229,7 @@ class IoBatch:
         if an.records is not None:
             self._records(rsp, rows, msg_id, errno, result, table, answered, latency)
         an.carry = pairing.take(table, result.pending)
+        an.carry["first_frame"] = result.first_frame[result.pending]
         an.carry["first_stamp"] = result.first_stamp[result.pending]
 
     def _error(self, row, pid, errno, request, table):
@@ -260,6 +263,10 @@ class IoBatch:
             records.response(index, fields, {"buf_id": int(self.rsps["rkey_buf_id"][rsp][k]),
                                              "rkey": int(self.rsps["rkey"][rsp][k])}
                              if rkey[k] else None)
+        for j in np.flatnonzero(result.failover).tolist():
+            if table["record"][j] >= 0:
+                records.list[int(table["record"][j])]["fields"]["failover_from"] = \
+                    int(result.first_frame[j])
         for k, j in zip(np.flatnonzero(answered).tolist(),
                         result.response_request[answered].tolist()):
             req_rec, rsp_rec = int(table["record"][j]), int(self.rsp_record[rsp][k])

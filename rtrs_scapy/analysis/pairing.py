@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 #: the columns a request carries while it waits for its answer
-REQUEST_COLUMNS = ("sess", "key", "frame", "stamp", "first_stamp", "path", "op", "cid",
+REQUEST_COLUMNS = ("sess", "key", "frame", "stamp", "first_frame", "first_stamp", "path", "op",
+                   "cid",
                    "rnbd_type", "device_id", "sector", "bi_size", "rnbd_op", "record")
 
 
@@ -27,7 +28,8 @@ class Pairs:
     replaced_by: np.ndarray        # per request: the request that replaced it, -1 none
     failover: np.ndarray           # per request: it took over a request of another path
     reused: np.ndarray             # per request: it replaced one of its own path
-    first_stamp: np.ndarray        # per request: when the IO was first sent
+    first_frame: np.ndarray        # per request: where the IO was first sent
+    first_stamp: np.ndarray        # per request: when
     pending: np.ndarray            # per request: still unanswered at the batch end
 
 
@@ -77,10 +79,13 @@ def pair(requests, rsp_sess, rsp_key, rsp_frame):
     failover[new] = path[new] != path[old]
     reused[new] = path[new] == path[old]
     # the first send of a chain of failovers: walk the chains in sorted order
+    first_frame = requests["first_frame"].copy()
     first_stamp = requests["first_stamp"].copy()
     sorted_req = order[s_req]
     chained = np.zeros(len(sorted_req), dtype=bool)
     chained[1:] = failover[sorted_req[1:]] & (replaced_by[sorted_req[:-1]] == sorted_req[1:])
-    root = np.maximum.accumulate(np.where(chained, 0, np.arange(len(sorted_req))))
-    first_stamp[sorted_req] = first_stamp[sorted_req[root]]
-    return Pairs(response_request, replaced_by, failover, reused, first_stamp, pending)
+    root = sorted_req[np.maximum.accumulate(np.where(chained, 0, np.arange(len(sorted_req))))]
+    first_frame[sorted_req] = first_frame[root]
+    first_stamp[sorted_req] = first_stamp[root]
+    return Pairs(response_request, replaced_by, failover, reused, first_frame, first_stamp,
+                 pending)

@@ -47,7 +47,8 @@ class Engine:
             start, why, self.nr, self.na, self.ne, st.nfree = T.run(
                 chunk.buf, packets, chunk.stamps, chunk.first_frame, start, ib.OPCODE_TABLE,
                 st.table, st.state, st.ring, st.head, st.tail, st.free, st.nfree,
-                st.counters, self.rows, self.nr, self.arena, self.na, self.events, self.ne,
+                st.counters, st.touched, self.rows, self.nr, self.arena, self.na, self.events,
+                self.ne,
                 packet_seq)
             if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
                 self.flush()
@@ -70,6 +71,15 @@ class Engine:
                              (column[ib.P_SRC_HI], column[ib.P_SRC_LO]),
                              (column[ib.P_DST_HI], column[ib.P_DST_LO]), chunk.data,
                              column[ib.P_START], column[ib.P_STOP])
+
+    def touched(self):
+        """The slots that got new packets since the last call (and their state rows)."""
+        st = self.streams
+        count = int(st.counters[T.G_TOUCHED])
+        slots = st.touched[:count].copy()
+        st.state[slots, T.TOUCHED] = 0
+        st.counters[T.G_TOUCHED] = 0
+        return slots, st.state[slots]
 
     def bind(self, address, qpn, conn, next_psn, frame):
         """Bind the stream to ``address``/``qpn`` to connection ``conn`` (CM REP).

@@ -49,7 +49,7 @@ MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
 (K_HI, K_LO, K_QPN, USED, GEN, SRC_HI, SRC_LO, NEXT_PSN, SYNCED, SEEN, DUPS, ACKS, NAKS,
  RNRS, CNPS, FIRST_FRAME, LAST_FRAME, CONN, ACTIVE, M_SEND, M_FIRST_FRAME, M_FIRST_TS, M_LEN,
  M_PKTS, M_VA, M_RKEY, M_DMALEN, M_HEAD_LEN, M_HEAD_CAP, M_TAIL_LEN, M_RING_N, M_PARTIAL,
- M_SEQ, FIRST_PSN, S_COLUMNS) = range(35)
+ M_SEQ, FIRST_PSN, FRESH_FRAME, FRESH_TS, LAST_TS, TOUCHED, S_COLUMNS) = range(39)
 
 # message row columns
 (R_SLOT, R_GEN, R_CONN, R_FIRST_FRAME, R_LAST_FRAME, R_FIRST_TS, R_LAST_TS, R_OPCODE, R_SEND,
@@ -71,7 +71,7 @@ PARTIAL_LOST = 2     # a LAST without its FIRST on a stream that was in sync
 STOP_END, STOP_CM, STOP_FULL = range(3)
 
 # global counters
-G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_COLUMNS = range(5)
+G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_TOUCHED, G_COLUMNS = range(6)
 
 _AETH_NAK, _AETH_RNR, _AETH_KIND = 0x60, 0x20, 0x60
 
@@ -247,7 +247,7 @@ def _wants(send, imm):
 
 @njit(cache=True, nogil=True)
 def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, head, tail,
-        free, nfree, counters, rows, nr, arena, na, events, ne, packet_seq):
+        free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq):
     """Packets ``start`` … of a chunk (``packets``: capture.ib columns), appending to
     ``rows[nr:]``, ``arena[na:]`` and ``events[ne:]``; returns (next packet, why,
     rows, arena bytes, events, free slots)."""
@@ -311,14 +311,15 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             slot = free[nfree]
             table[bucket] = slot
             s = state[slot]
-            gen = s[GEN]
+            gen, touched_flag = s[GEN], s[TOUCHED]   # the slot may sit in the touched list
             s[:] = 0
-            s[GEN] = gen
+            s[GEN], s[TOUCHED] = gen, touched_flag
             s[USED] = 1
             s[K_HI], s[K_LO], s[K_QPN] = dhi, dlo, qpn
             s[SRC_HI], s[SRC_LO] = shi, slo
             s[NEXT_PSN] = -1
             s[CONN] = -1
+            s[FRESH_FRAME] = -1
             s[FIRST_FRAME] = frame
             s[FIRST_PSN] = psn
             counters[G_STREAMS] += 1
@@ -337,6 +338,13 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             s[ACTIVE] = 0
             s[SYNCED] = 0
         s[NEXT_PSN] = (psn + 1) & PSN_MASK
+        if s[FRESH_FRAME] < 0:               # the first new packet since the stream was bound
+            s[FRESH_FRAME], s[FRESH_TS] = frame, stamps[i]
+        s[LAST_TS] = stamps[i]
+        if not s[TOUCHED]:                    # the analysis looks at touched streams only
+            s[TOUCHED] = 1
+            touched[counters[G_TOUCHED]] = slot
+            counters[G_TOUCHED] += 1
         pos = optable[opcode, T_POS]
         send = optable[opcode, T_SEND]
         p_start, p_end = packets[i, P_START], packets[i, P_STOP]
@@ -472,9 +480,9 @@ def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame
         slot = free[nfree]
         table[bucket] = slot
         s = state[slot]
-        gen = s[GEN]
+        gen, touched_flag = s[GEN], s[TOUCHED]
         s[:] = 0
-        s[GEN] = gen
+        s[GEN], s[TOUCHED] = gen, touched_flag
         s[USED] = 1
         s[K_HI], s[K_LO], s[K_QPN] = hi, lo, qpn
         s[SRC_HI], s[SRC_LO] = 0, 0
@@ -484,6 +492,7 @@ def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame
     state[slot, CONN] = conn
     state[slot, NEXT_PSN] = next_psn
     state[slot, LAST_FRAME] = frame
+    state[slot, FRESH_FRAME] = -1
     return slot, nfree
 
 
@@ -502,3 +511,4 @@ class TransportState:
         self.free = np.arange(max_streams - 1, -1, -1, dtype=np.int64)
         self.nfree = max_streams
         self.counters = np.zeros(G_COLUMNS, dtype=np.int64)
+        self.touched = np.zeros(max_streams, dtype=np.int64)   # slots with new packets
