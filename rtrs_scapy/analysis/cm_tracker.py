@@ -10,8 +10,8 @@ so retransmitted MADs (same IDs) are recognised (§8 item 7).
 from ..constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER_MAJOR, errno_name
 from ..fastpath.plan import plan
 from ..layers.cm import (
-    MAD, MGMT_CLASS_CM, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu,
-    cm_rej_reasons, is_ip_service_id,
+    CM_MESSAGES, MAD, MGMT_CLASS_CM, PATH_MTU_BYTES, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep,
+    CMReq, CMRtu, cm_rej_reasons, is_ip_service_id,
 )
 from ..layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp, is_conn_req, is_conn_rsp
 from .model import Connection
@@ -31,7 +31,7 @@ MAD_HDR = plan(MAD).size
 PRIVATE_OFFSET = {CMReq: plan(CMReq).size, CMRep: plan(CMRep).size, CMRej: plan(CMRej).size}
 CMA_HDR = plan(CmaIpHdr).size
 MAX_UNCLAIMED = 1024  # bounded memory for non-RTRS CM traffic
-PMTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+PMTU_BYTES = PATH_MTU_BYTES
 
 _cma = plan(CmaIpHdr).reader("ip_version", "src_addr", "dst_addr")
 
@@ -45,8 +45,7 @@ def _cma_names(buf, off):
     return address_text(src), address_text(dst)
 
 
-ATTR = {0x0010: "req", 0x0012: "rej", 0x0013: "rep", 0x0014: "rtu",
-        0x0015: "dreq", 0x0016: "drep", 0x0011: "mra"}
+ATTR = {attr: cls.__name__[2:].lower() for attr, cls in CM_MESSAGES.items()}  # CMReq: "req"
 
 
 class CmTracker:
