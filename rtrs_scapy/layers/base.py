@@ -12,7 +12,7 @@ are measured with Scapy itself, never taken from the layout IR built above them.
 
 import struct
 
-from scapy.fields import LEShortField, StrFixedLenField
+from scapy.fields import LEShortField, StrFixedLenField, _BitField
 from scapy.packet import Packet
 
 
@@ -45,7 +45,8 @@ def field_reader(cls, *names):
     for name in names:
         offset, size, fld = offsets[name]
         code = getattr(fld, "fmt", "")
-        if offset < pos or not code or struct.calcsize(code) != size:
+        if (offset < pos or isinstance(fld, _BitField) or not code
+                or code[-1] not in "bBhHiIqQ" or struct.calcsize(code) != size):
             raise ValueError("%s.%s: not an integer field readable in wire order"
                              % (cls.__name__, name))
         endians.add(code[0] if code[0] in "<>!" else "!")
