@@ -1,6 +1,6 @@
 """A capture cut to start mid-session (no CM handshake, no info exchange)
 still yields the path and the IO of the remaining part, queue depth inferred
-(PROTOCOL.md §6.5)."""
+(docs/PROTOCOL.md#captures-that-start-mid-session)."""
 
 import struct
 

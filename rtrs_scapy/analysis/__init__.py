@@ -1,4 +1,5 @@
-"""Session analysis: what every RTRS session in a capture did (PROTOCOL.md §5–§7).
+"""Session analysis: what every RTRS session in a capture did (docs/PROTOCOL.md#flows,
+docs/PROTOCOL.md#analysis-rules, docs/PROTOCOL.md#rnbd).
 
 ``analyze(path)`` reads a capture through the fast path and returns an
 :class:`Analysis` with ``summary`` (the JSON shape) and ``messages``.

@@ -6,7 +6,7 @@ through the struct plans, routes CM MADs to the CM tracker and RC packets to
 their stream (PSN checks, reassembly), then interprets complete messages:
 requests (trailer + RNBD header, buf_id/offset from the immediate), responses
 (msg_id/errno, rkey_rsp), READ data and invalidations, heartbeats, info
-messages (PROTOCOL.md §5–§7).
+messages (docs/PROTOCOL.md#flows, docs/PROTOCOL.md#analysis-rules, docs/PROTOCOL.md#rnbd).
 """
 
 
@@ -47,12 +47,13 @@ RC_DATA = SENDS | {WRITE_FIRST, WRITE_MIDDLE} | WRITE_ENDS | WRITE_ONLYS
 ACK = _op("RC_ACKNOWLEDGE")
 CM_SEND = _op("UD_SEND_ONLY")
 CNP = _op("CNP")
-# §1.6/§8 item 21: opcodes RTRS never uses on its QPs
+# opcodes RTRS never uses on its QPs (docs/PROTOCOL.md#opcodes-and-extension-headers)
 FOREIGN = {_op(n) for n in ("RC_RDMA_READ_REQUEST", "RC_RDMA_READ_RESPONSE_FIRST",
                             "RC_RDMA_READ_RESPONSE_MIDDLE", "RC_RDMA_READ_RESPONSE_LAST",
                             "RC_RDMA_READ_RESPONSE_ONLY", "RC_COMPARE_SWAP", "RC_FETCH_ADD",
                             "RC_ATOMIC_ACKNOWLEDGE")}
-AETH_NAK, AETH_RNR = 0x60, 0x20  # syndrome bits 6..5: 11 NAK, 01 RNR NAK (§1.7)
+# AETH syndrome bits 6..5: 11 NAK, 01 RNR NAK (docs/PROTOCOL.md#opcodes-and-extension-headers)
+AETH_NAK, AETH_RNR = 0x60, 0x20
 
 
 def _opcode_offsets():
@@ -127,7 +128,8 @@ class Analyzer(MessageInterpreter):
         return path
 
     def inferred_path(self, client, server):
-        """The path of a QP pair whose handshake is not in the capture (§6.5)."""
+        """The path of a QP pair whose handshake is not in the capture
+        (docs/PROTOCOL.md#captures-that-start-mid-session)."""
         key = (client, server)
         path = self.paths.get(key)
         if path is None:

@@ -1,10 +1,13 @@
-"""Connections from the IB CM handshake (PROTOCOL.md §2, §3.2, §3.3, §5.5 a/f/g).
+"""Connections from the IB CM handshake (docs/PROTOCOL.md#connection-management,
+docs/PROTOCOL.md#conn_req, docs/PROTOCOL.md#conn_rsp,
+docs/PROTOCOL.md#connect-reconnect-and-disconnect).
 
 REQ creates a connection (client QPN, starting PSN, conn_req: path and
 session UUIDs, cid, recon_cnt), REP completes it (server QPN, conn_rsp: queue
 depth, sizes, always_invalidate), REJ records the conn_rsp errno, DREQ/DREP
 record who tore the path down.  CM state is keyed by (owner address, comm ID),
-so retransmitted MADs (same IDs) are recognised (§8 item 7).
+so retransmitted MADs (same IDs) are recognised
+(docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns).
 """
 
 from ..constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER_MAJOR, errno_name
@@ -37,8 +40,9 @@ _cma = plan(CmaIpHdr).reader("ip_version", "src_addr", "dst_addr")
 
 
 def _cma_names(buf, off):
-    """The IP addresses of the RDMA CM header (§2.7): what the user typed, also on
-    native IB and RoCEv1 where the packet only shows LIDs or GIDs."""
+    """The IP addresses of the RDMA CM header: what the user typed, also on native IB
+    and RoCEv1 where the packet only shows LIDs or GIDs
+    (docs/PROTOCOL.md#rdma-cm-service-id-and-ip-header)."""
     version, src, dst = _cma(buf, off)
     if version == 4:
         return address_text(src[12:]), address_text(dst[12:])
@@ -95,7 +99,8 @@ class CmTracker:
         fields = _conn_req.decode(data, 0, len(data))
         req = (frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id, names)
         if not is_conn_req(data):
-            # not RTRS, unless an RTRS server answers it (then: a bad magic, §3.3)
+            # not RTRS, unless an RTRS server answers it (then: a bad magic,
+            # docs/PROTOCOL.md#conn_rsp)
             self.unclaimed[(src, comm_id)] = req
             if len(self.unclaimed) > MAX_UNCLAIMED:
                 del self.unclaimed[next(iter(self.unclaimed))]
@@ -169,7 +174,8 @@ class CmTracker:
             self.an.set_queue_depth(path, fields["queue_depth"])
             conn.state = "established"
             if conn.cid == 0:
-                # a reconnect: the path was up before, or recon_cnt says so (§5.5 g)
+                # a reconnect: the path was up before, or recon_cnt says so
+                # (docs/PROTOCOL.md#connect-reconnect-and-disconnect)
                 if path.established_once or (conn.recon_cnt or 0) > 1:
                     path.reconnects += 1
                 path.established_once = True

@@ -1,4 +1,5 @@
-"""Queue depth (mem_bits) of a path whose handshake is not in the capture (§6.5).
+"""Queue depth (mem_bits) of a path whose handshake is not in the capture
+(docs/PROTOCOL.md#queue-depth-inference).
 
 Every request whose trailer offset is known (data_len + usr_len) rules out the
 mem_bits values b with ``payload & (2**b - 1) != offset``; the largest value

@@ -1,7 +1,9 @@
-"""What complete RTRS messages mean (PROTOCOL.md §4–§7): requests (trailer and
-RNBD header, buf_id/offset from the immediate), responses (msg_id/errno,
-rkey_rsp) and their pairing by buf_id, failover and aborted requests, heartbeats,
-info_req/info_rsp, READ data (RNBD replies) and invalidations.
+"""What complete RTRS messages mean (docs/PROTOCOL.md#immediate-data,
+docs/PROTOCOL.md#flows, docs/PROTOCOL.md#pairing-requests-and-responses,
+docs/PROTOCOL.md#rnbd): requests (trailer and RNBD header, buf_id/offset from the
+immediate), responses (msg_id/errno, rkey_rsp) and their pairing by buf_id, failover
+and aborted requests, heartbeats, info_req/info_rsp, READ data (RNBD replies) and
+invalidations.
 
 A mixin of the Analyzer: it uses the Analyzer's model helpers (paths, records,
 anomalies); the per-packet transport work stays in analyzer.py.
@@ -110,7 +112,8 @@ class MessageInterpreter:
 
     def _take_over(self, path, buf_id):
         """buf_ids are per client session: the same buf_id pending on another path of
-        the session is a request failed over to this one (§5.5 g, §8 item 15)."""
+        the session is a request failed over to this one
+        (docs/PROTOCOL.md#failover)."""
         session = path.session
         if session is None or session.paths_uuid is None:
             return
@@ -207,7 +210,8 @@ class MessageInterpreter:
         path.heartbeats[key] += 1
 
     def _invalidate(self, stream, rkey):
-        """SEND WITH INVALIDATE of a read's client buffer (§5.4): link it to the read."""
+        """SEND WITH INVALIDATE of a read's client buffer: link it to the read
+        (docs/PROTOCOL.md#which-operation-carries-what)."""
         path = stream.path
         req = path.reads_by_key.get(rkey) if path is not None else None
         if req is not None and req.record is not None:
@@ -235,7 +239,8 @@ class MessageInterpreter:
                          % msg.length)
 
     def _read_data(self, stream, msg, frame, ts):
-        """The server's RDMA WRITE of READ data: RNBD replies are decoded (§7.1)."""
+        """The server's RDMA WRITE of READ data: RNBD replies are decoded
+        (docs/PROTOCOL.md#rnbd)."""
         path = stream.path
         if path is None or msg.rkey is None:
             return

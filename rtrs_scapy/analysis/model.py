@@ -1,4 +1,5 @@
-"""What the analyzer learns, in the vocabulary of PROTOCOL.md §5.1:
+"""What the analyzer learns, in the vocabulary of
+docs/PROTOCOL.md#sessions-paths-and-connections:
 session (paths_uuid) → path (sess_uuid) → connection (cid), plus the requests.
 
 Plain data; the renderers (report/) read it, the analyzer fills it.
@@ -13,7 +14,8 @@ OPS = ("read", "write")
 
 @dataclass(eq=False)
 class Connection:
-    """One RC QP pair of a path: the CM REQ/REP of one cid (§2.5)."""
+    """One RC QP pair of a path: the CM REQ/REP of one cid
+    (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
     cid: Optional[int]
     client_qpn: Optional[int] = None
     server_qpn: Optional[int] = None
@@ -57,7 +59,8 @@ class Request:
 
 @dataclass(eq=False)
 class Path:
-    """One RTRS path (client address ↔ server address), §5.1."""
+    """One RTRS path (client address ↔ server address),
+    docs/PROTOCOL.md#sessions-paths-and-connections."""
     sess_uuid: Optional[str]
     paths_uuid: Optional[str] = None
     client: Optional[str] = None        # as the user names it (RDMA CM header, else packet)

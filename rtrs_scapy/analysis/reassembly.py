@@ -1,11 +1,12 @@
 """Per-QP request streams: PSN continuity and reassembly of multi-packet SENDs
-and RDMA WRITEs (PROTOCOL.md §1.9, §8 items 1, 2, 5, 6).
+and RDMA WRITEs (docs/PROTOCOL.md#psn-sequence-and-retransmissions,
+docs/PROTOCOL.md#chunks-and-what-the-client-writes).
 
 A stream is one direction of one QP pair, keyed by (destination address,
 destination QP).  Duplicate PSNs (go-back-N retransmissions) are dropped and
 counted; a jump forward is a gap: the message in progress is abandoned, never
 completed with invented bytes.  A message keeps its first bytes and its last
-bytes (bounded), which is where RTRS puts everything the analyzer reads (§5.3).
+bytes (bounded), which is where RTRS puts everything the analyzer reads.
 """
 
 from collections import deque

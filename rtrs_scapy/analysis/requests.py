@@ -1,5 +1,6 @@
 """Decoding a complete RTRS request and its RNBD user header from raw bytes,
-through the struct plans (PROTOCOL.md §5.3, §6.5, §7.2).
+through the struct plans (docs/PROTOCOL.md#chunks-and-what-the-client-writes,
+docs/PROTOCOL.md#request-trailers, docs/PROTOCOL.md#rnbd-messages).
 """
 
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ from ..layers.rtrs_request import WRITE_TRAILER_SIZE, split_read, split_write
 _read_trailer = plan(RtrsMsgRdmaRead)
 _rnbd_type = plan(RnbdMsgHdr).reader("type")
 RNBD_HDR = plan(RnbdMsgHdr).size
-#: RNBD messages whose reply travels as READ data and must be decoded (§7.5)
+#: RNBD messages whose reply travels as READ data and must be decoded
+#: (docs/PROTOCOL.md#rnbd-messages)
 RNBD_ADMIN = (RNBD_MSG_SESS_INFO, RNBD_MSG_OPEN)
 
 
@@ -31,7 +33,8 @@ class ParsedRequest:
 
     @property
     def offset(self):
-        """Where the trailer starts in the chunk: the IO_REQ immediate offset (§4.2)."""
+        """Where the trailer starts in the chunk: the IO_REQ immediate offset
+        (docs/PROTOCOL.md#io_req-buf_id-and-offset)."""
         return self.data_len + self.usr_len
 
 

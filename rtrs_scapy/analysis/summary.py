@@ -1,4 +1,4 @@
-"""The analyzer's model as the documented JSON shape (issue: `--format json`).
+"""The analyzer's model as the documented JSON shape of `--format json` (README.md).
 
 Keys may be added, never renamed.  UUIDs as canonical strings, addresses as
 text, frames 1-based, latencies in microseconds.

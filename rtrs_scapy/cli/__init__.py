@@ -29,10 +29,11 @@ def main():
 def _register():
     from ..craft.commands import craft
     from ..wireshark.commands import wireshark
+    from .docs import docs
     from .messages import messages, show
     from .shell import shell
     from .summary import summary
-    for command in (summary, messages, show, shell, craft, wireshark):
+    for command in (summary, messages, show, shell, craft, wireshark, docs):
         main.add_command(command)
 
 

@@ -1,5 +1,6 @@
 """SessionCrafter: RTRS/RNBD sessions as two Linux kernels over rdma_rxe put them
-on the wire, built with the Scapy layers (PROTOCOL.md §2–§7).
+on the wire, built with the Scapy layers (docs/PROTOCOL.md#connection-management,
+docs/PROTOCOL.md#rtrs-messages, docs/PROTOCOL.md#flows, docs/PROTOCOL.md#rnbd).
 
 Modelled on the real captures in pcaps/real/ (Linux 6.1, Soft-RoCE):
 
@@ -7,7 +8,8 @@ Modelled on the real captures in pcaps/real/ (Linux 6.1, Soft-RoCE):
   sequence XOR a random operand (IB CM), the TID low word is the local comm ID;
   **REQ.starting_psn is the first PSN of the server→client stream and
   REP.starting_psn that of the client→server stream** (what rxe puts on the
-  wire, the opposite of PROTOCOL.md §2.5).
+  wire, and what docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns
+  describes).
 * every message's last packet asks for an ACK, and so does the 66th
   non-final packet since the last request for one (rxe RXE_MAX_PKT_PER_ACK 64);
   the responder ACKs each such packet (AETH 0x1F, MSN = completed messages):
@@ -56,7 +58,8 @@ from .params import (
 )
 from .workload import RnbdWorkload
 
-# opcodes by (kind, position): position = only/first/middle/last (§1.6)
+# opcodes by (kind, position): position = only/first/middle/last
+# (docs/PROTOCOL.md#opcodes-and-extension-headers)
 _OPC = {key: opcode_value("RC_" + name) for key, name in {
     ("send", "only"): "SEND_ONLY", ("send", "first"): "SEND_FIRST",
     ("send", "middle"): "SEND_MIDDLE", ("send", "last"): "SEND_LAST",
@@ -221,7 +224,8 @@ class SessionCrafter(RnbdWorkload):
         self._permits = set()
         self._cpu = 0
         self._rr = 0
-        # server session state: chunk pool addresses shared by all paths (§5.2)
+        # server session state: chunk pool addresses shared by all paths
+        # (docs/PROTOCOL.md#sessions-paths-and-connections)
         base = 0xFFFF888000000000 + self.rng.randrange(1 << 14) * (1 << 22)
         self._chunk_addr = [base + i * self.chunk_size for i in range(self.qd)]
         self._client_mr = {}     # permit -> [va, rkey] of the client's read buffer MR
@@ -260,7 +264,7 @@ class SessionCrafter(RnbdWorkload):
             return
         self._recs.append(_Rec(t, src, dst, ib, sport))
 
-    # -- CM (§2) -------------------------------------------------------------
+    # -- CM (docs/PROTOCOL.md#connection-management)
 
     def _mad(self, t, path, side, tid, attr, body):
         host = path.client if side == C else path.server
@@ -323,7 +327,8 @@ class SessionCrafter(RnbdWorkload):
 
     def connect(self, path, first_conn=None, reject=None, magic=RTRS_MAGIC,
                 version=RTRS_PROTO_VER, port=None):
-        """CM REQ/REP/RTU for every cid, then INFO_REQ/INFO_RSP (§5.5 a).
+        """CM REQ/REP/RTU for every cid, then INFO_REQ/INFO_RSP
+        (docs/PROTOCOL.md#connect-reconnect-and-disconnect).
 
         ``reject``: (errno, reason) for the server to refuse cid 0 with a CM REJ;
         a bad ``magic``/``version`` makes the server reject with -ECONNRESET.
@@ -409,7 +414,8 @@ class SessionCrafter(RnbdWorkload):
         self.t += self._jitter(0.002, 0.006)
 
     def disconnect(self, path, initiator=C, answered=True):
-        """CM DREQ per cid from ``initiator`` and the peer's DREPs (§5.5 f)."""
+        """CM DREQ per cid from ``initiator`` and the peer's DREPs
+        (docs/PROTOCOL.md#connect-reconnect-and-disconnect)."""
         self._tick(self.t)
         peer = S if initiator == C else C
         t = self.t
@@ -431,7 +437,8 @@ class SessionCrafter(RnbdWorkload):
         path.state = "closed"
         path.hb_due = {C: None, S: None}
 
-    # -- RC transport (§1.6, §1.9) -------------------------------------------
+    # -- RC transport (docs/PROTOCOL.md#opcodes-and-extension-headers,
+    #    docs/PROTOCOL.md#psn-sequence-and-retransmissions)
 
     def _message(self, path, conn, side, kind, payload, va=0, rkey=0, imm=None, ieth=None):
         """One RC message of ``side`` on ``conn``, segmented at the path MTU, with the
@@ -478,7 +485,8 @@ class SessionCrafter(RnbdWorkload):
         self.t = t
         return sent
 
-    # -- heartbeats and path failure (§4.4, §5.5 g) --------------------------
+    # -- heartbeats and path failure (docs/PROTOCOL.md#heartbeats,
+    #    docs/PROTOCOL.md#connect-reconnect-and-disconnect)
 
     def _tick(self, until):
         """Emit the heartbeats (and path recovery) due up to ``until``."""
@@ -544,7 +552,8 @@ class SessionCrafter(RnbdWorkload):
 
     def _retransmit(self, path):
         """Go-back-N after the ACK timeout: every unacknowledged request packet again, with
-        its PSN (§1.9); after RC_RETRY_COUNT retries the QP fails and so does the path."""
+        its PSN; after RC_RETRY_COUNT retries the QP fails and so does the path
+        (docs/PROTOCOL.md#psn-sequence-and-retransmissions)."""
         entry = path.unacked[0]
         if entry["tries"] >= RC_RETRY_COUNT:
             self._path_error(path, cause="retry_exceeded")
@@ -574,7 +583,8 @@ class SessionCrafter(RnbdWorkload):
             self._failover(req)
 
     def _failover(self, req):
-        """Re-issue a request of a failed path on a live one, with the same buf_id (§5.5 g)."""
+        """Re-issue a request of a failed path on a live one, with the same buf_id
+        (docs/PROTOCOL.md#failover)."""
         live = [p for p in self.paths if p.state == "connected" and not p.server_silent]
         if not live:
             return
@@ -587,7 +597,8 @@ class SessionCrafter(RnbdWorkload):
         self._event("failover", path=path.index, buf_id=req["buf_id"])
         self._send_response(path, conn, again)
 
-    # -- requests and responses (§5.3, §5.4, §7.4) ----------------------------
+    # -- requests and responses (docs/PROTOCOL.md#chunks-and-what-the-client-writes,
+    #    docs/PROTOCOL.md#which-operation-carries-what, docs/PROTOCOL.md#rnbd-messages)
 
     def idle(self, seconds):
         """Nothing but heartbeats for ``seconds``."""

@@ -1,5 +1,6 @@
 """IB Communication Management as used by RDMA CM: the MAD common header, CM
-REQ/REP/REJ/RTU/DREQ/DREP/MRA and the 36-byte RDMA-CM IP header (PROTOCOL.md §2).
+REQ/REP/REJ/RTU/DREQ/DREP/MRA and the 36-byte RDMA-CM IP header
+(docs/PROTOCOL.md#connection-management).
 
 Field names follow the IBTA CM attribute layouts (as Wireshark decodes them),
 in snake case.  Each CM message's private data is its payload, padded to the
@@ -44,7 +45,8 @@ cm_attribute_ids = {
 }
 mgmt_classes = {0x01: "SUBN_LID_ROUTED", 0x03: "SUBN_ADM", 0x04: "PERF",
                  0x07: "CM", 0x81: "SUBN_DIRECTED_ROUTE"}
-# REJ reasons (IBTA table 112), those RDMA CM and RTRS produce, §2.4
+# REJ reasons (IBTA table 112), those RDMA CM and RTRS produce,
+# docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra
 cm_rej_reasons = {
     1: "No QP available", 2: "No EEC available", 3: "No resources available",
     4: "Timeout", 5: "Unsupported request", 6: "Invalid Communication ID",
@@ -71,7 +73,8 @@ PATH_MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
 path_mtus = {code: str(size) for code, size in PATH_MTU_BYTES.items()}
 transport_service_types = {0: "RC", 1: "UC", 2: "RD", 3: "XRC"}
 
-# RDMA CM service IDs, §2.6: (port space << 16) + port
+# RDMA CM service IDs: (port space << 16) + port
+# (docs/PROTOCOL.md#rdma-cm-service-id-and-ip-header)
 RDMA_PS_TCP = 0x0106
 RDMA_PS_UDP = 0x0111
 RDMA_PS_IPOIB = 0x0002
@@ -90,7 +93,7 @@ def is_ip_service_id(sid):
 
 
 class MAD(GuessingPacket):
-    """MAD common header, 24 bytes (§2.2); the attribute follows."""
+    """MAD common header, 24 bytes; the attribute follows (docs/PROTOCOL.md#cm-mads)."""
     name = "MAD"
     fields_desc = [
         ByteField("base_version", 1),
@@ -124,7 +127,8 @@ class _CMMessage(GuessingPacket):
 
 
 def _path_fields(prefix):
-    """Primary/alternate path information of a REQ, 44 bytes (§2.3 CM+52..95)."""
+    """Primary/alternate path information of a REQ, 44 bytes at CM offset 52 and 96
+    (docs/PROTOCOL.md#cm-req)."""
     return [
         XShortField(prefix + "_local_port_lid", 0),
         XShortField(prefix + "_remote_port_lid", 0),
@@ -144,7 +148,8 @@ def _path_fields(prefix):
 
 
 class CMReq(_CMMessage):
-    """ConnectRequest, §2.3; private data: CMA header + conn_req."""
+    """ConnectRequest; private data: CMA header + conn_req
+    (docs/PROTOCOL.md#cm-req)."""
     name = "CM REQ"
     private_data_size = 92
     fields_desc = [
@@ -181,7 +186,8 @@ class CMReq(_CMMessage):
 
 
 class CMRep(_CMMessage):
-    """ConnectReply, §2.4; private data: conn_rsp."""
+    """ConnectReply; private data: conn_rsp
+    (docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra)."""
     name = "CM REP"
     private_data_size = 196
     fields_desc = [
@@ -210,7 +216,8 @@ class CMRep(_CMMessage):
 
 
 class CMRej(_CMMessage):
-    """ConnectReject, §2.4; private data: conn_rsp with the errno."""
+    """ConnectReject; private data: conn_rsp with the errno
+    (docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra)."""
     name = "CM REJ"
     private_data_size = 148
     fields_desc = [
@@ -229,14 +236,14 @@ class CMRej(_CMMessage):
 
 
 class CMRtu(_CMMessage):
-    """ReadyToUse, §2.4."""
+    """ReadyToUse, docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra."""
     name = "CM RTU"
     private_data_size = 224
     fields_desc = [XIntField("local_comm_id", 0), XIntField("remote_comm_id", 0)]
 
 
 class CMDreq(_CMMessage):
-    """DisconnectRequest, §2.4."""
+    """DisconnectRequest, docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra."""
     name = "CM DREQ"
     private_data_size = 220
     fields_desc = [
@@ -248,14 +255,14 @@ class CMDreq(_CMMessage):
 
 
 class CMDrep(_CMMessage):
-    """DisconnectReply, §2.4."""
+    """DisconnectReply, docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra."""
     name = "CM DREP"
     private_data_size = 224
     fields_desc = [XIntField("local_comm_id", 0), XIntField("remote_comm_id", 0)]
 
 
 class CMMra(_CMMessage):
-    """MsgRcptAck, §2.4."""
+    """MsgRcptAck, docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra."""
     name = "CM MRA"
     private_data_size = 222
     fields_desc = [
@@ -269,7 +276,8 @@ class CMMra(_CMMessage):
 
 
 class CmaIpHdr(GuessingPacket):
-    """RDMA CM header in front of the REQ private data (IP addressing), §2.7.
+    """RDMA CM header in front of the REQ private data (IP addressing),
+    docs/PROTOCOL.md#rdma-cm-service-id-and-ip-header.
 
     ``port`` is the active side's *source* port; the destination port is in
     the service ID.
@@ -315,7 +323,7 @@ def _req_private_data(req, payload):
 
 @register_ib_payload
 def _gsi_mad(bth, payload):
-    """CM MADs are UD SENDs to the GSI QP 1 (§2.1)."""
+    """CM MADs are UD SENDs to the GSI QP 1 (docs/PROTOCOL.md#cm-mads)."""
     if (bth.opcode == UD | Operation.SEND_ONLY and bth.dqpn == GSI_QPN
             and len(payload) >= MAD_HDR_SIZE):
         return MAD

@@ -1,12 +1,12 @@
 """InfiniBand transport on top of ``scapy.contrib.roce``: extension headers,
-the opcode → header chain, RoCEv1/RoCEv2/native IB framing and the ICRC.
+the opcode → header chain, RoCEv1/RoCEv2/native IB framing and the ICRC
+(docs/PROTOCOL.md#infiniband-transport).
 
-PROTOCOL.md §1.  Scapy's roce module has BTH, GRH and AETH; this module
-subclasses them (the roce classes themselves are left as they are) and adds
-RETH, ImmDt, IETH, DETH, RDETH, AtomicETH, AtomicAckETH, the LRH (with VCRC,
-pcap link type 247), the SEND WITH INVALIDATE opcodes, AETH on every opcode
-that carries it, pad-byte handling and an ICRC that is computed for every
-underlayer and can be checked on decode.
+Scapy's roce module has BTH, GRH and AETH; this module subclasses them (the roce
+classes themselves are left as they are) and adds RETH, ImmDt, IETH, DETH, RDETH,
+AtomicETH, AtomicAckETH, the LRH (with VCRC, pcap link type 247), the SEND WITH
+INVALIDATE opcodes, AETH on every opcode that carries it, pad-byte handling and an
+ICRC that is computed for every underlayer and can be checked on decode.
 """
 
 import enum
@@ -29,7 +29,7 @@ from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down
 
 from ..imm import decode as decode_imm
 
-# -- framing: where InfiniBand transport sits (§1.1-§1.4) --------------------
+# -- framing: where InfiniBand transport sits (docs/PROTOCOL.md#capture-encapsulations)
 
 ROCEV2_PORT = 4791                  # UDP destination port of RoCEv2 (IANA, IBTA A17)
 ROCEV2_SOURCE_PORT = 0xC000         # first of the entropy source ports (A17.4.5.1)
@@ -43,7 +43,8 @@ DLT_INFINIBAND = 247
 GSI_QPN = 1
 GSI_QKEY = 0x80010000
 
-# §1.5: bits 7..5 of the opcode are the transport, bits 4..0 the operation.
+# Bits 7..5 of the opcode are the transport, bits 4..0 the operation
+# (docs/PROTOCOL.md#base-transport-header).
 RC, UC, RD, UD = 0x00, 0x20, 0x40, 0x60
 
 
@@ -83,13 +84,13 @@ class IBHeader(Packet):
 
 
 class RETH(IBHeader):
-    """RDMA Extended Transport Header (§1.7)."""
+    """RDMA Extended Transport Header (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "RETH"
     fields_desc = [XLongField("va", 0), XIntField("rkey", 0), IntField("dma_len", 0)]
 
 
 class RtrsImmField(XIntField):
-    """The immediate, shown with its RTRS meaning (§4)."""
+    """The immediate, shown with its RTRS meaning (docs/PROTOCOL.md#immediate-data)."""
 
     def i2repr(self, pkt, x):
         if x is None:
@@ -98,7 +99,7 @@ class RtrsImmField(XIntField):
 
 
 class ImmDt(IBHeader):
-    """Immediate data; RTRS reads it as a big-endian u32 (§4).
+    """Immediate data; RTRS reads it as a big-endian u32 (docs/PROTOCOL.md#immediate-data).
 
     ``queue_depth`` is not on the wire: set it (as the session analyzer does)
     to see IO_REQ immediates as buf_id/offset.
@@ -115,33 +116,36 @@ class ImmDt(IBHeader):
 
 
 class IETH(IBHeader):
-    """Invalidate Extended Transport Header: the R_Key to invalidate (§1.7)."""
+    """Invalidate Extended Transport Header: the R_Key to invalidate
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "IETH"
     fields_desc = [XIntField("rkey", 0)]
 
 
 class DETH(IBHeader):
-    """Datagram Extended Transport Header (§1.7)."""
+    """Datagram Extended Transport Header (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "DETH"
     fields_desc = [XIntField("qkey", GSI_QKEY), ByteField("reserved", 0),
                    XBitField("src_qp", GSI_QPN, 24)]
 
 
 class RDETH(IBHeader):
-    """Reliable Datagram Extended Transport Header (§1.7)."""
+    """Reliable Datagram Extended Transport Header
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "RDETH"
     fields_desc = [ByteField("reserved", 0), XBitField("ee_context", 0, 24)]
 
 
 class AtomicETH(IBHeader):
-    """Atomic Extended Transport Header (§1.7)."""
+    """Atomic Extended Transport Header (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "AtomicETH"
     fields_desc = [XLongField("va", 0), XIntField("rkey", 0),
                    XLongField("swap_add", 0), XLongField("compare", 0)]
 
 
 class AtomicAckETH(IBHeader):
-    """Atomic Acknowledge Extended Transport Header (§1.7)."""
+    """Atomic Acknowledge Extended Transport Header
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "AtomicAckETH"
     fields_desc = [XLongField("orig_remote_data", 0)]
 
@@ -152,11 +156,12 @@ class IBPad(Packet):
     fields_desc = [StrField("pad", b"")]
 
 
-# -- AETH and the opcode → header chain (§1.6) -----------------------------------
+# -- AETH and the opcode → header chain (docs/PROTOCOL.md#opcodes-and-extension-headers)
 
 class AETH(roce.AETH):
-    """ACK Extended Transport Header (§1.7): scapy.contrib.roce's, followed by what
-    the opcode dictates (AtomicAckETH on an ATOMIC ACKNOWLEDGE)."""
+    """ACK Extended Transport Header: scapy.contrib.roce's, followed by what the
+    opcode dictates, AtomicAckETH on an ATOMIC ACKNOWLEDGE
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "AETH"
 
     def guess_payload_class(self, payload):
@@ -265,7 +270,7 @@ def _next_in_chain(layer, payload):
     return _guess_ib_payload(bth, payload)
 
 
-# -- ICRC and VCRC (§1.8) ------------------------------------------------------
+# -- ICRC and VCRC (docs/PROTOCOL.md#payload-pad-and-icrc)
 
 def _masked_copy(layer, **masks):
     """A payload-less copy of ``layer`` keeping the values its payload implied."""
@@ -279,7 +284,8 @@ def _masked_copy(layer, **masks):
 
 
 def _icrc_prefix(bth, body_len):
-    """Masked bytes that the ICRC covers in front of the BTH, or None (§1.8)."""
+    """Masked bytes that the ICRC covers in front of the BTH, or None
+    (docs/PROTOCOL.md#payload-pad-and-icrc)."""
     lower = bth.underlayer
     if isinstance(lower, UDP):
         net = lower.underlayer
@@ -335,10 +341,11 @@ def icrc_ok(pkt):
 # -- BTH and GRH: scapy.contrib.roce's, extended in subclasses ---------------------
 
 class BTH(roce.BTH):
-    """Base Transport Header (§1.5), scapy.contrib.roce's with what this project needs:
-    every opcode named (SEND WITH INVALIDATE too), the extension headers chosen by
-    opcode, the pad bytes split off before the payload (IBPad), the ICRC computed
-    for RoCEv2, RoCEv1 and native IB alike (roce's covers RoCEv2 only)."""
+    """Base Transport Header (docs/PROTOCOL.md#base-transport-header): scapy.contrib.roce's
+    with what this project needs: every opcode named (SEND WITH INVALIDATE too), the
+    extension headers chosen by opcode, the pad bytes split off before the payload
+    (IBPad), the ICRC computed for RoCEv2, RoCEv1 and native IB alike (roce's covers
+    RoCEv2 only)."""
     name = "BTH"
     fields_desc = [ByteEnumField("opcode", 0, OPCODE_NAMES)] + roce.BTH.fields_desc[1:]
 
@@ -367,8 +374,9 @@ class BTH(roce.BTH):
 
 
 class GRH(roce.GRH):
-    """Global Route Header (§1.3), scapy.contrib.roce's with PayLen filled in on build
-    and honoured on decode (bytes after it are Ethernet padding)."""
+    """Global Route Header (docs/PROTOCOL.md#capture-encapsulations): scapy.contrib.roce's
+    with PayLen filled in on build and honoured on decode (bytes after it are Ethernet
+    padding)."""
     name = "GRH"
 
     def post_build(self, p, pay):
@@ -399,7 +407,8 @@ lrh_next_headers = {LNH_RAW: "raw", LNH_IP: "ip", LNH_IBA_LOCAL: "iba_local",
 
 
 class LRH(Packet):
-    """Local Route Header of native InfiniBand, with the VCRC trailer (§1.4)."""
+    """Local Route Header of native InfiniBand, with the VCRC trailer
+    (docs/PROTOCOL.md#capture-encapsulations)."""
     name = "LRH"
     fields_desc = [
         BitField("vl", 0, 4),

@@ -1,4 +1,5 @@
-"""RNBD messages of rnbd-proto.h (PROTOCOL.md §7), all little-endian.
+"""RNBD messages of rnbd-proto.h (docs/PROTOCOL.md#rnbd-messages),
+all little-endian.
 
 Every RNBD request is the user header of an RTRS request; the two replies
 (sess_info_rsp, open_rsp) travel as RTRS READ data, i.e. the payload of the
@@ -24,7 +25,8 @@ from .rtrs_request import register_user_header
 
 
 class RnbdRwField(LEIntField):
-    """rnbd_msg_io.rw: operation in the low 8 bits, flags above (§7.3)."""
+    """rnbd_msg_io.rw: operation in the low 8 bits, flags above
+    (docs/PROTOCOL.md#the-rw-field)."""
     op_mask = RNBD_OP_MASK
     ops = rnbd_io_op
     flags = rnbd_io_flags
@@ -106,7 +108,8 @@ class RnbdMsgClose(RnbdMsgHdr):
 
 
 class RnbdMsgIo(RnbdMsgHdr):
-    """struct rnbd_msg_io: a block IO, user header of an RTRS READ or WRITE (§7.2).
+    """struct rnbd_msg_io: a block IO, user header of an RTRS READ or WRITE
+    (docs/PROTOCOL.md#rnbd-messages).
 
     32 bytes on 64-bit hosts, the last 6 being uninitialised struct padding;
     trust the RTRS trailer's usr_len.
@@ -140,7 +143,8 @@ OPEN_RSP_SIZE = fixed_size(RnbdMsgOpenRsp)
 
 
 def reply_class(data):
-    """The RNBD reply carried by a server RDMA WRITE of READ data, or None (§7.1)."""
+    """The RNBD reply carried by a server RDMA WRITE of READ data, or None
+    (docs/PROTOCOL.md#rnbd)."""
     if len(data) < HDR_SIZE:
         return None
     kind = _read_type(data, 0)[0]

@@ -1,4 +1,4 @@
-"""RTRS messages, one layer per kernel struct of rtrs-pri.h (PROTOCOL.md §3).
+"""RTRS messages, one layer per kernel struct of rtrs-pri.h (docs/PROTOCOL.md#rtrs-messages).
 
 All fields little-endian.  conn_req travels in the CM REQ private data (after
 the RDMA CM IP header), conn_rsp in REP and REJ; info_req/info_rsp are RC
@@ -50,7 +50,8 @@ def _type_field(default):
 
 
 class RtrsMsgConnReq(GuessingPacket):
-    """struct rtrs_msg_conn_req: CM REQ private data, client → server (§3.2).
+    """struct rtrs_msg_conn_req: CM REQ private data, client → server
+    (docs/PROTOCOL.md#conn_req).
 
     56 bytes.  The two placeholder bytes stand for the RDMA CM header fields
     that AF_IB overwrites; first_conn is bit 0 of byte 44 (a C bit-field on a
@@ -77,7 +78,8 @@ class RtrsMsgConnReq(GuessingPacket):
 
 
 class RtrsMsgConnRsp(GuessingPacket):
-    """struct rtrs_msg_conn_rsp: CM REP (accept) / CM REJ (errno) private data (§3.3).
+    """struct rtrs_msg_conn_rsp: CM REP (accept) / CM REJ (errno) private data
+    (docs/PROTOCOL.md#conn_rsp).
 
     56 bytes; NEW_RKEY_F in flags means the server runs always_invalidate=Y.
     """
@@ -99,7 +101,8 @@ class RtrsMsgConnRsp(GuessingPacket):
 
 
 class RtrsMsgInfoReq(GuessingPacket):
-    """struct rtrs_msg_info_req: RC SEND on cid 0, client → server (§3.4). 272 bytes."""
+    """struct rtrs_msg_info_req: RC SEND on cid 0, client → server. 272 bytes
+    (docs/PROTOCOL.md#info_req-and-info_rsp)."""
     name = "RTRS info_req"
     fields_desc = [
         _type_field(RTRS_MSG_INFO_REQ),
@@ -109,13 +112,15 @@ class RtrsMsgInfoReq(GuessingPacket):
 
 
 class RtrsSgDesc(FixedLayer):
-    """struct rtrs_sg_desc: one memory region, in info_rsp and rdma_read (§3.5). 16 bytes."""
+    """struct rtrs_sg_desc: one memory region, in info_rsp and rdma_read. 16 bytes
+    (docs/PROTOCOL.md#info_req-and-info_rsp)."""
     name = "RTRS sg_desc"
     fields_desc = [XLELongField("addr", 0), XLEIntField("key", 0), LEIntField("len", 0)]
 
 
 class RtrsMsgInfoRsp(GuessingPacket):
-    """struct rtrs_msg_info_rsp: the server's chunk table, RC SEND on cid 0 (§3.5).
+    """struct rtrs_msg_info_rsp: the server's chunk table, RC SEND on cid 0
+    (docs/PROTOCOL.md#info_req-and-info_rsp).
 
     8 + 16*sg_cnt bytes; sg_cnt = queue_depth with always_invalidate=Y.
     """
@@ -130,7 +135,8 @@ class RtrsMsgInfoRsp(GuessingPacket):
 
 
 class RtrsMsgRkeyRsp(GuessingPacket):
-    """struct rtrs_msg_rkey_rsp: new rkey of a chunk, SEND WITH IMM payload (§3.6). 8 bytes."""
+    """struct rtrs_msg_rkey_rsp: new rkey of a chunk, SEND WITH IMM payload. 8 bytes
+    (docs/PROTOCOL.md#rkey_rsp)."""
     name = "RTRS rkey_rsp"
     fields_desc = [
         _type_field(RTRS_MSG_RKEY_RSP),
@@ -140,7 +146,8 @@ class RtrsMsgRkeyRsp(GuessingPacket):
 
 
 class RtrsMsgRdmaHdr(TypeDispatcher):
-    """struct rtrs_msg_rdma_hdr: the type shared by both request trailers (§3.7).
+    """struct rtrs_msg_rdma_hdr: the type shared by both request trailers
+    (docs/PROTOCOL.md#request-trailers).
 
     ``RtrsMsgRdmaHdr(raw_trailer)`` returns the read or write trailer.
     """
@@ -149,7 +156,8 @@ class RtrsMsgRdmaHdr(TypeDispatcher):
 
 
 class RtrsMsgRdmaRead(RtrsMsgRdmaHdr, FixedLayer):
-    """struct rtrs_msg_rdma_read: trailer of a READ request (§3.7). 8 + 16*sg_cnt bytes.
+    """struct rtrs_msg_rdma_read: trailer of a READ request, 8 + 16*sg_cnt bytes
+    (docs/PROTOCOL.md#request-trailers).
 
     sg_cnt is 0 or 1; desc[0] is the client buffer the server writes the data to.
     """
@@ -165,7 +173,8 @@ class RtrsMsgRdmaRead(RtrsMsgRdmaHdr, FixedLayer):
 
 
 class RtrsMsgRdmaWrite(RtrsMsgRdmaHdr, FixedLayer):
-    """struct rtrs_msg_rdma_write: trailer at the end of a WRITE request (§3.7). 4 bytes."""
+    """struct rtrs_msg_rdma_write: trailer at the end of a WRITE request. 4 bytes
+    (docs/PROTOCOL.md#request-trailers)."""
     name = "RTRS rdma_write"
     fields_desc = [
         _type_field(RTRS_MSG_WRITE),
@@ -173,11 +182,15 @@ class RtrsMsgRdmaWrite(RtrsMsgRdmaHdr, FixedLayer):
     ]
 
 
+
+
 class RtrsMsg(TypeDispatcher):
     """Dispatcher for a whole RTRS SEND message: ``RtrsMsg(data)`` returns
-    info_req, info_rsp or rkey_rsp by the leading type (§3.1)."""
+    info_req, info_rsp or rkey_rsp by the leading type
+    (docs/PROTOCOL.md#constants)."""
     name = "RTRS message"
     fields_desc = [_type_field(RTRS_MSG_INFO_REQ)]
+
 
 
 RtrsMsg.dispatch_on({RTRS_MSG_INFO_REQ: RtrsMsgInfoReq, RTRS_MSG_INFO_RSP: RtrsMsgInfoRsp,
@@ -195,7 +208,8 @@ CONN_RSP_SIZE = fixed_size(RtrsMsgConnRsp)
 
 
 def send_message_class(payload):
-    """The RTRS class of a complete SEND message (SEND ONLY or reassembled), or None (§5.4)."""
+    """The RTRS class of a complete SEND message (SEND ONLY or reassembled), or None
+    (docs/PROTOCOL.md#which-operation-carries-what)."""
     if len(payload) < RtrsMsg.header_size:
         return None
     kind = RtrsMsg.read_type(payload, 0)[0]

@@ -3,7 +3,7 @@
 Everything with an offset, a size, an endianness, an enum or a count comes
 from ``layout.layout_of`` of the Scapy layers; ``runtime.lua`` (hand-written,
 inlined between BEGIN/END markers) only holds state and heuristics.  Output is
-deterministic: same layers → same bytes.  Section order (STYLE.md §7):
+deterministic: same layers → same bytes.  Section order:
 Protos → constants → value_strings → ProtoFields → ProtoExperts → SIZE →
 read_/dissect_ per message → dispatch tables → runtime → registration.
 (ProtoExperts come before the code that uses them: Lua locals must be

@@ -5,7 +5,7 @@
 -- DISSECT, RTRS_SEND_BY_TYPE, RTRS_TRAILER_BY_TYPE, RNBD_BY_TYPE, peek_*) and
 -- holds no message layout: every offset and size comes from the generated part.
 --
--- State scopes (STYLE.md §1.5): path (queue depth, pending requests keyed by
+-- State scopes: path (queue depth, pending requests keyed by
 -- buf_id, READ descriptors keyed by rkey), connection (S.qps, keyed by the
 -- destination address and QP), frame (S.frames, keyed by pinfo.number).
 -- State is written once per frame, on the first pass that shows the frame's IB
@@ -42,9 +42,10 @@ local fx = {
   lid_dst = Field.new("infiniband.lrh.dlid"),
 }
 
-local PSN_MOD = 16777216         -- PSNs are 24 bits (§1.9)
+-- PSNs are 24 bits (docs/PROTOCOL.md#psn-sequence-and-retransmissions)
+local PSN_MOD = 16777216
 local MAX_REASSEMBLY = 4194304   -- give up on longer messages
-local MIN_MEM_BITS = 12          -- queue depth 65535 (§4.2)
+local MIN_MEM_BITS = 12          -- queue depth 65535 (docs/PROTOCOL.md#io_req-buf_id-and-offset)
 local MAX_HDR_DEFAULT = 65536    -- largest server PAGE_SIZE: user header + trailer fit in it
 
 local S = {}
@@ -127,7 +128,7 @@ local function imm_parts(imm)
   return kind, payload
 end
 
--- == requests: trailer checks of PROTOCOL.md §6.5 ==
+-- == requests: trailer checks of docs/PROTOCOL.md#request-trailers ==
 
 -- READ: the trailer sits after the user header, with sg_cnt 1 or 0 descriptors.
 local function classify_read(mtvb, len)
@@ -167,7 +168,7 @@ local function user_header(mtvb, req)
   end
 end
 
--- == queue depth inference without the CM handshake (§6.5) ==
+-- == queue depth inference without the CM handshake (docs/PROTOCOL.md#queue-depth-inference) ==
 
 local function exact_log2(x)
   local b = 0
@@ -376,7 +377,8 @@ local function first_pass_payload(tvb, pinfo)
     rec.imm_type = imm_parts(rec.imm)
   end
 
-  -- go-back-N retransmissions repeat (QP, PSN): show them as such, analyse once (§1.9, §8)
+  -- go-back-N retransmissions repeat (QP, PSN): show them as such, analyse once
+  -- (docs/PROTOCOL.md#psn-sequence-and-retransmissions)
   local pkey = qkey .. "#" .. psn
   local orig = S.psn_frame[pkey]
   local last = S.last_psn[qkey]
@@ -391,7 +393,8 @@ local function first_pass_payload(tvb, pinfo)
   if delta and delta > 1 then rec.psn_gap = last end
   S.last_psn[qkey] = psn
 
-  -- reassembly of multi-packet SEND / RDMA WRITE per QP by PSN (§8 items 1, 2, 11)
+  -- reassembly of multi-packet SEND / RDMA WRITE per QP by PSN
+  -- (docs/PROTOCOL.md#chunks-and-what-the-client-writes)
   if op == OP.SEND_FIRST or op == OP.RDMA_WRITE_FIRST then
     local rx = { first = pinfo.number, psn = psn, op = op, frames = { pinfo.number },
                  rkey = value_of(fx.reth_rkey), total = 0, base = 0, parts = {} }
