@@ -358,7 +358,7 @@ def test_cli_list_and_errors():
     runner = CliRunner()
     result = runner.invoke(craft, ["--list"])
     assert result.exit_code == 0 and "multipath_failover" in result.stdout
-    assert runner.invoke(craft, ["nope", "-o", "x.pcap"]).exit_code == 1
+    assert runner.invoke(craft, ["nope", "-o", "x.pcap"]).exit_code == 2
     assert runner.invoke(craft, ["basic"]).exit_code == 2
 
 

@@ -53,10 +53,13 @@ def _no_cyclic_gc():
             gc.enable()
 
 
-def analyze(path, keep_messages=True, queue_depth=None, progress=None, batch=True):
+def analyze(path, keep_messages=True, queue_depth=None, progress=None, batch=True,
+            until_frame=None):
     """Analyze a capture file; ``progress(bytes_done)`` is called now and then.
 
     ``batch`` selects the numpy batch path (same results as frame by frame).
+    ``until_frame`` stops reading after the batch holding that frame (a summary of
+    what was read: ``rtrs-dissect show`` needs no more).
     """
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth)
     with open_capture(path) as capture, _no_cyclic_gc():
@@ -65,11 +68,15 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None, batch=Tru
                 feed_batch(analyzer, *group)
                 if progress is not None:
                     progress(capture.position())
+                if until_frame is not None and group[0] + len(group[3]) > until_frame:
+                    break
         else:
             feed = analyzer.feed
             for count, frame in enumerate(capture, 1):
                 feed(*frame)
                 if progress is not None and not count & 0x3FFF:
                     progress(capture.position())
+                if count == until_frame:
+                    break
         analyzer.close()
         return Analysis(analyzer, capture)

@@ -177,12 +177,20 @@ class Analyzer(MessageInterpreter):
         stream.first_frame = frame
         return stream
 
-    def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None):
+    def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None, path=None):
+        """A message record; ``path`` when there is no connection (no handshake seen).
+        The path's sess_uuid, client and server tell its session apart from others
+        between the same hosts."""
         if not self.keep_messages:
             return None
+        if path is None and conn is not None:
+            path = conn.path
         rec = {"frame": frame, "time": ts, "src": self.text(src), "dst": self.text(dst),
                "qpn": qpn, "cid": conn.cid if conn is not None else None, "msg": msg,
-               "fields": fields, "rnbd": rnbd, "paired_frame": None, "latency": None}
+               "fields": fields, "rnbd": rnbd, "paired_frame": None, "latency": None,
+               "sess_uuid": path.sess_uuid if path is not None else None,
+               "client": path.client if path is not None else None,
+               "server": path.server if path is not None else None}
         self.messages.append(rec)
         return rec
 

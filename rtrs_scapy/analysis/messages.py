@@ -108,7 +108,7 @@ class MessageInterpreter:
         if parsed.desc:
             fields["desc"] = parsed.desc
         req.record = self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
-                                 parsed.op, fields, rnbd)
+                                 parsed.op, fields, rnbd, path=path)
 
     def _take_over(self, path, buf_id):
         """buf_ids are per client session: the same buf_id pending on another path of
@@ -151,12 +151,10 @@ class MessageInterpreter:
         errno = -((payload >> MSG_ID_BITS) & ERRNO_MASK)
         fields = {"msg_id": msg_id, "errno": errno,
                   "with_invalidate": imm >> IMM_TYPE_SHIFT == RTRS_IO_RSP_W_INV_IMM}
-        name = "io_rsp"
         if is_send and msg is not None and send_message_class(msg.data()) is RtrsMsgRkeyRsp:
             buf_id, rkey = _rkey_rsp(msg.data(), 0)
             fields.update(rkey_rsp={"buf_id": buf_id, "rkey": rkey})
             path.rkey_refreshes += 1
-            name = "rkey_rsp"
             if path.always_invalidate is None:
                 path.always_invalidate = True
         elif path.always_invalidate is None and not is_send:
@@ -170,8 +168,8 @@ class MessageInterpreter:
                     self._rekey(path, guess)
                     req = path.pending.pop(msg_id, None)
                     break
-        rec = self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn, name,
-                          fields)
+        rec = self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn, "io_rsp",
+                          fields, path=path)
         if req is None:
             if path.sess_uuid is not None:
                 self.anomaly(frame, "unmatched_response", "no pending request for msg_id %d"
@@ -197,7 +195,8 @@ class MessageInterpreter:
 
     def _heartbeat(self, stream, kind, frame, ts):
         name = "hb_msg" if kind == RTRS_HB_MSG_IMM else "hb_ack"
-        self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn, name, {})
+        self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn, name, {},
+                    path=stream.path)
         if stream.conn is None and stream.path_inferred is None:
             self.unattributed.append((stream, kind))
             return
@@ -227,13 +226,13 @@ class MessageInterpreter:
             if path.session.sessname is None:
                 path.session.sessname = fields["pathname"]
             self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
-                        "info_req", {"pathname": fields["pathname"]})
+                        "info_req", {"pathname": fields["pathname"]}, path=path)
         elif cls is RtrsMsgInfoRsp:
             path = self._stream_path(stream, False)
             path.chunks = _info_rsp_count(data, 0)[0]
             path.state = "connected"
             self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
-                        "info_rsp", {"sg_cnt": path.chunks})
+                        "info_rsp", {"sg_cnt": path.chunks}, path=path)
         else:
             self.anomaly(frame, "unknown_send", "SEND of %d bytes is no RTRS message"
                          % msg.length)

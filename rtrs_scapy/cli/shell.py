@@ -7,7 +7,9 @@ import click
 def shell():
     """Scapy's interactive shell with every RTRS/RNBD layer loaded."""
     from scapy.main import interact
-    interact(mydict=layer_namespace())
+    # interact() parses its own options from argv (sys.argv by default, which holds
+    # "shell" here and makes it stop with "Too many parameters")
+    interact(mydict=layer_namespace(), argv=["rtrs-dissect"])
 
 
 def layer_namespace():
