@@ -57,7 +57,10 @@ DEFAULT_MAX_CHUNK_SIZE = 128 * 1024
 DEFAULT_MAX_HDR_SIZE = 4096
 DEFAULT_MAX_IO_SIZE = DEFAULT_MAX_CHUNK_SIZE - DEFAULT_MAX_HDR_SIZE
 MAX_SESS_QUEUE_DEPTH = 65535
-HEARTBEAT_INTERVAL_S = 5.0
+HEARTBEAT_INTERVAL_S = 5.0  # rtrs-pri.h RTRS_HB_INTERVAL_MS
+# rtrs-pri.h; rtrs.c hb_work() calls the error handler on the tick where more than this many
+# heartbeat ticks passed since the last heartbeat was sent without an answer
+RTRS_HB_MISSED_MAX = 5
 
 # drivers/block/rnbd/rnbd-proto.h, docs/PROTOCOL.md#rnbd
 RNBD_PROTO_VER_MAJOR = 2

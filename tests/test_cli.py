@@ -71,7 +71,7 @@ def test_json_summary_has_the_documented_shape(real_capture):
     assert set(path["heartbeats"]) == {"client_to_server", "server_to_client",
                                        "acks_client_to_server", "acks_server_to_client"}
     assert set(path["connections"][0]) >= {"cid", "client_qpn", "server_qpn", "recon_cnt"}
-    assert set(path["disconnects"][0]) >= {"frame", "initiator"}
+    assert set(path["disconnects"][0]) >= {"frame", "time", "initiator", "crossed"}
     assert data["capture"]["packets"] == truth["pcap_stats"]["frames"]
 
 

@@ -295,6 +295,9 @@ class Analyzer(MessageInterpreter):
                          % (dqpn, psn, expected))
             stream.message = None
             stream.synced = False  # the gap is reported; what follows may be partial
+        path = stream.path
+        if path is not None:  # fresh traffic: establishes a connection without RTU
+            self.cm.rc_traffic(path, stream.conn, stream.client_to_server, frame, ts)
         reth = _reth(buf, hdr + reth_o) if reth_o is not None else None
         if opcode == SEND_FIRST or opcode == WRITE_FIRST:
             stream.synced = True

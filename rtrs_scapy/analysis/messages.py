@@ -98,22 +98,25 @@ class MessageInterpreter:
         if previous is not None:
             self.anomaly(frame, "buf_id_reused", "buf_id %d still pending from frame %d"
                          % (buf_id, previous.frame))
-        self._take_over(path, buf_id)
+        self._take_over(path, buf_id, req)
         path.pending[buf_id] = req
         if req.desc_key is not None:
             path.reads_by_key[req.desc_key] = req
         fields = {"buf_id": buf_id, "offset": offset, "usr_len": parsed.usr_len,
                   "data_len": parsed.data_len, "sg_cnt": parsed.sg_cnt,
                   "first_frame": msg.first_frame}
+        if req.failover_from is not None:
+            fields["failover_from"] = req.failover_from
         if parsed.desc:
             fields["desc"] = parsed.desc
         req.record = self.record(frame, ts, stream.src, stream.dst, stream.dqpn, stream.conn,
                                  parsed.op, fields, rnbd, path=path)
 
-    def _take_over(self, path, buf_id):
+    def _take_over(self, path, buf_id, req):
         """buf_ids are per client session: the same buf_id pending on another path of
-        the session is a request failed over to this one
-        (docs/PROTOCOL.md#failover)."""
+        the session is a request failed over to this one (docs/PROTOCOL.md#failover).
+        It counts on this path, as the kernel's failover_cnt; its latency runs from the
+        first send, the failover delay (first send -> re-send) is kept apart."""
         session = path.session
         if session is None or session.paths_uuid is None:
             return
@@ -121,7 +124,9 @@ class MessageInterpreter:
             if other is not path:
                 stale = other.pending.pop(buf_id, None)
                 if stale is not None:
-                    other.failovers += 1
+                    path.failovers += 1
+                    path.failover_delays.append(req.time - stale.time)
+                    req.time, req.failover_from = stale.time, stale.frame
                     if stale.desc_key is not None:
                         other.reads_by_key.pop(stale.desc_key, None)
 
@@ -201,6 +206,7 @@ class MessageInterpreter:
             self.unattributed.append((stream, kind))
             return
         self._count_heartbeat(stream.path, stream.client_to_server, kind)
+        self.cm.heartbeat(stream.path, frame, ts)
 
     @staticmethod
     def _count_heartbeat(path, client_to_server, kind):

@@ -7,7 +7,7 @@ Plain data; the renderers (report/) read it, the analyzer fills it.
 
 from array import array
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set, Tuple
 
 OPS = ("read", "write")
 
@@ -26,9 +26,30 @@ class Connection:
     client_comm_id: Optional[int] = None
     server_comm_id: Optional[int] = None
     path_mtu: Optional[int] = None
-    state: str = "requested"  # requested, established, rejected, disconnected
+    # requested, replied (REP seen: QPs bound), established (RTU or first RC traffic),
+    # rejected, disconnected
+    state: str = "requested"
     req_frame: Optional[int] = None
     path: Optional["Path"] = None
+    attempt: Optional["Attempt"] = None
+    established_frame: Optional[int] = None
+    dreq_from: Set[str] = field(default_factory=set)   # "client"/"server": sent a DREQ
+    rejected_by: Optional[str] = None
+
+
+@dataclass(eq=False)
+class Attempt:
+    """One connect attempt of a path: the REQs of one recon_cnt (the client raises
+    recon_cnt once per attempt, rtrs-clt.c init_conns())."""
+    path: "Path"
+    recon_cnt: Optional[int]
+    frame: int                      # the first REQ
+    time: float
+    reconnect: bool                 # after the path was up once (or recon_cnt > 1)
+    connections: List[Connection] = field(default_factory=list)
+    outcome: Optional[str] = None   # None (open), "established", "failed"
+    end_frame: Optional[int] = None
+    end_time: Optional[float] = None
 
 
 @dataclass
@@ -55,6 +76,7 @@ class Request:
     rnbd: Optional[dict] = None
     rnbd_kind: Optional[int] = None  # RNBD message type of the user header
     record: Optional[dict] = None  # the message record, when messages are kept
+    failover_from: Optional[int] = None  # frame of the first send, on the path that died
 
 
 @dataclass(eq=False)
@@ -85,15 +107,26 @@ class Path:
         "client_to_server": 0, "server_to_client": 0,
         "acks_client_to_server": 0, "acks_server_to_client": 0})
     rkey_refreshes: int = 0
-    reconnects: int = 0                 # successful: cid 0 accepted again (or recon_cnt > 1)
-    reconnect_attempts: int = 0         # cid 0 REQs after the first connect
+    reconnects: int = 0                 # successful reconnects (the kernel's successful_cnt)
+    reconnect_attempts: int = 0         # all of them: failed = attempts - reconnects
     established_once: bool = False
-    failovers: int = 0                  # requests of this path re-sent on another path
+    attempts: List[Attempt] = field(default_factory=list)
+    failovers: int = 0                  # requests failed over TO this path (failover_cnt)
+    failover_delays: array = field(default_factory=lambda: array("d"))  # first send -> re-send
     aborted: int = 0                    # requests never answered because the path went down
     rejects: List[dict] = field(default_factory=list)
     errors: List[dict] = field(default_factory=list)
     disconnects: List[dict] = field(default_factory=list)
     state: str = "connecting"           # connecting, connected, disconnecting
+    # path state over time (cm_tracker): None = no handshake seen (a path known from IO)
+    up: Optional[bool] = None
+    down: Optional[dict] = None         # since when the path is down, until it is up again
+    teardown: Optional[Dict[str, dict]] = None  # the disconnect in progress, per initiator
+    outages: List[dict] = field(default_factory=list)
+    heartbeats_lost: List[dict] = field(default_factory=list)
+    last_heartbeat: Optional[Tuple[int, float]] = None   # (frame, time)
+    last_traffic: Dict[bool, float] = field(default_factory=dict)  # client_to_server -> time
+    events: List[dict] = field(default_factory=list)    # timeline entries of the IO engine
     last_recon_cnt: Optional[int] = None
     pending: Dict[int, Request] = field(default_factory=dict)   # buf_id -> request
     reads_by_key: Dict[int, Request] = field(default_factory=dict)  # desc key -> read

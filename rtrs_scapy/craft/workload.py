@@ -15,7 +15,7 @@ from ..layers.rnbd import (
 )
 from ..layers.rtrs import RtrsMsgRdmaRead, RtrsMsgRkeyRsp, RtrsSgDesc
 from ..layers.rtrs_request import RtrsReadRequest, RtrsWriteRequest
-from .params import MAX_HW_BYTES, RC_ACK_TIMEOUT, RNBD_PRIO, C, S
+from .params import MAX_HW_BYTES, RNBD_PRIO, C, S
 
 
 class RnbdWorkload:
@@ -42,7 +42,7 @@ class RnbdWorkload:
 
     def _pick(self, path=None, cid=None):
         if path is None:
-            live = [p for p in self.paths if p.state == "connected" and not p.server_silent]
+            live = [p for p in self.paths if p.state == "connected" and p.silent is None]
             if not live:
                 live = [p for p in self.paths if p.state == "connected"]
             if not live:
@@ -83,11 +83,10 @@ class RnbdWorkload:
         packets = self._message(path, conn, C, "write_imm", payload, va=va, rkey=rkey, imm=imm)
         req = dict(t=round(t0, 6), path=path.index, cid=conn.cid, buf_id=buf,
                    dir=direction, data_len=data_len, usr_len=len(usr_bytes), op=label,
-                   errno=0, desc=(sg.addr, sg.key) if sg else None, failover=False,
+                   errno=0, desc=(sg.addr, sg.key) if sg else None, failover=False, lost=False,
                    _usr=usr, _data=data, _sg=sg)
         if path.server_silent:
-            path.unacked.append({"req": req, "packets": packets, "tries": 0,
-                                 "next": self.t + RC_ACK_TIMEOUT + self._jitter(0.0, 0.01)})
+            self._unacked(path, C, packets, req=req, cid=conn.cid)
         self.requests.append(req)
         return req
 

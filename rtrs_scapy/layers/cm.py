@@ -45,25 +45,25 @@ cm_attribute_ids = {
 }
 mgmt_classes = {0x01: "SUBN_LID_ROUTED", 0x03: "SUBN_ADM", 0x04: "PERF",
                  0x07: "CM", 0x81: "SUBN_DIRECTED_ROUTE"}
-# REJ reasons (IBTA table 112), those RDMA CM and RTRS produce,
+# REJ reasons: the IBTA names, numbered as enum ib_cm_rej_reason (include/rdma/ib_cm.h),
 # docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra
 cm_rej_reasons = {
     1: "No QP available", 2: "No EEC available", 3: "No resources available",
     4: "Timeout", 5: "Unsupported request", 6: "Invalid Communication ID",
     7: "Invalid Communication Instance", 8: "Invalid Service ID",
-    9: "Invalid Transport Service Type", 10: "Stale connection",
+    9: "Invalid Transport Service Type", 10: "Stale Connection",
     11: "RDC does not exist", 12: "Primary Remote Port GID rejected",
     13: "Primary Remote Port LID rejected", 14: "Invalid Primary SL",
     15: "Invalid Primary Traffic Class", 16: "Invalid Primary Hop Limit",
     17: "Invalid Primary Packet Rate", 18: "Alternate Remote Port GID rejected",
     19: "Alternate Remote Port LID rejected", 20: "Invalid Alternate SL",
     21: "Invalid Alternate Traffic Class", 22: "Invalid Alternate Hop Limit",
-    23: "Invalid Alternate Packet Rate", 24: "Port Redirection",
-    26: "Invalid Path MTU", 27: "Insufficient Responder Resources",
+    23: "Invalid Alternate Packet Rate", 24: "Port and CM Redirection",
+    25: "Port Redirection", 26: "Invalid Path MTU", 27: "Insufficient Responder Resources",
     28: "Consumer Reject", 29: "RNR Retry Count Reject",
-    30: "Port number is not specified", 31: "Invalid class version",
+    30: "Duplicate Local Communication ID", 31: "Invalid Class Version",
     32: "Invalid Flow Label", 33: "Invalid Alternate Flow Label",
-    35: "Vendor option not supported",
+    35: "Vendor Option Not Supported",
 }
 msg_kinds = {0: "REQ", 1: "REP", 2: "other"}
 mraed_kinds = {0: "REQ", 1: "REP", 2: "LAP"}
