@@ -10,7 +10,7 @@ messages (docs/PROTOCOL.md#flows, docs/PROTOCOL.md#analysis-rules, docs/PROTOCOL
 """
 
 
-from scapy.contrib.roce import AETH, BTH, GRH
+from ..layers.ib import AETH, BTH, GRH
 
 from ..fastpath.plan import plan
 from ..fastpath.reader import ib_offset

@@ -18,7 +18,7 @@ try:
 except ImportError:  # pragma: no cover - numpy is optional: per-frame path then
     np = None
 
-from scapy.contrib.roce import AETH, BTH
+from ..layers.ib import AETH, BTH
 
 from ..fastpath.plan import plan
 from ..fastpath.reader import rocev2_ipv4_columns
