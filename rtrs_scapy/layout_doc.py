@@ -21,9 +21,8 @@ none.
 import re
 from pathlib import Path
 
-from scapy.contrib.roce import AETH, BTH, GRH, CNPPadding
-
 from .layers import cm, ib, rnbd, rtrs
+from .layers.ib import AETH, BTH, GRH, CNPPadding
 from .layout import ENUM_TABLES, layout_of
 
 #: The default document: docs/PROTOCOL.md of the source tree.

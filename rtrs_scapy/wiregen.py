@@ -8,14 +8,12 @@ written out here once and held equal to them by a test
 ``scripts/make_wire.py``.
 """
 
-from scapy.contrib.roce import AETH, BTH, GRH
-
 from .layers import cm, ib, rnbd, rtrs
 from .layout import ENUM_TABLES, layout_of
 
 #: every layer whose layout the engine, the plans or the CM tracker read
 CLASSES = (
-    BTH, GRH, AETH, ib.RETH, ib.ImmDt, ib.IETH, ib.DETH, ib.RDETH, ib.AtomicETH,
+    ib.BTH, ib.GRH, ib.AETH, ib.RETH, ib.ImmDt, ib.IETH, ib.DETH, ib.RDETH, ib.AtomicETH,
     ib.AtomicAckETH, ib.LRH,
     cm.MAD, cm.CMReq, cm.CMRep, cm.CMRej, cm.CMRtu, cm.CMDreq, cm.CMDrep, cm.CMMra,
     cm.CmaIpHdr,
@@ -29,6 +27,13 @@ CLASSES = (
 #: values of the layers the engine needs by name
 CONSTANTS = {
     "GSI_QPN": ib.GSI_QPN,
+    "ROCEV2_PORT": ib.ROCEV2_PORT,
+    "ROCEV1_ETHERTYPE": ib.ROCEV1_ETHERTYPE,
+    "ETHERTYPE_IPV4": ib.ETHERTYPE_IPV4,
+    "ETHERTYPE_IPV6": ib.ETHERTYPE_IPV6,
+    "VLAN_ETHERTYPES": ib.VLAN_ETHERTYPES,
+    "IP_PROTO_UDP": ib.IP_PROTO_UDP,
+    "GRH_NEXT_HEADER_BTH": ib.GRH_NEXT_HEADER_BTH,
     "LNH_IBA_LOCAL": ib.LNH_IBA_LOCAL,
     "LNH_IBA_GLOBAL": ib.LNH_IBA_GLOBAL,
     "MGMT_CLASS_CM": cm.MGMT_CLASS_CM,

@@ -14,6 +14,9 @@ from scapy.utils import RawPcapReader
 
 import rtrs_scapy.layers  # noqa: F401  (binds every layer)
 
+# no_skips: a skipped test fails the session; pytester: to test that plugin
+pytest_plugins = ["no_skips", "pytester"]
+
 # Property tests explore the same examples on every run: CI stays reproducible.
 settings.register_profile("rtrs", derandomize=True, deadline=None)
 settings.load_profile("rtrs")

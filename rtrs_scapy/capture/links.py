@@ -26,10 +26,12 @@ from .. import wire
 NONE, ROCEV2, ROCEV1, IB = 0, 1, 2, 3
 KIND_NAMES = {ROCEV2: "rocev2", ROCEV1: "rocev1", IB: "ib"}
 
-ROCE_UDP_PORT = 4791
-ETH_P_IP, ETH_P_IPV6, ETH_P_ROCEV1 = 0x0800, 0x86DD, 0x8915
-IP_PROTO_UDP = 17
-GRH_NEXT_BTH = 0x1B          # GRH next header: IBA transport
+ROCE_UDP_PORT = wire.ROCEV2_PORT
+ETH_P_IP, ETH_P_IPV6, ETH_P_ROCEV1 = wire.ETHERTYPE_IPV4, wire.ETHERTYPE_IPV6, \
+    wire.ROCEV1_ETHERTYPE
+VLAN_A, VLAN_B, VLAN_C = wire.VLAN_ETHERTYPES
+IP_PROTO_UDP = wire.IP_PROTO_UDP
+GRH_NEXT_BTH = wire.GRH_NEXT_HEADER_BTH
 ERF_TYPE_ETH, ERF_TYPE_INFINIBAND = 2, 21
 LID_HI = np.uint64(0xFFFFFFFFFFFFFFFF)
 V4_MAPPED = np.uint64(0xFFFF00000000)
@@ -220,7 +222,7 @@ def _locate_one(buf, start, end, link, g, out, i):
             return
         p = start + 14
         et = _be16(buf, start + 12)
-        while et == 0x8100 or et == 0x88A8 or et == 0x9100:
+        while et == VLAN_A or et == VLAN_B or et == VLAN_C:
             if end - p < 4:
                 return
             et = _be16(buf, p + 2)

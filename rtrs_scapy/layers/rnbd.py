@@ -19,9 +19,8 @@ from ..constants import (
     rnbd_access_mode, rnbd_cache_policy, rnbd_io_flags, rnbd_io_op, rnbd_msg_type,
     rnbd_rw_str,
 )
-from ..fastpath.plan import plan
-from .ib import RC, register_ib_payload
-from .base import NulPaddedStrField, TypeDispatcher
+from .base import NulPaddedStrField, TypeDispatcher, fixed_size
+from .ib import RC, Operation, register_ib_payload
 from .rtrs_request import register_user_header
 
 
@@ -136,11 +135,11 @@ RNBD_MESSAGES = {
     RNBD_MSG_IO: RnbdMsgIo, RNBD_MSG_CLOSE: RnbdMsgClose,
 }
 RNBD_REQUESTS = (RNBD_MSG_SESS_INFO, RNBD_MSG_OPEN, RNBD_MSG_IO, RNBD_MSG_CLOSE)
-_read_type = plan(RnbdMsgHdr).reader("type")
-RnbdMsgHdr.dispatch_on(RNBD_MESSAGES, plan(RnbdMsgHdr))
-HDR_SIZE = plan(RnbdMsgHdr).size
-SESS_INFO_RSP_SIZE = plan(RnbdMsgSessInfoRsp).size
-OPEN_RSP_SIZE = plan(RnbdMsgOpenRsp).size
+RnbdMsgHdr.dispatch_on(RNBD_MESSAGES)
+_read_type = RnbdMsgHdr.read_type
+HDR_SIZE = RnbdMsgHdr.header_size
+SESS_INFO_RSP_SIZE = fixed_size(RnbdMsgSessInfoRsp)
+OPEN_RSP_SIZE = fixed_size(RnbdMsgOpenRsp)
 
 
 def reply_class(data):
@@ -165,6 +164,6 @@ def _rnbd_request(data):
 
 @register_ib_payload
 def _rnbd_reply(bth, payload):
-    if bth.opcode == RC | 0x0A:  # RDMA WRITE ONLY: READ data of one packet
+    if bth.opcode == RC | Operation.RDMA_WRITE_ONLY:  # READ data of one packet
         return reply_class(payload)
     return None

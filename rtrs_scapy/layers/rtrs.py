@@ -19,13 +19,13 @@ from ..constants import (
     DEFAULT_MAX_IO_SIZE, DEFAULT_QUEUE_DEPTH, RTRS_MSG_NEW_RKEY_F, errno_name,
     rtrs_msg_flags, rtrs_msg_types,
 )
-from ..fastpath.plan import plan
 from ..layout_refs import ref
 from .base import (
     AutoLEShortField, FixedLayer, GuessingPacket, NulPaddedStrField, TypeDispatcher,
+    field_reader, fixed_size,
 )
 from .cm import CmaIpHdr, CMRej, CMRep, CMReq, is_ip_service_id
-from .ib import RC, register_ib_payload
+from .ib import RC, Operation, register_ib_payload
 
 NIL_UUID = "00000000-0000-0000-0000-000000000000"
 MAX_DESC = 0xFFFF  # sg_cnt is a u16; the list also stops where the bytes end
@@ -193,28 +193,26 @@ class RtrsMsg(TypeDispatcher):
 
 
 
-_read_type = plan(RtrsMsg).reader("type")
 RtrsMsg.dispatch_on({RTRS_MSG_INFO_REQ: RtrsMsgInfoReq, RTRS_MSG_INFO_RSP: RtrsMsgInfoRsp,
-                     RTRS_MSG_RKEY_RSP: RtrsMsgRkeyRsp}, plan(RtrsMsg))
-RtrsMsgRdmaHdr.dispatch_on({RTRS_MSG_READ: RtrsMsgRdmaRead, RTRS_MSG_WRITE: RtrsMsgRdmaWrite},
-                           plan(RtrsMsgRdmaHdr))
-_read_info_rsp_count = plan(RtrsMsgInfoRsp).reader("sg_cnt")
-_read_conn_req_magic = plan(RtrsMsgConnReq).reader("magic")
-_read_conn_rsp_magic = plan(RtrsMsgConnRsp).reader("magic")
-INFO_REQ_SIZE = plan(RtrsMsgInfoReq).size
-INFO_RSP_HDR_SIZE = plan(RtrsMsgInfoRsp).size
-SG_DESC_SIZE = plan(RtrsSgDesc).size
-RKEY_RSP_SIZE = plan(RtrsMsgRkeyRsp).size
-CONN_REQ_SIZE = plan(RtrsMsgConnReq).size
-CONN_RSP_SIZE = plan(RtrsMsgConnRsp).size
+                     RTRS_MSG_RKEY_RSP: RtrsMsgRkeyRsp})
+RtrsMsgRdmaHdr.dispatch_on({RTRS_MSG_READ: RtrsMsgRdmaRead, RTRS_MSG_WRITE: RtrsMsgRdmaWrite})
+_read_info_rsp_count = field_reader(RtrsMsgInfoRsp, "sg_cnt")
+_read_conn_req_magic = field_reader(RtrsMsgConnReq, "magic")
+_read_conn_rsp_magic = field_reader(RtrsMsgConnRsp, "magic")
+INFO_REQ_SIZE = fixed_size(RtrsMsgInfoReq)
+INFO_RSP_HDR_SIZE = fixed_size(RtrsMsgInfoRsp)
+SG_DESC_SIZE = fixed_size(RtrsSgDesc)
+RKEY_RSP_SIZE = fixed_size(RtrsMsgRkeyRsp)
+CONN_REQ_SIZE = fixed_size(RtrsMsgConnReq)
+CONN_RSP_SIZE = fixed_size(RtrsMsgConnRsp)
 
 
 def send_message_class(payload):
     """The RTRS class of a complete SEND message (SEND ONLY or reassembled), or None
     (docs/PROTOCOL.md#which-operation-carries-what)."""
-    if len(payload) < plan(RtrsMsg).size:
+    if len(payload) < RtrsMsg.header_size:
         return None
-    kind = _read_type(payload, 0)[0]
+    kind = RtrsMsg.read_type(payload, 0)[0]
     if kind == RTRS_MSG_INFO_REQ and len(payload) == INFO_REQ_SIZE:
         return RtrsMsgInfoReq
     if kind == RTRS_MSG_INFO_RSP and len(payload) >= INFO_RSP_HDR_SIZE:
@@ -236,7 +234,7 @@ def is_conn_rsp(payload):
 
 @register_ib_payload
 def _rtrs_send(bth, payload):
-    if bth.opcode in (RC | 0x04, RC | 0x05):  # SEND ONLY [WITH IMMEDIATE]
+    if bth.opcode in (RC | Operation.SEND_ONLY, RC | Operation.SEND_ONLY_WITH_IMMEDIATE):
         return send_message_class(payload)
     return None
 

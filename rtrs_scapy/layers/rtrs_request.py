@@ -17,16 +17,15 @@ from scapy.fields import PacketField, StrField
 from scapy.packet import Packet
 
 from ..constants import RTRS_MSG_NEED_INVAL_F, RTRS_MSG_READ, RTRS_MSG_WRITE
-from ..fastpath.plan import plan
 from ..imm import encode_io_req
-from .ib import RC, register_ib_payload
-from .rtrs import RtrsMsgRdmaRead, RtrsMsgRdmaWrite, RtrsSgDesc
+from .base import field_reader, fixed_size
+from .ib import RC, Operation, register_ib_payload
+from .rtrs import SG_DESC_SIZE, RtrsMsgRdmaRead, RtrsMsgRdmaWrite
 
-WRITE_TRAILER_SIZE = plan(RtrsMsgRdmaWrite).size
-READ_TRAILER_SIZE = plan(RtrsMsgRdmaRead).size
-SG_DESC_SIZE = plan(RtrsSgDesc).size
-_read_write_trailer = plan(RtrsMsgRdmaWrite).reader("type", "usr_len")
-_read_read_trailer = plan(RtrsMsgRdmaRead).reader("type", "usr_len", "sg_cnt")
+WRITE_TRAILER_SIZE = fixed_size(RtrsMsgRdmaWrite)
+READ_TRAILER_SIZE = fixed_size(RtrsMsgRdmaRead)
+_read_write_trailer = field_reader(RtrsMsgRdmaWrite, "type", "usr_len")
+_read_read_trailer = field_reader(RtrsMsgRdmaRead, "type", "usr_len", "sg_cnt")
 
 _user_header_guessers = []
 
@@ -197,6 +196,6 @@ def request_class(payload):
 def _single_packet_request(bth, payload):
     """RDMA WRITE ONLY WITH IMMEDIATE with data is a whole request
     (docs/PROTOCOL.md#which-operation-carries-what)."""
-    if bth.opcode == RC | 0x0B and payload:
+    if bth.opcode == RC | Operation.RDMA_WRITE_ONLY_WITH_IMMEDIATE and payload:
         return request_class(payload)
     return None

@@ -290,10 +290,11 @@ def test_bth_round_trip_non_default():
 
 # -- encapsulations ---------------------------------------------------------------
 
-@pytest.mark.parametrize("sport", [53, 67, 123, 4791, 0xC000, 0xFFFF])
-def test_rocev2_recognised_by_dport_only(sport):
-    # scapy's own binding table would turn sport 53 into DNS; RoCEv2 is recognised by the
-    # destination port alone (docs/PROTOCOL.md#capture-encapsulations)
+@pytest.mark.parametrize("sport", [4791, 0xC000, 0xC123, 0xFFFF])
+def test_rocev2_recognised_by_dport(sport):
+    # RoCEv2 is recognised by the destination port (docs/PROTOCOL.md#capture-encapsulations)
+    # from any entropy source port (0xC000-0xFFFF), where no other Scapy binding sits
+    # (tests/layers/test_scapy_untouched.py)
     frame = (Ether() / IP() / UDP(sport=sport, dport=4791)
              / BTH(opcode=0x11, dqpn=7) / AETH(msn=1))
     pkt = Ether(bytes(frame))
