@@ -1,25 +1,19 @@
 """Scapy ``fields_desc`` → a small layout IR, the one map from Scapy field
 classes to wire kinds.
 
-The fast path (fastpath/plan.py) and the Wireshark generator read only this
-IR, so every offset, size, endianness, enum and count has a single source: the
+The plans (plans.py, through the generated wire.py) and the Wireshark
+generator read only this IR, so every offset, size, endianness, enum and count has a single source: the
 Scapy layers.  A field class the IR does not know, or a count it cannot name,
 raises ``LayoutError`` at import/generation time instead of being guessed.
 """
 
 import hashlib
-from dataclasses import dataclass, field
-from typing import Optional, Tuple
-
 from scapy import fields as F
 
 from . import constants
 from .layers import cm, ib
+from .layout_ir import FieldSpec, Layout, LayoutError  # noqa: F401 (re-exported)
 from .layout_refs import ref
-
-
-class LayoutError(Exception):
-    pass
 
 
 # Scapy field class -> (kind, size in bytes, endian, display); searched along the MRO.
@@ -71,53 +65,6 @@ ENUM_TABLES = {
     "path_mtus": cm.path_mtus,
     "transport_service_types": cm.transport_service_types,
 }
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    """One field on the wire.
-
-    For bit fields, ``offset``/``size``/``endian`` describe the storage unit
-    and ``shift``/``width`` the bits inside it (shift counted from the LSB).
-    """
-    name: str
-    offset: int
-    size: int
-    kind: str                       # uint int bytes string uuid ipv6 list trailer
-    endian: str = ""                # "<", ">" or "" for byte strings
-    display: str = "dec"            # dec hex uuid ipv6 string bytes
-    shift: Optional[int] = None
-    width: Optional[int] = None
-    enum: Optional[str] = None      # name in ENUM_TABLES
-    flags: Optional[str] = None     # name in ENUM_TABLES of a bit-flag table
-    mask: Optional[int] = None      # for a field holding an enum in some bits (rnbd rw)
-    count_ref: Optional[str] = None  # list: name of the count field
-    element: Optional["Layout"] = None  # list: layout of one element
-
-    @property
-    def is_bits(self):
-        return self.width is not None
-
-
-@dataclass(frozen=True)
-class Layout:
-    name: str                        # Scapy class name
-    fields: Tuple[FieldSpec, ...]
-    fixed_size: int                  # bytes before any counted list
-    trailer_size: int = 0            # FCS-like trailer fields (ICRC, VCRC)
-    element_size: Optional[int] = None  # size of a list element (when it has one list)
-    fingerprint: str = field(default="", compare=False)
-    cls: type = field(default=None, compare=False, repr=False)  # the Scapy class
-
-    def field(self, name):
-        for spec in self.fields:
-            if spec.name == name:
-                return spec
-        raise KeyError("%s has no field %r" % (self.name, name))
-
-    @property
-    def lists(self):
-        return [spec for spec in self.fields if spec.kind == "list"]
 
 
 def _enum_name(table, what):

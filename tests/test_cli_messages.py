@@ -68,8 +68,9 @@ def test_records_have_the_documented_shape(real_capture):
         assert m["session"] is not None and m["sess_uuid"] and m["client"] and m["server"]
         if m["paired_frame"] is not None:
             other = by_frame[m["paired_frame"]]
+            # epoch seconds as JSON floats keep ~0.2 µs; the latency itself is exact
             assert m["latency_us"] == pytest.approx(abs(other["time"] - m["time"]) * 1e6,
-                                                    abs=0.1)
+                                                    abs=0.5)
     kinds = {m["msg"] for m in lines}
     assert {"conn_req", "conn_rsp", "info_req", "info_rsp", "read", "write", "io_rsp",
             "hb_msg", "hb_ack", "disconnect"} <= kinds

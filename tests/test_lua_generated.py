@@ -31,7 +31,7 @@ def all_captures():
 def tshark_readable(path):
     """tshark 4.0 cannot open LINKTYPE_INFINIBAND (247) pcaps; their ERF twins
     (pcaps/basic_ib_erf.pcap) carry the same frames and are tested instead."""
-    from rtrs_scapy.fastpath.reader import open_capture
+    from rtrs_scapy.capture import open_capture
     with open_capture(path) as cap:
         return cap.link_type != 247
 

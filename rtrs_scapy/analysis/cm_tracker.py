@@ -36,33 +36,49 @@ from ..constants import (
     HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F,
     RTRS_PROTO_VER_MAJOR, errno_name,
 )
-from ..fastpath.plan import plan
-from ..layers.cm import (
-    MAD, MGMT_CLASS_CM, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu,
-    cm_attribute_ids, cm_rej_reasons, is_ip_service_id, path_mtus,
-)
-from ..layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp, is_conn_req, is_conn_rsp
+from ..capture.links import address_text
+from ..plans import plan
+from ..wire import ENUMS, IP_SERVICE_ID_PREFIX, MGMT_CLASS_CM, RDMA_PS_IB
 from .model import Attempt, Connection
-from .names import address_text
 
-_mad = plan(MAD).reader("mgmt_class", "attribute_id")
-_req = plan(CMReq).reader("local_comm_id", "service_id", "local_qpn", "starting_psn",
+cm_attribute_ids = ENUMS["cm_attribute_ids"]
+cm_rej_reasons = ENUMS["cm_rej_reasons"]
+path_mtus = ENUMS["path_mtus"]
+
+_mad = plan("MAD").reader("mgmt_class", "attribute_id")
+_req = plan("CMReq").reader("local_comm_id", "service_id", "local_qpn", "starting_psn",
                           "path_mtu")
-_rep = plan(CMRep).reader("local_comm_id", "remote_comm_id", "local_qpn", "starting_psn")
-_rej = plan(CMRej).reader("local_comm_id", "remote_comm_id", "reason")
-_rtu = plan(CMRtu).reader("local_comm_id", "remote_comm_id")
-_dreq = plan(CMDreq).reader("local_comm_id", "remote_comm_id")
-_drep = plan(CMDrep).reader("local_comm_id", "remote_comm_id")
-_conn_req = plan(RtrsMsgConnReq)
-_conn_rsp = plan(RtrsMsgConnRsp)
-MAD_HDR = plan(MAD).size
-PRIVATE_OFFSET = {CMReq: plan(CMReq).size, CMRep: plan(CMRep).size, CMRej: plan(CMRej).size}
-CMA_HDR = plan(CmaIpHdr).size
+_rep = plan("CMRep").reader("local_comm_id", "remote_comm_id", "local_qpn", "starting_psn")
+_rej = plan("CMRej").reader("local_comm_id", "remote_comm_id", "reason")
+_rtu = plan("CMRtu").reader("local_comm_id", "remote_comm_id")
+_dreq = plan("CMDreq").reader("local_comm_id", "remote_comm_id")
+_drep = plan("CMDrep").reader("local_comm_id", "remote_comm_id")
+_conn_req = plan("RtrsMsgConnReq")
+_conn_rsp = plan("RtrsMsgConnRsp")
+MAD_HDR = plan("MAD").size
+PRIVATE_OFFSET = {"CMReq": plan("CMReq").size, "CMRep": plan("CMRep").size,
+                  "CMRej": plan("CMRej").size}
+CMA_HDR = plan("CmaIpHdr").size
 MAX_UNCLAIMED = 1024  # bounded memory for non-RTRS CM traffic
 PMTU_BYTES = {code: int(size) for code, size in path_mtus.items()}
 HEARTBEAT_TIMEOUT_S = HEARTBEAT_INTERVAL_S * (RTRS_HB_MISSED_MAX + 1)
 
-_cma = plan(CmaIpHdr).reader("ip_version", "src_addr", "dst_addr")
+_cma = plan("CmaIpHdr").reader("ip_version", "src_addr", "dst_addr")
+_conn_req_magic = _conn_req.reader("magic")
+_conn_rsp_magic = _conn_rsp.reader("magic")
+
+
+def is_ip_service_id(sid):
+    """True for RDMA CM IP port spaces (a CMA header precedes the REQ private data)."""
+    return sid >> 24 == IP_SERVICE_ID_PREFIX >> 24 and (sid >> 16) & 0xFF != RDMA_PS_IB & 0xFF
+
+
+def is_conn_req(payload):
+    return len(payload) >= _conn_req.size and _conn_req_magic(payload, 0)[0] == RTRS_MAGIC
+
+
+def is_conn_rsp(payload):
+    return len(payload) >= _conn_rsp.size and _conn_rsp_magic(payload, 0)[0] == RTRS_MAGIC
 
 _HANDLERS = {"ConnectRequest": "req", "ConnectReject": "rej", "ConnectReply": "rep",
              "ReadyToUse": "rtu", "DisconnectRequest": "dreq", "DisconnectReply": "drep",
@@ -152,14 +168,14 @@ class CmTracker:
     # -- REQ / REP / REJ ----------------------------------------------------
 
     def _req(self, frame, ts, src, dst, buf, body, end):
-        if end - body < PRIVATE_OFFSET[CMReq]:
+        if end - body < PRIVATE_OFFSET["CMReq"]:
             self.an.anomaly(frame, "truncated_mad", "CM REQ")
             return None
         comm_id, sid, qpn, psn, pmtu = _req(buf, body)
         if (src, comm_id) in self.by_comm_id:
             self.cm_retransmissions += 1
             return self.by_comm_id[(src, comm_id)]
-        private = body + PRIVATE_OFFSET[CMReq]
+        private = body + PRIVATE_OFFSET["CMReq"]
         names = None
         if is_ip_service_id(sid):
             if private + CMA_HDR <= end:
@@ -223,11 +239,11 @@ class CmTracker:
         return self._connection(*req)
 
     def _rep(self, frame, ts, src, dst, buf, body, end):
-        if end - body < PRIVATE_OFFSET[CMRep]:
+        if end - body < PRIVATE_OFFSET["CMRep"]:
             self.an.anomaly(frame, "truncated_mad", "CM REP")
             return None
         comm_id, remote_id, qpn, psn = _rep(buf, body)
-        private = body + PRIVATE_OFFSET[CMRep]
+        private = body + PRIVATE_OFFSET["CMRep"]
         data = bytes(buf[private:min(end, private + _conn_rsp.size)])
         fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
         conn = self._answered(dst, remote_id, bool(fields))
@@ -255,11 +271,11 @@ class CmTracker:
         return conn
 
     def _rej(self, frame, ts, src, dst, buf, body, end):
-        if end - body < PRIVATE_OFFSET[CMRej]:
+        if end - body < PRIVATE_OFFSET["CMRej"]:
             self.an.anomaly(frame, "truncated_mad", "CM REJ")
             return None
         comm_id, remote_id, reason = _rej(buf, body)
-        private = body + PRIVATE_OFFSET[CMRej]
+        private = body + PRIVATE_OFFSET["CMRej"]
         data = bytes(buf[private:min(end, private + _conn_rsp.size)])
         fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
         # the sender's own comm ID: a client giving up (Timeout), a server after its REP
@@ -309,7 +325,7 @@ class CmTracker:
     # -- RTU / DREQ / DREP ----------------------------------------------------
 
     def _rtu(self, frame, ts, src, dst, buf, body, end):
-        conn = self._by_ids(CMRtu, _rtu, src, dst, buf, body, end)
+        conn = self._by_ids("CMRtu", _rtu, src, dst, buf, body, end)
         if conn is not None:
             self._established(conn, frame, ts)
         return conn
@@ -325,7 +341,7 @@ class CmTracker:
         return self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
 
     def _dreq(self, frame, ts, src, dst, buf, body, end):
-        if end - body < plan(CMDreq).size:
+        if end - body < plan("CMDreq").size:
             return None
         local_id, remote_id = _dreq(buf, body)
         conn = self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
@@ -366,7 +382,7 @@ class CmTracker:
         return path
 
     def _drep(self, frame, ts, src, dst, buf, body, end):
-        if end - body < plan(CMDrep).size:
+        if end - body < plan("CMDrep").size:
             return None
         local_id, remote_id = _drep(buf, body)
         known = (self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))

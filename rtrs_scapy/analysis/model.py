@@ -60,26 +60,6 @@ class IoCounter:
 
 
 @dataclass(eq=False)
-class Request:
-    """One RTRS request (a client RDMA WRITE WITH IMM of type IO_REQ)."""
-    frame: int
-    time: float
-    op: str                      # "read" / "write"
-    buf_id: Optional[int]
-    offset: Optional[int]
-    usr_len: int
-    data_len: int
-    payload: int                 # the 28-bit immediate payload (for re-keying)
-    conn: Optional[Connection]
-    first_frame: int
-    desc_key: Optional[int] = None
-    rnbd: Optional[dict] = None
-    rnbd_kind: Optional[int] = None  # RNBD message type of the user header
-    record: Optional[dict] = None  # the message record, when messages are kept
-    failover_from: Optional[int] = None  # frame of the first send, on the path that died
-
-
-@dataclass(eq=False)
 class Path:
     """One RTRS path (client address ↔ server address),
     docs/PROTOCOL.md#sessions-paths-and-connections."""
@@ -128,12 +108,19 @@ class Path:
     last_traffic: Dict[bool, float] = field(default_factory=dict)  # client_to_server -> time
     events: List[dict] = field(default_factory=list)    # timeline entries of the IO engine
     last_recon_cnt: Optional[int] = None
-    pending: Dict[int, Request] = field(default_factory=dict)   # buf_id -> request
-    reads_by_key: Dict[int, Request] = field(default_factory=dict)  # desc key -> read
     devices: Dict[int, str] = field(default_factory=dict)        # RNBD device_id -> name
     mem_bits: Optional[int] = None
+    queue_depth_source: Optional[str] = None   # handshake, inferred, assumed, forced
+    partial_requests: int = 0           # counted, their first packets precede the capture
+    responses_without_request: int = 0  # their request precedes the capture
+    in_flight_at_end: int = 0           # requests still unanswered when the capture ends
     transport: Dict[str, int] = field(default_factory=lambda: {
         "acks": 0, "naks": 0, "rnr_naks": 0, "retransmissions": 0, "cnps": 0})
+    rtrs_packets: int = 0               # data packets and ACKs of the path's streams
+    # the analyzer's bookkeeping
+    id: int = field(default=-1, repr=False)
+    inference: object = field(default=None, repr=False)    # qdepth rule while undecided
+    waiting: list = field(default_factory=list, repr=False)  # IO batches waiting for it
 
     @property
     def key(self):

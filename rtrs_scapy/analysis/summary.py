@@ -6,7 +6,7 @@ text, frames 1-based, latencies in microseconds.
 
 from .cm_tracker import HEARTBEAT_TIMEOUT_S
 from .model import OPS
-from .names import address_text
+from ..capture.links import address_text
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 
@@ -39,6 +39,7 @@ def path_summary(path):
         "protocol_version": path.protocol_version,
         "queue_depth": path.queue_depth,
         "queue_depth_inferred": path.queue_depth_inferred,
+        "queue_depth_source": path.queue_depth_source,
         "max_io_size": path.max_io_size,
         "max_hdr_size": path.max_hdr_size,
         "always_invalidate": path.always_invalidate,
@@ -59,7 +60,10 @@ def path_summary(path):
         "failovers": path.failovers,
         "failover_delay_us": latency_stats(path.failover_delays),
         "aborted_requests": path.aborted,
-        "lost_requests": path.aborted + (len(path.pending) if path.up is False else 0),
+        "partial_requests": path.partial_requests,
+        "responses_without_request": path.responses_without_request,
+        "in_flight_at_end": path.in_flight_at_end,
+        "lost_requests": path.aborted + (path.in_flight_at_end if path.up is False else 0),
         "rejects": list(path.rejects),
         "errors": list(path.errors),
         "disconnects": list(path.disconnects),
@@ -146,7 +150,6 @@ def summarize(analyzer, capture_info):
         "malformed": analyzer.malformed,
         "cm_retransmissions": analyzer.cm.cm_retransmissions,
         "unmatched_responses": analyzer.unmatched_responses,
-        "partial_messages": analyzer.partial_messages,
         "cnps": analyzer.cnps,
     })
     return {"capture": capture, "sessions": sessions, "anomalies": list(analyzer.anomalies)}

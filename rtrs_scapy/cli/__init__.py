@@ -6,8 +6,11 @@ messages to stderr.  Exit codes: 0 = read and summarised (even when the capture
 shows errors or is truncated), 1 = nothing readable, 2 = usage.
 
 Each command lives in its own module of this package (or beside its subsystem)
-and is registered here.
+and is registered here by name; its module is imported when it runs, so that
+``rtrs-dissect FILE`` starts without what the other commands need (Scapy).
 """
+
+import importlib
 
 import click
 
@@ -15,12 +18,35 @@ import click
 GROUP_OPTIONS = ("--help", "-h", "--version")
 
 
+#: command name -> "module:attribute" (relative to this package)
+COMMANDS = {
+    "summary": ".summary:summary",
+    "messages": ".messages:messages",
+    "show": ".messages:show",
+    "shell": ".shell:shell",
+    "craft": "..craft.commands:craft",
+    "wireshark": "..wireshark.commands:wireshark",
+    "docs": ".docs:docs",
+}
+
+
 class DefaultToSummary(click.Group):
     """A group where a first word that is no command (a capture file, or an option of
-    ``summary`` such as ``--format json``) means ``summary``."""
+    ``summary`` such as ``--format json``) means ``summary``; commands are loaded
+    when they are used."""
+
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attribute = target.split(":")
+        return getattr(importlib.import_module(module, __name__), attribute)
 
     def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and args[0] not in GROUP_OPTIONS:
+        if args and args[0] not in COMMANDS and args[0] not in GROUP_OPTIONS:
             args = ["summary"] + list(args)
         return super().parse_args(ctx, args)
 
@@ -38,17 +64,3 @@ def main():
     capture did (its options work there too: rtrs-dissect --format json FILE).
     Exit codes: 0 read and summarised, 1 nothing readable, 2 usage error.
     """
-
-
-def _register():
-    from ..craft.commands import craft
-    from ..wireshark.commands import wireshark
-    from .docs import docs
-    from .messages import messages, show
-    from .shell import shell
-    from .summary import summary
-    for command in (summary, messages, show, shell, craft, wireshark, docs):
-        main.add_command(command)
-
-
-_register()

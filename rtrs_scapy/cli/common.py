@@ -19,7 +19,7 @@ def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame
     """Run the analyzer with a progress bar on a terminal; one-line errors, exit 1.
     ``until_frame``: stop reading soon after that frame."""
     from ..analysis import CaptureError, analyze
-    from ..fastpath.reader import SUPPORTED_LINK_TYPES, link_name, open_capture
+    from ..capture import SUPPORTED_LINK_TYPES, link_name, open_capture
     try:
         with open_capture(capture) as probe:
             total = probe.bytes_total

@@ -16,5 +16,5 @@ def layer_namespace():
     import scapy.all
     import rtrs_scapy
     names = {k: v for k, v in vars(scapy.all).items() if not k.startswith("_")}
-    names.update({k: v for k, v in vars(rtrs_scapy).items() if not k.startswith("_")})
+    names.update({k: getattr(rtrs_scapy, k) for k in rtrs_scapy.__all__})
     return names

@@ -340,7 +340,7 @@ DETAILS = {
 
 def _read_frame(capture, frame_no):
     from scapy.config import conf
-    from ..fastpath.reader import open_capture
+    from ..capture import open_capture
     with open_capture(capture) as cap:
         for number, _ts, buf, start, end, link_type in cap:
             if number == frame_no:

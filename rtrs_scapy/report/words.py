@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from ..constants import (
     RNBD_OP_FLUSH, RNBD_OP_MASK, errno_name, rnbd_access_mode, rnbd_io_op, short_name,
 )
+from ..wire import ENUMS
 
 SECTOR = 512  # RNBD counts 512-byte sectors whatever the block size (docs/PROTOCOL.md#rnbd)
 
@@ -34,8 +35,7 @@ def errno_text(errno):
 
 def reason_name(reason):
     """IBTA CM REJ reason name (8 -> 'Invalid Service ID')."""
-    from ..layers.cm import cm_rej_reasons  # the layers load Scapy: only when needed
-    return cm_rej_reasons.get(reason, "reason %d" % reason)
+    return ENUMS["cm_rej_reasons"].get(reason, "reason %d" % reason)
 
 
 def rnbd_op(rw):
