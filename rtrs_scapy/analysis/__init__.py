@@ -55,13 +55,15 @@ def _no_cyclic_gc():
 
 
 def analyze(path, keep_messages=True, queue_depth=None, progress=None,
-            chunk_records=CHUNK_RECORDS, until_frame=None):
+            chunk_records=CHUNK_RECORDS, until_frame=None, io_sink=None):
     """Analyze a capture file; ``progress(bytes_done)`` is called now and then.
 
     ``chunk_records`` (records per chunk) changes the pace, never the result.
     ``until_frame`` stops reading after the chunk holding that frame (a summary of
-    what was read: ``rtrs-dissect show`` needs no more)."""
-    analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth)
+    what was read: ``rtrs-dissect show`` needs no more).  ``io_sink`` receives the
+    IO rows (one per request, see iorows.py) in batches as their fate is known."""
+    analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth,
+                        io_sink=io_sink)
     engine = Engine(analyzer)
     with open_capture(path) as capture, _no_cyclic_gc():
         for chunk in ahead(capture.chunks(chunk_records)):

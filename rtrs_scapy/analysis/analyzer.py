@@ -21,7 +21,7 @@ from ..imm import mem_bits
 from ..plans import plan
 from ..wire import OPCODES
 from . import decode as D
-from . import pairing, rnbd
+from . import iorows, pairing, rnbd
 from .cm_tracker import CmTracker
 from .io import IoBatch
 from .model import Path, Session
@@ -38,8 +38,9 @@ CONTROL_READS = 256          # RNBD control reads waiting for their reply (bound
 class Analyzer:
     """The engine's consumer; ``close()`` ends the capture."""
 
-    def __init__(self, keep_messages=False, queue_depth=None):
+    def __init__(self, keep_messages=False, queue_depth=None, io_sink=None):
         self.forced_queue_depth = queue_depth
+        self.io_sink = io_sink      # called with batches of IO rows (iorows.py), or None
         self.records = Records(self) if keep_messages else None
         self.sessions = {}          # paths_uuid (or ("inferred", client, server)) -> Session
         self.paths = {}             # sess_uuid or (client, server) -> Path
@@ -156,7 +157,20 @@ class Analyzer:
         """A path (re)connects: its unanswered requests will never be answered."""
         mine = self.carry["path"] == path.id
         path.aborted += int(np.count_nonzero(mine))
+        if self.io_sink is not None and mine.any():
+            self.io_sink(iorows.from_requests(self.carry, np.flatnonzero(mine), iorows.ABORTED))
         self.carry = pairing.take(self.carry, ~mine)
+
+    def session_of(self, path_ids):
+        """Session ids (the pairing key) of an array of path ids."""
+        lut = np.array([self.session_ids[p.session] for p in self.path_list], dtype=np.int64)
+        return lut[path_ids]
+
+    def cid_of(self, conn_ids):
+        """cids of an array of connection ids (-1 for none)."""
+        lut = np.array([c.cid if c.cid is not None else -1 for c, _ in self.conns] + [-1],
+                       dtype=np.int64)
+        return lut[np.where(conn_ids >= 0, conn_ids, len(self.conns))]
 
     def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None, path=None):
         """A message record; ``path`` when there is no connection (no handshake seen)."""
@@ -403,6 +417,9 @@ class Analyzer:
                 c2s = src == path.client_raw
             self.count_heartbeat(path, c2s, is_msg)
             self.cm.heartbeat(path, frame, stamp / 1e9)
+        if self.io_sink is not None and len(self.carry["key"]):
+            self.io_sink(iorows.from_requests(self.carry, np.arange(len(self.carry["key"])),
+                                              iorows.IN_FLIGHT))
         for path in self.path_list:
             path.in_flight_at_end = int(np.count_nonzero(self.carry["path"] == path.id))
             for error in path.errors:      # device names: from the OPEN replies

@@ -12,7 +12,7 @@ from ..constants import errno_name
 from ..engine import transport as T
 from ..imm import IMM_PAYLOAD_MASK
 from . import decode as D
-from . import pairing, rnbd
+from . import iorows, pairing, rnbd
 
 OPS = ("read", "write")
 READ, WRITE = 1, 2
@@ -134,7 +134,7 @@ class IoBatch:
         rows = self.req_rows[req]
         reqs = {k: v[req] for k, v in self.reqs.items()}
         rpath = self.req_path[req]
-        bits = np.array([paths[p].mem_bits for p in rpath.tolist()], dtype=np.int64)
+        bits = np.array([p.mem_bits or 0 for p in paths], dtype=np.int64)[rpath]
         payload = rows[:, T.R_IMM] & IMM_PAYLOAD_MASK
         buf_id = payload >> bits
         offset = payload & ((np.int64(1) << bits) - 1)
@@ -154,18 +154,17 @@ class IoBatch:
                 path.io[op].count += int(np.count_nonzero(hit))
                 path.io[op].bytes += int(size[hit].sum())
             path.partial_requests += int(np.count_nonzero(mine & ~known))
-        conn = rows[:, T.R_CONN]
-        cid = np.array([an.conns[c][0].cid if c >= 0 and an.conns[c][0].cid is not None
-                        else -1 for c in conn.tolist()], dtype=np.int64)
+        cid = an.cid_of(rows[:, T.R_CONN])
         record = self.req_record[req]
         if an.records is not None:
             for k, i in enumerate(req.tolist()):
                 self._record(k, rows, reqs, buf_id, offset, data_len, record, self.usr[i])
-        return {"sess": np.array([an.session_ids[paths[p].session] for p in rpath.tolist()],
-                                 dtype=np.int64),
-                "key": buf_id, "frame": rows[:, T.R_LAST_FRAME], "stamp": rows[:, T.R_LAST_TS],
-                "first_frame": rows[:, T.R_LAST_FRAME], "first_stamp": rows[:, T.R_LAST_TS], "path": rpath, "op": reqs["op"],
-                "cid": cid, "rnbd_type": reqs["rnbd_type"], "device_id": reqs["device_id"],
+        return {"sess": an.session_of(rpath), "key": buf_id, "frame": rows[:, T.R_LAST_FRAME],
+                "stamp": rows[:, T.R_LAST_TS], "first_frame": rows[:, T.R_LAST_FRAME],
+                "first_stamp": rows[:, T.R_LAST_TS], "path": rpath, "op": reqs["op"],
+                "cid": cid, "bytes": size, "partial": (~known).astype(np.int64),
+                "request_first": np.where(known, rows[:, T.R_FIRST_FRAME], -1),
+                "rnbd_type": reqs["rnbd_type"], "device_id": reqs["device_id"],
                 "sector": reqs["sector"], "bi_size": reqs["bi_size"], "rnbd_op": reqs["rnbd_op"],
                 "record": record}
 
@@ -193,9 +192,7 @@ class IoBatch:
         rows = self.rsp_rows[rsp]
         spath = self.rsp_path[rsp]
         msg_id = self.rsps["msg_id"][rsp]
-        sess = np.array([an.session_ids[paths[p].session] for p in spath.tolist()],
-                        dtype=np.int64)
-        result = pairing.pair(table, sess, msg_id, rows[:, T.R_LAST_FRAME])
+        result = pairing.pair(table, an.session_of(spath), msg_id, rows[:, T.R_LAST_FRAME])
         for j in np.flatnonzero(result.reused).tolist():
             old = int(np.flatnonzero(result.replaced_by == j)[0])
             an.anomaly(int(table["frame"][j]), "buf_id_reused",
@@ -228,9 +225,23 @@ class IoBatch:
                 path.responses_without_request += 1
         if an.records is not None:
             self._records(rsp, rows, msg_id, errno, result, table, answered, latency)
+        if an.io_sink is not None:
+            self._io_rows(table, result, rows, answered, req_of, latency, errno)
         an.carry = pairing.take(table, result.pending)
         an.carry["first_frame"] = result.first_frame[result.pending]
         an.carry["first_stamp"] = result.first_stamp[result.pending]
+
+    def _io_rows(self, table, result, rows, answered, req_of, latency, errno):
+        """IO rows of the requests whose fate this batch decided."""
+        done = iorows.from_requests(table, req_of, iorows.ANSWERED)
+        done.update(response_frame=rows[answered, T.R_LAST_FRAME],
+                    response_ns=rows[answered, T.R_LAST_TS], latency_ns=latency,
+                    errno=errno[answered])
+        done["failover_from"] = np.where(result.first_frame[req_of] != table["frame"][req_of],
+                                         result.first_frame[req_of], -1)
+        replaced = np.flatnonzero(result.replaced_by >= 0)
+        self.an.io_sink(iorows.concat([done, iorows.from_requests(table, replaced,
+                                                                  iorows.REPLACED)]))
 
     def _error(self, row, pid, errno, request, table):
         path = self.an.path_list[pid]
