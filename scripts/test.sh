@@ -21,5 +21,10 @@ if ! command -v tshark >/dev/null 2>&1; then
     apt_install tshark
 fi
 
+# lua5.2: the plugin's queue depth rule runs under plain Lua in tests/test_lua_qdepth.py
+if ! command -v lua5.2 >/dev/null 2>&1; then
+    apt_install lua5.2
+fi
+
 ensure_venv "[test]"
 exec .venv/bin/python -m pytest -q "$@"
