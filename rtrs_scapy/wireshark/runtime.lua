@@ -189,13 +189,12 @@ local S = {}
 
 -- == bounded tables ==
 -- Two generations: new and touched keys live in `young`; when it holds half the
--- limit, `old` (whatever was not touched for a whole generation) is dropped and
--- counted.  get/put/del are O(1), the table never holds more than `limit`.
+-- limit, `old` (whatever was not touched for a whole generation) is dropped,
+-- counted and noted on the frame being analysed (one note per half a limit of
+-- evictions).  get/put/del are O(1), the table never holds more than `limit`.
 
 local function note_eviction(m, count)
   m.evicted = m.evicted + count
-  if m.evicted < m.next_note then return end
-  while m.next_note <= m.evicted do m.next_note = m.next_note * 2 end
   local notes = S.limit_notes[S.current]
   if not notes then
     notes = {}
@@ -206,7 +205,7 @@ end
 
 local function bounded(label, limit, on_evict)
   return { label = label, limit = limit, half = math.max(1, floor(limit / 2)), young = {}, old = {},
-           n = 0, n_old = 0, evicted = 0, next_note = 1, on_evict = on_evict }
+           n = 0, n_old = 0, evicted = 0, on_evict = on_evict }
 end
 
 local function rotate(m)
@@ -253,7 +252,6 @@ end
 
 local function link(q, e)
   q.response, e.request = e, q
-  e.response_time = e.time - q.time
 end
 
 -- The rule decided: pair what was logged under the winner, then pair directly.
@@ -319,12 +317,13 @@ local function set_queue_depth(d, qd, max_hdr)
   if max_hdr and max_hdr > 0 then d.max_hdr = max_hdr end
 end
 
--- A request or response of a domain, in capture order.
-local function feed(d, rec)
+-- A request (with its offset, nil for a partial one) or response of a domain,
+-- in capture order.
+local function feed(d, rec, offset)
   if d.rule then
     d.log[#d.log + 1] = rec
     if rec.msg_id == nil then
-      rec.offset_conflict = not QDEPTH.request(d.rule, rec.payload, rec.offset)
+      if not QDEPTH.request(d.rule, rec.payload, offset) then rec.offset_conflict = true end
     else
       QDEPTH.response(d.rule, rec.msg_id)
     end
@@ -347,8 +346,7 @@ local function reset_state()
   S.comm = bounded("CM communication ids", LIMITS.cm)  -- comm id -> {setup, side}
   S.streams = bounded("QP streams", LIMITS.streams)    -- "dst addr/dest QP" -> stream
   S.rx = bounded("messages in reassembly", LIMITS.messages)  -- "dst addr/dest QP" -> message
-  S.frames = {}      -- pinfo.number -> frame record
-  S.seen = {}        -- pinfo.number -> true once the frame was analysed
+  S.frames = {}      -- pinfo.number -> frame record, false once analysed and not RTRS
   S.limit_notes = {} -- pinfo.number -> evictions that frame caused
   S.current = 0      -- the frame being analysed
   S.finished = false
@@ -429,7 +427,7 @@ local function classify_read(mtvb, len)
         local data_len = 0
         if n == 1 then data_len = v.desc[1].len end
         return { trailer = "rdma_read", trailer_off = usr_len, usr_off = 0, usr_len = usr_len,
-                 data_len = data_len, chunk_off = data_len + usr_len, desc = v.desc[1] }
+                 chunk_off = data_len + usr_len, desc = v.desc[1] }
       end
     end
   end
@@ -445,138 +443,163 @@ local function classify_write(mtvb, len, partial)
   if not v or v.type ~= C.RTRS_MSG_WRITE then return nil end
   if v.usr_len > off and not (partial and v.usr_len < C.DEFAULT_MAX_HDR_SIZE) then return nil end
   return { trailer = "rdma_write", trailer_off = off, usr_off = off - v.usr_len, usr_len = v.usr_len,
-           data_len = off - v.usr_len, chunk_off = off }
+           chunk_off = off }
 end
 
-local function user_header(mtvb, req)
-  if req.usr_len < 2 or req.usr_off < 0 then return end
-  local name = RNBD_BY_TYPE[peek_rnbd_type(mtvb, req.usr_off)]
+local function user_header(mtvb, rec)
+  if rec.usr_len < 2 or rec.usr_off < 0 then return end
+  local name = RNBD_BY_TYPE[peek_rnbd_type(mtvb, rec.usr_off)]
   if not name then return end
-  req.usr_name = name
-  if req.usr_len >= SIZE[name] then
-    req.usr = READ[name](mtvb, req.usr_off)
+  rec.usr_name = name
+  if rec.usr_len >= SIZE[name] then
+    rec.usr = READ[name](mtvb, rec.usr_off)
   end
 end
 
 -- == first pass: build the frame record of an IB payload ==
+--
+-- The analysis of a packet works on a context (tvb, opcode, stream, connection,
+-- addresses, payload or reassembled message); the frame record keeps only what
+-- rendering and the links need, so a capture of small frames costs little.
+-- Records: kind; conn (its domain and cid) or dom; number and time on requests
+-- and responses; the immediate where there is one.
 
--- A reassembled message keeps only its tail from rec.base on (the user header
+-- A reassembled message keeps only its tail from m.base on (the user header
 -- and trailer of a WRITE end the message); single packets have base 0.
-local function message_tvb(tvb, rec)
-  if rec.reasm then return ByteArray.new(rec.reasm, true):tvb("Reassembled RTRS message") end
-  if rec.len == tvb:len() then return tvb end
-  return tvb(0, rec.len):tvb()
+local function message_tvb(tvb, m)
+  if m.reasm then return ByteArray.new(m.reasm, true):tvb("Reassembled RTRS message") end
+  if m.len == tvb:len() then return tvb end
+  return tvb(0, m.len):tvb()
 end
 
-local function classify_request(tvb, rec, st, src, dst)
-  local base = rec.base or 0
-  local mtvb = rec.len > base and not rec.data_only and message_tvb(tvb, rec) or nil
+local function domain_of(ctx, create)
+  if ctx.conn then return ctx.conn.dom end
+  return address_domain(ctx.src, ctx.dst, create)
+end
+
+-- The connection of a claimed request/response: learnt from CM, or now from content.
+local function claim(ctx, rec, d, dir)
+  if not ctx.st.conn then ctx.st.conn = { dom = d, dir = dir } end
+  rec.conn = ctx.st.conn
+  if rec.conn.dom ~= d then rec.dom = d end
+end
+
+local function classify_request(ctx, rec)
+  local base = ctx.base
+  local mtvb = ctx.len > base and not ctx.data_only and message_tvb(ctx.tvb, ctx) or nil
   local req = nil
   if mtvb then
-    if base == 0 and not rec.partial then req = classify_read(mtvb, rec.len) end
+    if base == 0 and not ctx.partial then req = classify_read(mtvb, ctx.len) end
     if not req then
-      req = classify_write(mtvb, rec.len - base, rec.partial)
-      if req then
-        req.data_len = req.data_len + base
-        req.chunk_off = req.chunk_off + base
-      end
+      req = classify_write(mtvb, ctx.len - base, ctx.partial)
+      if req then req.chunk_off = req.chunk_off + base end
     end
   end
-  local conn = rec.conn
   if not req then
-    if not conn then return false end
-    rec.kind = "bad_request"
+    if not ctx.conn then return false end
+    rec.kind, rec.conn = "bad_request", ctx.conn
     return true
   end
-  for k, v in pairs(req) do rec[k] = v end
+  rec.kind, rec.number, rec.time, rec.payload = "request", ctx.number, ctx.time, ctx.payload
+  rec.trailer, rec.trailer_off, rec.usr_off, rec.usr_len = req.trailer, req.trailer_off,
+                                                           req.usr_off, req.usr_len
+  rec.len, rec.reasm, rec.partial = ctx.len, ctx.reasm, ctx.partial
+  if base > 0 then rec.base = base end
   user_header(mtvb, rec)
-  rec.kind = "request"
-  if not rec.partial then rec.offset = rec.chunk_off end
-  local d = conn and conn.dom or address_domain(src, dst, true)
-  rec.dom = d
-  learn(st, d, "c2s")
-  if rec.desc then bput(d.reads, rec.desc.key, rec) end
-  feed(d, rec)
+  local d = domain_of(ctx, true)
+  claim(ctx, rec, d, "c2s")
+  if req.desc then bput(d.reads, req.desc.key, rec) end
+  feed(d, rec, not ctx.partial and req.chunk_off or nil)
   return true
 end
 
 -- IO_RSP: a zero-length RDMA WRITE with immediate, or an rkey_rsp SEND with immediate.
-local function classify_response(tvb, rec, op, st, src, dst)
-  local conn = rec.conn
-  if rec.len == SIZE.rkey_rsp and peek_rtrs_type(tvb, 0) == C.RTRS_MSG_RKEY_RSP then
+local function classify_response(ctx, rec)
+  if ctx.len == SIZE.rkey_rsp and peek_rtrs_type(ctx.tvb, 0) == C.RTRS_MSG_RKEY_RSP then
     rec.send = "rkey_rsp"
   end
-  if not (conn or rec.send or (rec.len == 0 and op == OP.RDMA_WRITE_ONLY_WITH_IMMEDIATE)) then
+  if not (ctx.conn or rec.send or (ctx.len == 0 and ctx.op == OP.RDMA_WRITE_ONLY_WITH_IMMEDIATE)) then
     return false
   end
-  local d = conn and conn.dom or address_domain(src, dst, true)
-  rec.kind = "response"
-  rec.dom = d
-  learn(st, d, "s2c")
+  local d = domain_of(ctx, true)
+  rec.kind, rec.number, rec.time = "response", ctx.number, ctx.time
+  rec.msg_id = bit.band(ctx.payload, C.MSG_ID_MASK)
+  claim(ctx, rec, d, "s2c")
   feed(d, rec)
   return true
 end
 
-local function classify_with_imm(tvb, rec, op, st, src, dst)
-  local kind, payload = imm_parts(rec.imm)
-  local conn = rec.conn
+local function classify_with_imm(ctx, rec)
+  local kind = bit.rshift(rec.imm, C.IMM_TYPE_SHIFT)
+  ctx.payload = bit.band(rec.imm, C.IMM_PAYLOAD_MASK)
   if kind == C.RTRS_IO_REQ_IMM then
-    if op ~= OP.RDMA_WRITE_ONLY_WITH_IMMEDIATE and op ~= OP.RDMA_WRITE_LAST_WITH_IMMEDIATE then
-      return conn ~= nil
+    if ctx.op ~= OP.RDMA_WRITE_ONLY_WITH_IMMEDIATE and ctx.op ~= OP.RDMA_WRITE_LAST_WITH_IMMEDIATE then
+      rec.conn = ctx.conn
+      return ctx.conn ~= nil
     end
-    rec.payload = payload
-    return classify_request(tvb, rec, st, src, dst)
+    return classify_request(ctx, rec)
   elseif kind == C.RTRS_IO_RSP_IMM or kind == C.RTRS_IO_RSP_W_INV_IMM then
-    rec.msg_id = bit.band(payload, C.MSG_ID_MASK)
-    rec.errno = -bit.band(bit.rshift(payload, C.MSG_ID_BITS), C.ERRNO_MASK)
-    return classify_response(tvb, rec, op, st, src, dst)
+    return classify_response(ctx, rec)
   elseif kind == C.RTRS_HB_MSG_IMM or kind == C.RTRS_HB_ACK_IMM then
-    if not conn and (payload ~= 0 or rec.len ~= 0) then return false end
-    rec.kind = "heartbeat"
-    rec.dom = conn and conn.dom or address_domain(src, dst, true)
+    if not ctx.conn and (ctx.payload ~= 0 or ctx.len ~= 0) then return false end
+    rec.kind, rec.conn = "heartbeat", ctx.conn
+    if not ctx.conn then rec.dom = domain_of(ctx, true) end
     return true
   end
-  if not conn then return false end
-  rec.kind = "unknown_imm"
+  if not ctx.conn then return false end
+  rec.kind, rec.conn = "unknown_imm", ctx.conn
   return true
 end
 
-local function classify_send(tvb, rec, st, src, dst)
-  if rec.data_only or rec.partial or (rec.base or 0) > 0 then return false end
-  local mtvb = message_tvb(tvb, rec)
+local function classify_send(ctx, rec)
+  if ctx.data_only or ctx.partial or ctx.base > 0 then return false end
+  local mtvb = message_tvb(ctx.tvb, ctx)
   local name = RTRS_SEND_BY_TYPE[peek_rtrs_type(mtvb, 0)]
-  if not name or rec.len < SIZE[name] then return false end
+  if not name or ctx.len < SIZE[name] then return false end
   local expected = SIZE[name]
   local v = READ[name](mtvb, 0)
   if LIST[name] then expected = expected + SIZE[LIST[name].element] * v[LIST[name].count] end
-  if rec.len ~= expected then return false end
-  if name == "info_req" and not rec.conn and v.pathname == "" then return false end
-  rec.kind = "send"
-  rec.send = name
-  rec.dom = rec.conn and rec.conn.dom or address_domain(src, dst, true)
-  if name == "info_req" then learn(st, rec.dom, "c2s") end
-  if name == "info_rsp" then learn(st, rec.dom, "s2c") end
+  if ctx.len ~= expected then return false end
+  if name == "info_req" and not ctx.conn and v.pathname == "" then return false end
+  rec.kind, rec.send, rec.len, rec.reasm = "send", name, ctx.len, ctx.reasm
+  local dir = (name == "info_req" and "c2s") or (name == "info_rsp" and "s2c") or nil
+  if dir or ctx.conn then
+    claim(ctx, rec, domain_of(ctx, true), dir)
+  else
+    rec.dom = domain_of(ctx, true)
+  end
   return true
 end
 
-local function read_request_of(rec, src, dst)
-  local d = rec.conn and rec.conn.dom or address_domain(src, dst, false)
-  return d, d and rec.rkey and bget(d.reads, rec.rkey)
+local function read_request_of(ctx, rkey)
+  local d = domain_of(ctx, false)
+  return d, d and rkey and bget(d.reads, rkey)
 end
 
-local function classify_read_data(tvb, rec, src, dst)
-  local d, req = read_request_of(rec, src, dst)
-  if not (rec.conn or req) then return false end
-  rec.kind = "read_data"
-  rec.dom = d
+local function classify_read_data(ctx, rec)
+  local d, req = read_request_of(ctx, ctx.rkey)
+  if not (ctx.conn or req) then return false end
+  rec.kind, rec.len, rec.conn = "read_data", ctx.len, ctx.conn
+  if not ctx.conn then rec.dom = d end
   if req then rec.data_for = req.number end
-  if not rec.fragments and rec.len >= 2 then
-    local name = RNBD_BY_TYPE[peek_rnbd_type(tvb, 0)]
+  if not ctx.fragments and ctx.len >= 2 then
+    local name = RNBD_BY_TYPE[peek_rnbd_type(ctx.tvb, 0)]
     if name and PROTO_OF[name] == "rnbd" and (name == "sess_info_rsp" or name == "open_rsp")
-        and rec.len == SIZE[name] then
+        and ctx.len == SIZE[name] then
       rec.reply = name
     end
   end
+  return true
+end
+
+local function classify_invalidate(ctx, rec)
+  local ieth = fx.ieth()
+  local rkey = ieth and ieth.range:uint() or nil
+  local d, req = read_request_of(ctx, rkey)
+  if not (ctx.conn or req) then return false end
+  rec.kind, rec.rkey, rec.conn = "invalidate", rkey, ctx.conn
+  if not ctx.conn then rec.dom = d end
+  if req then rec.data_for = req.number end
   return true
 end
 
@@ -603,8 +626,7 @@ local function rx_add(rx, tvb, len)
 end
 
 local function new_rx(number, psn)
-  return { first = number, psn = psn, frames = {}, total = 0, base = 0, parts = {}, head = 1,
-           last = 0, kept = 0 }
+  return { psn = psn, frames = {}, total = 0, base = 0, parts = {}, head = 1, last = 0, kept = 0 }
 end
 
 local function keep_bytes(conn)
@@ -617,61 +639,63 @@ local MIDDLE_OR_LAST = {
   [OP.SEND_LAST_WITH_IMMEDIATE] = "last",
 }
 
--- Multi-packet SEND / RDMA WRITE per QP by PSN.  Returns true when rec is the
--- last packet of a message (rec then describes the message), false when the
--- packet is a fragment (rec.kind = "fragment").
-local function reassemble(tvb, rec, op, qkey, psn, first_packet)
-  local n = rec.number
+-- Multi-packet SEND / RDMA WRITE per QP by PSN.  Returns true when the packet
+-- ends a message (ctx then describes the message) or is a single packet, false
+-- when it is a fragment.
+local function reassemble(ctx, psn, first_packet)
+  local op, n, tvb = ctx.op, ctx.number, ctx.tvb
   if op == OP.SEND_FIRST or op == OP.RDMA_WRITE_FIRST then
     local rx = new_rx(n, psn)
     rx.rkey = value_of(fx.reth_rkey)
     if op == OP.RDMA_WRITE_FIRST then
-      if rec.conn and rec.conn.dir == "s2c" then
+      if ctx.conn and ctx.conn.dir == "s2c" then
         rx.parts = nil  -- READ data towards the client is not decoded: count it, keep no bytes
       else
         -- a request: only its last max_hdr_size bytes (user header + trailer) matter
         local dmalen = value_of(fx.reth_len)
-        if dmalen then rx.keep_from = dmalen - keep_bytes(rec.conn) end
+        if dmalen then rx.keep_from = dmalen - keep_bytes(ctx.conn) end
       end
     end
     rx.frames[1] = n
-    rx_add(rx, tvb, rec.len)
-    bput(S.rx, qkey, rx)
-    rec.kind = "fragment"
+    rx_add(rx, tvb, ctx.len)
+    bput(S.rx, ctx.qkey, rx)
     return false
   end
   local where = MIDDLE_OR_LAST[op]
   if not where then return true end
-  local rx = bget(S.rx, qkey)
+  local rx = bget(S.rx, ctx.qkey)
   if not rx and first_packet then
     -- the capture starts inside this message: what follows is its tail
     rx = new_rx(n, (psn - 1) % PSN_MOD)
-    rx.partial, rx.keep_last = true, keep_bytes(rec.conn)
-    if rec.conn and rec.conn.dir == "s2c" then rx.parts = nil end
-    bput(S.rx, qkey, rx)
+    rx.partial, rx.keep_last = true, keep_bytes(ctx.conn)
+    if ctx.conn and ctx.conn.dir == "s2c" then rx.parts = nil end
+    bput(S.rx, ctx.qkey, rx)
   end
-  if not rx or psn ~= (rx.psn + 1) % PSN_MOD or rx.total + rec.len > MAX_REASSEMBLY then
-    bdel(S.rx, qkey)
-    rec.kind = "fragment"
+  if not rx or psn ~= (rx.psn + 1) % PSN_MOD or rx.total + ctx.len > MAX_REASSEMBLY then
+    bdel(S.rx, ctx.qkey)
     return false
   end
   rx.psn = psn
   rx.frames[#rx.frames + 1] = n
-  rx_add(rx, tvb, rec.len)
-  if where == "middle" then
-    rec.kind = "fragment"
-    return false
-  end
-  bdel(S.rx, qkey)
-  rec.reasm = rx.parts and table.concat(rx.parts, "", rx.head, rx.last) or nil
-  rec.len = rx.total
-  rec.base = rx.base
-  rec.data_only = rx.parts == nil
-  rec.partial = rx.partial
-  rec.first = rx.first
-  rec.fragments = rx.frames
-  rec.rkey = rx.rkey
+  rx_add(rx, tvb, ctx.len)
+  if where == "middle" then return false end
+  bdel(S.rx, ctx.qkey)
+  ctx.reasm = rx.parts and table.concat(rx.parts, "", rx.head, rx.last) or nil
+  ctx.len, ctx.base, ctx.data_only, ctx.partial = rx.total, rx.base, rx.parts == nil, rx.partial
+  ctx.fragments, ctx.rkey = rx.frames, rx.rkey
   return true
+end
+
+local function classify(ctx, rec)
+  local op = ctx.op
+  if rec.imm ~= nil then return classify_with_imm(ctx, rec) end
+  if op == OP.SEND_ONLY or op == OP.SEND_LAST then return classify_send(ctx, rec) end
+  if op == OP.RDMA_WRITE_ONLY or op == OP.RDMA_WRITE_LAST then return classify_read_data(ctx, rec) end
+  if op == OP.SEND_ONLY_WITH_INVALIDATE or op == OP.SEND_LAST_WITH_INVALIDATE then
+    return classify_invalidate(ctx, rec)
+  end
+  rec.kind, rec.conn = "other", ctx.conn
+  return ctx.conn ~= nil
 end
 
 local function first_pass_payload(tvb, pinfo)
@@ -683,13 +707,12 @@ local function first_pass_payload(tvb, pinfo)
   local src, dst = addresses()
   local qkey = dst .. "/" .. dqp
   local st = stream_of(qkey)
-  local rec = { number = pinfo.number, time = pinfo.abs_ts, conn = st.conn,
-                len = math.max(tvb:len() - pad, 0) }
+  local ctx = { tvb = tvb, op = op, st = st, conn = st.conn, src = src, dst = dst, qkey = qkey,
+                number = pinfo.number, time = pinfo.abs_ts, len = math.max(tvb:len() - pad, 0),
+                base = 0 }
+  local rec = {}
   local immfi = fx.immdt()
-  if immfi and immfi.range:len() >= 4 then
-    rec.imm = immfi.range:uint()
-    rec.imm_type = imm_parts(rec.imm)
-  end
+  if immfi and immfi.range:len() >= 4 then rec.imm = immfi.range:uint() end
 
   -- go-back-N retransmissions repeat (QP, PSN): show them as such, analyse once
   -- (docs/PROTOCOL.md#psn-sequence-and-retransmissions)
@@ -697,48 +720,26 @@ local function first_pass_payload(tvb, pinfo)
   local last = st.last_psn
   local delta = last and (psn - last) % PSN_MOD
   if orig or (delta and (delta == 0 or delta >= PSN_MOD / 2)) then
-    rec.kind = "retransmission"
-    rec.retrans_of = orig
-    if rec.conn or (orig and S.frames[orig]) then return rec end
-    return nil
+    if not (ctx.conn or (orig and S.frames[orig])) then return nil end
+    return { kind = "retransmission", retrans_of = orig, conn = ctx.conn }
   end
   note_psn(st, psn, pinfo.number)
   if delta and delta > 1 then rec.psn_gap = last end
   st.last_psn = psn
 
-  if not reassemble(tvb, rec, op, qkey, psn, last == nil) then
-    return rec.conn and rec or nil
+  if not reassemble(ctx, psn, last == nil) then
+    if not ctx.conn then return nil end
+    rec.kind, rec.conn = "fragment", ctx.conn
+    return rec
   end
   if op == OP.RDMA_WRITE_ONLY or op == OP.RDMA_WRITE_ONLY_WITH_IMMEDIATE then
-    rec.rkey = value_of(fx.reth_rkey)
+    ctx.rkey = value_of(fx.reth_rkey)
   end
-
-  local claimed = false
-  if rec.imm ~= nil then
-    claimed = classify_with_imm(tvb, rec, op, st, src, dst)
-  elseif op == OP.SEND_ONLY or op == OP.SEND_LAST then
-    claimed = classify_send(tvb, rec, st, src, dst)
-  elseif op == OP.RDMA_WRITE_ONLY or op == OP.RDMA_WRITE_LAST then
-    claimed = classify_read_data(tvb, rec, src, dst)
-  elseif op == OP.SEND_ONLY_WITH_INVALIDATE or op == OP.SEND_LAST_WITH_INVALIDATE then
-    local ieth = fx.ieth()
-    rec.rkey = ieth and ieth.range:uint() or nil
-    local d, req = read_request_of(rec, src, dst)
-    if rec.conn or req then
-      rec.kind = "invalidate"
-      rec.dom = d
-      if req then rec.data_for = req.number end
-      claimed = true
-    end
-  else
-    claimed = rec.conn ~= nil
-    rec.kind = "other"
-  end
-  if not claimed then return nil end
-  if rec.fragments then
-    for _, n in ipairs(rec.fragments) do
+  if not classify(ctx, rec) then return nil end
+  if ctx.fragments then
+    for _, n in ipairs(ctx.fragments) do
       if n ~= pinfo.number then
-        local frag = S.frames[n] or { kind = "fragment", number = n }
+        local frag = S.frames[n] or { kind = "fragment" }
         frag.last = pinfo.number
         S.frames[n] = frag
       end
@@ -748,6 +749,10 @@ local function first_pass_payload(tvb, pinfo)
 end
 
 -- == rendering (every pass, from the frame record) ==
+
+local function dom_of(rec)
+  return rec.dom or (rec.conn and rec.conn.dom)
+end
 
 local function rnbd_info(name, v)
   if not v then return "RNBD " .. string.upper(name) end
@@ -770,10 +775,15 @@ end
 
 -- buf_id and offset of an IO_REQ immediate, once its domain knows mem_bits
 local function request_buf(rec)
-  local d = rec.dom
+  local d = dom_of(rec)
   if not (d and d.mem_bits and rec.payload) then return nil, nil end
   local shift = 2 ^ d.mem_bits
   return floor(rec.payload / shift), rec.payload % shift
+end
+
+local function imm_fields(rec)
+  local kind, payload = imm_parts(rec.imm)
+  return kind, -bit.band(bit.rshift(payload, C.MSG_ID_BITS), C.ERRNO_MASK)
 end
 
 local function info_of(rec)
@@ -795,21 +805,22 @@ local function info_of(rec)
     if rec.partial then text = text .. " [started before the capture]" end
     return text
   elseif kind == "response" then
+    local imm_type, errno = imm_fields(rec)
     local text = string.format("RTRS %s buf %d %s",
-                               short_name(VS.rtrs_imm_types, rec.imm_type, "RTRS_", "_IMM"),
-                               rec.msg_id, errno_text(rec.errno))
-    if rec.response_time then
-      text = text .. string.format(" (%d µs)", floor(rec.response_time * 1e6 + 0.5))
-    elseif rec.dom and rec.dom.mem_bits then
+                               short_name(VS.rtrs_imm_types, imm_type, "RTRS_", "_IMM"),
+                               rec.msg_id, errno_text(errno))
+    local d = dom_of(rec)
+    if rec.request then
+      text = text .. string.format(" (%d µs)", floor((rec.time - rec.request.time) * 1e6 + 0.5))
+    elseif d and d.mem_bits then
       text = text .. " [request before the capture]"
     end
     return text
   elseif kind == "heartbeat" then
-    return "RTRS " .. short_name(VS.rtrs_imm_types, rec.imm_type, "RTRS_", "_IMM")
+    return "RTRS " .. short_name(VS.rtrs_imm_types, (imm_parts(rec.imm)), "RTRS_", "_IMM")
   elseif kind == "send" then
     return "RTRS " .. string.upper(rec.send)
   elseif kind == "read_data" then
-    if rec.reply then return "RNBD " .. string.upper(rec.reply) end
     return string.format("RTRS READ data %d bytes", rec.len)
   elseif kind == "invalidate" then
     return string.format("RTRS SEND_INV rkey 0x%08x", rec.rkey or 0)
@@ -831,8 +842,9 @@ local function add_imm(t, rec)
   local fi = fx.immdt()
   if not fi or rec.imm == nil then return end
   local r = fi.range
+  local imm_type, errno = imm_fields(rec)
   local it = t:add(F.imm, r)
-  it:add(F.imm_type, r, rec.imm_type)
+  it:add(F.imm_type, r, imm_type)
   if rec.kind == "request" then
     local buf, off = request_buf(rec)
     if buf then
@@ -842,9 +854,9 @@ local function add_imm(t, rec)
     if rec.offset_conflict then it:add_proto_expert_info(EF.offset_conflict) end
   elseif rec.msg_id ~= nil then
     it:add(F.imm_msg_id, r, rec.msg_id)
-    local e = it:add(F.imm_errno, r, rec.errno)
-    if rec.errno ~= 0 then
-      e:add_proto_expert_info(EF.errno, "Request failed: " .. errno_text(rec.errno))
+    local e = it:add(F.imm_errno, r, errno)
+    if errno ~= 0 then
+      e:add_proto_expert_info(EF.errno, "Request failed: " .. errno_text(errno))
     end
   elseif rec.kind == "unknown_imm" then
     it:add_proto_expert_info(EF.unknown_imm)
@@ -882,20 +894,34 @@ local function add_partial(t, rec)
   end
 end
 
-local function render_request(mtvb, pinfo, tree, t, rec)
-  if rec.usr_name then
-    local rt = tree:add(P_RNBD, mtvb(rec.usr_off, math.max(rec.usr_len, 1)))
-    DISSECT[rec.usr_name](mtvb, pinfo, rt, rec.usr_off)
+-- The message tree of a request, send or RNBD reply; returns the protocol
+-- column and, for sends and replies, the Info text.
+local function render_message(tvb, pinfo, tree, t, rec)
+  local kind = rec.kind
+  local mtvb = message_tvb(tvb, rec)
+  if rec.reasm and not rec.partial then t:add(F.msg_len, rec.len):set_generated() end
+  if kind == "request" then
+    if rec.usr_name then
+      local rt = tree:add(P_RNBD, mtvb(rec.usr_off, math.max(rec.usr_len, 1)))
+      DISSECT[rec.usr_name](mtvb, pinfo, rt, rec.usr_off)
+    end
+    DISSECT[rec.trailer](mtvb, pinfo, t, rec.trailer_off)
+    if rec.partial then add_partial(t, rec) end
+    return rec.usr_name and "RNBD" or "RTRS"
+  elseif kind == "read_data" then
+    local rt = tree:add(P_RNBD, mtvb(0, rec.len))
+    return "RNBD", rnbd_info(rec.reply, (DISSECT[rec.reply](mtvb, pinfo, rt, 0)))
   end
-  DISSECT[rec.trailer](mtvb, pinfo, t, rec.trailer_off)
-  if rec.partial then add_partial(t, rec) end
-  return rec.usr_name and "RNBD" or "RTRS"
+  local v = DISSECT[rec.send](mtvb, pinfo, t, 0)
+  if rec.send == "info_req" and v then return "RTRS", "RTRS INFO_REQ pathname " .. v.pathname end
+  if rec.send == "info_rsp" and v then return "RTRS", string.format("RTRS INFO_RSP sg_cnt %d", v.sg_cnt) end
+  return "RTRS"
 end
 
 local function render_payload(tvb, pinfo, tree, rec)
   local t = tree:add(P_RTRS, tvb())
-  local proto = "RTRS"
-  local d = rec.dom or (rec.conn and rec.conn.dom)
+  local proto, info = "RTRS", nil
+  local d = dom_of(rec)
   if rec.conn and rec.conn.cid then t:add(F.cid, rec.conn.cid):set_generated() end
   add_domain(t, d)
   if rec.kind ~= "retransmission" then add_imm(t, rec) end
@@ -910,26 +936,7 @@ local function render_payload(tvb, pinfo, tree, rec)
     if rec.last then t:add(F.fragment_of, rec.last):set_generated() end
   elseif kind == "request" or kind == "send" or (kind == "response" and rec.send)
       or (kind == "read_data" and rec.reply) then
-    local mtvb = message_tvb(tvb, rec)
-    if rec.fragments and not rec.partial then t:add(F.msg_len, rec.len):set_generated() end
-    if kind == "request" then
-      proto = render_request(mtvb, pinfo, tree, t, rec)
-    elseif kind == "read_data" then
-      proto = "RNBD"
-      local rt = tree:add(P_RNBD, mtvb(0, rec.len))
-      DISSECT[rec.reply](mtvb, pinfo, rt, 0)
-    else
-      local v = DISSECT[rec.send](mtvb, pinfo, t, 0)
-      if rec.send == "info_req" and v then
-        pinfo.cols.protocol:set(proto)
-        pinfo.cols.info:set("RTRS INFO_REQ pathname " .. v.pathname)
-        return
-      elseif rec.send == "info_rsp" and v then
-        pinfo.cols.protocol:set(proto)
-        pinfo.cols.info:set(string.format("RTRS INFO_RSP sg_cnt %d", v.sg_cnt))
-        return
-      end
-    end
+    proto, info = render_message(tvb, pinfo, tree, t, rec)
   elseif kind == "bad_request" then
     t:add_proto_expert_info(EF.no_trailer)
   elseif kind == "invalidate" and rec.rkey then
@@ -940,20 +947,15 @@ local function render_payload(tvb, pinfo, tree, rec)
   if rec.response then t:add(F.response_in, rec.response.number):set_generated() end
   if rec.request then
     t:add(F.request_in, rec.request.number):set_generated()
-    t:add(F.response_time, rec.response_time):set_generated()
+    t:add(F.response_time, rec.time - rec.request.time):set_generated()
     if rec.request.usr_name then proto = "RNBD" end
   elseif kind == "response" and d and d.mem_bits then
     local it = t:add(F.request_before_capture, true)
     it:set_generated()
     it:add_proto_expert_info(EF.before_capture)
   end
-  if kind == "read_data" and rec.reply then
-    pinfo.cols.protocol:set(proto)
-    pinfo.cols.info:set(rnbd_info(rec.reply, READ[rec.reply](tvb, 0)))
-    return
-  end
   pinfo.cols.protocol:set(proto)
-  pinfo.cols.info:set(info_of(rec))
+  pinfo.cols.info:set(info or info_of(rec))
 end
 
 -- == CM: REQ/REP/REJ private data, RTU/DREQ/DREP of RTRS connections ==
@@ -1033,7 +1035,7 @@ local function first_pass_cm(tvb, pinfo)
   local tidv = value_of(fx.tid)
   local tid = tidv and tostring(tidv) or "?"
   local src, dst = addresses()
-  local rec = { number = pinfo.number, attr = attr }
+  local rec = { attr = attr }
   if attr == CM.REQ then return first_pass_req(tvb, rec, tid, src, dst) end
   if attr == CM.REP then return first_pass_rep(tvb, rec, bget(S.cm, tid), src) end
   if attr == CM.REJ then return first_pass_rej(tvb, rec, bget(S.cm, tid), src) end
@@ -1103,24 +1105,23 @@ end
 --
 -- tshark -2 runs its first pass without a protocol tree unless a filter needs
 -- one, and then no field extractor returns anything: a frame is analysed the
--- first time its IB fields are visible (S.seen), which is the first pass in
--- Wireshark and in one-pass tshark, the second pass in tshark -2.  Either way
+-- first time its IB fields are visible (S.frames[n] is set then), which is the
+-- first pass in Wireshark and in one-pass tshark, the second pass in tshark -2.  Either way
 -- each frame writes state once, in frame order, and is rendered from its record.
 -- A frame rendered again after its analysis means the first pass is complete:
 -- the queue depth rules still undecided then decide (end of the capture).
 
 local function frame_record(tvb, pinfo, probe, analyse)
   local n = pinfo.number
-  if S.seen[n] then
+  local rec = S.frames[n]
+  if rec ~= nil then
     if pinfo.visited and not S.finished then finish_all() end
-    return S.frames[n]
+    return rec or nil
   end
-  if pinfo.visited and S.frames[n] then return S.frames[n] end
   if value_of(probe) == nil then return nil end
-  S.seen[n] = true
   S.current = n
-  local rec = analyse(tvb, pinfo)
-  if rec then S.frames[n] = rec end
+  rec = analyse(tvb, pinfo)
+  S.frames[n] = rec or false
   return rec
 end
 
@@ -1144,8 +1145,25 @@ local function decode_as_dissector(tvb, pinfo, tree)
   return 0
 end
 
+-- Wireshark's Lua state collects late: the tree items and field values of each
+-- frame pile up between cycles (measured: about 2.5 KB per frame, five times the
+-- frame records).  A full collection whenever the heap has grown by a fifth
+-- since the last one keeps the peak near 1.2 times the live state, at a cost
+-- linear in the capture.
+local GC_CHECK_EVERY = 1024
+local gc_mark = 0
+
+local function collect_when_grown()
+  local heap = collectgarbage("count")
+  if heap > gc_mark * 1.2 then
+    collectgarbage("collect")
+    gc_mark = math.max(collectgarbage("count"), 16384)
+  end
+end
+
 -- Evictions of state, on the frame whose analysis caused them.
 local function limits_postdissector(tvb, pinfo, tree)
+  if pinfo.number % GC_CHECK_EVERY == 0 then collect_when_grown() end
   local notes = S.limit_notes[pinfo.number]
   if not notes then return end
   local t = tree:add(P_LIMITS, tvb(0, 0))
