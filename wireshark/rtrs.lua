@@ -43,6 +43,9 @@ local C = {
   MSG_ID_MASK = 0x7FFFF,
   ERRNO_MASK = 0x1FF,
 }
+-- PSNs count modulo 2^24 (the BTH psn field of rtrs_scapy.layers.ib)
+C.PSN_MOD = 16777216
+C.IMMDT_SIZE = 4  -- bytes of the ImmDt header
 -- the queue depth rule (rtrs_scapy.analysis.qdepth)
 local QD = {
   MIN_MEM_BITS = 12,
@@ -57,6 +60,7 @@ local QD = {
 local LIMITS = {
   streams = 16384,  -- QP streams (PSN state, connection learnt from CM or content)
   messages = 1024,  -- multi-packet messages in reassembly
+  message_bytes = 4194304,  -- bytes of one message in reassembly (counted; a request keeps its tail)
   psns = 1024,  -- recent PSNs per QP stream, to link a retransmission to its original
   cm = 4096,  -- CM transactions and communication ids
   domains = 1024,  -- sessions and paths (pairing domains)
@@ -1062,8 +1066,7 @@ local fx = {
   lid_dst = Field.new("infiniband.lrh.dlid"),
 }
 
-local PSN_MOD = 16777216         -- PSNs are 24 bits (docs/PROTOCOL.md#base-transport-header)
-local MAX_REASSEMBLY = 4194304   -- give up on longer messages
+local PSN_MOD = C.PSN_MOD        -- docs/PROTOCOL.md#base-transport-header
 local floor = math.floor
 
 -- BEGIN qdepth rule -----------------------------------------------------------
@@ -1696,7 +1699,7 @@ local function reassemble(ctx, psn, first_packet)
     if ctx.conn and ctx.conn.dir == "s2c" then rx.parts = nil end
     bput(S.rx, ctx.qkey, rx)
   end
-  if not rx or psn ~= (rx.psn + 1) % PSN_MOD or rx.total + ctx.len > MAX_REASSEMBLY then
+  if not rx or psn ~= (rx.psn + 1) % PSN_MOD or rx.total + ctx.len > LIMITS.message_bytes then
     bdel(S.rx, ctx.qkey)
     return false
   end
@@ -1742,7 +1745,7 @@ local function first_pass_payload(tvb, pinfo)
   ctx.reasm, ctx.data_only, ctx.partial, ctx.fragments, ctx.rkey, ctx.payload = nil, nil, nil, nil, nil, nil
   local rec = {}
   local immfi = fx.immdt()
-  if immfi and immfi.range:len() >= 4 then rec.imm = immfi.range:uint() end
+  if immfi and immfi.range:len() >= C.IMMDT_SIZE then rec.imm = immfi.range:uint() end
 
   -- go-back-N retransmissions repeat (QP, PSN): show them as such, analyse once
   -- (docs/PROTOCOL.md#psn-sequence-and-retransmissions)

@@ -291,6 +291,10 @@ def generate(runtime_path=RUNTIME):
             fmt = "  %s = 0x%X," if name.endswith(("MAGIC", "MASK")) else "  %s = %d,"
             lines.append(fmt % (name, value))
     lines.append("}")
+    psn = layout_of(ib_layers.BTH).field("psn")
+    lines.append("-- PSNs count modulo 2^%d (the BTH psn field of rtrs_scapy.layers.ib)" % psn.width)
+    lines.append("C.PSN_MOD = %d" % (1 << psn.width))
+    lines.append("C.IMMDT_SIZE = %d  -- bytes of the ImmDt header" % layout_of(ib_layers.ImmDt).fixed_size)
     lines.append("-- the queue depth rule (rtrs_scapy.analysis.qdepth)")
     lines.append("local QD = {")
     for name, value in QDEPTH_CONSTANTS:

@@ -12,6 +12,7 @@ two QPs, a few messages in reassembly and at most queue_depth requests in flight
 LIMITS = (
     ("streams", 16384, "QP streams (PSN state, connection learnt from CM or content)"),
     ("messages", 1024, "multi-packet messages in reassembly"),
+    ("message_bytes", 4194304, "bytes of one message in reassembly (counted; a request keeps its tail)"),
     ("psns", 1024, "recent PSNs per QP stream, to link a retransmission to its original"),
     ("cm", 4096, "CM transactions and communication ids"),
     ("domains", 1024, "sessions and paths (pairing domains)"),

@@ -46,8 +46,7 @@ local fx = {
   lid_dst = Field.new("infiniband.lrh.dlid"),
 }
 
-local PSN_MOD = 16777216         -- PSNs are 24 bits (docs/PROTOCOL.md#base-transport-header)
-local MAX_REASSEMBLY = 4194304   -- give up on longer messages
+local PSN_MOD = C.PSN_MOD        -- docs/PROTOCOL.md#base-transport-header
 local floor = math.floor
 
 -- BEGIN qdepth rule -----------------------------------------------------------
@@ -680,7 +679,7 @@ local function reassemble(ctx, psn, first_packet)
     if ctx.conn and ctx.conn.dir == "s2c" then rx.parts = nil end
     bput(S.rx, ctx.qkey, rx)
   end
-  if not rx or psn ~= (rx.psn + 1) % PSN_MOD or rx.total + ctx.len > MAX_REASSEMBLY then
+  if not rx or psn ~= (rx.psn + 1) % PSN_MOD or rx.total + ctx.len > LIMITS.message_bytes then
     bdel(S.rx, ctx.qkey)
     return false
   end
@@ -726,7 +725,7 @@ local function first_pass_payload(tvb, pinfo)
   ctx.reasm, ctx.data_only, ctx.partial, ctx.fragments, ctx.rkey, ctx.payload = nil, nil, nil, nil, nil, nil
   local rec = {}
   local immfi = fx.immdt()
-  if immfi and immfi.range:len() >= 4 then rec.imm = immfi.range:uint() end
+  if immfi and immfi.range:len() >= C.IMMDT_SIZE then rec.imm = immfi.range:uint() end
 
   -- go-back-N retransmissions repeat (QP, PSN): show them as such, analyse once
   -- (docs/PROTOCOL.md#psn-sequence-and-retransmissions)
