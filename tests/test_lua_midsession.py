@@ -50,7 +50,7 @@ IB_FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "ip.dst", "infiniband
              "infiniband.cm.req.localqpn", "infiniband.cm.rep.localqpn",
              "infiniband.cm.req.ip_cm.private", "infiniband.cm.rep.private")
 PLUGIN_FIELDS = ("frame.number", "rtrs.queue_depth", "rtrs.queue_depth_source",
-                 "rtrs.response_time", "rtrs.request_in", "rtrs.rdma_read.type",
+                 "rtrs.response_time", "rtrs.request_in", "rtrs.response_in", "rtrs.rdma_read.type",
                  "rtrs.rdma_write.type", "rtrs.partial", "_ws.expert.message")
 
 
@@ -228,6 +228,7 @@ class Shown:
     partial: set = field(default_factory=set)
     depth: dict = field(default_factory=dict)
     pairs: dict = field(default_factory=dict)
+    response_in: dict = field(default_factory=dict)   # request frame -> response frame
     lua_errors: list = field(default_factory=list)
 
 
@@ -243,7 +244,8 @@ def plugin_view(path, shift):
     if "Lua Error" in run.stderr:
         shown.lua_errors.append(run.stderr)
     for line in run.stdout.splitlines():
-        number, depth, source, rtime, request_in, read, write, partial, expert = line.split("\t")
+        (number, depth, source, rtime, request_in, response_in, read, write, partial,
+         expert) = line.split("\t")
         number = int(number) + shift
         if "Lua Error" in expert:
             shown.lua_errors.append((number, expert))
@@ -251,6 +253,8 @@ def plugin_view(path, shift):
             shown.depth[number] = (int(depth.split("|")[0]), source.split("|")[0])
         if rtime:
             shown.pairs[number] = (int(request_in) + shift, float(rtime))
+        if response_in:
+            shown.response_in[number] = int(response_in) + shift
         if read:
             shown.reads.add(number)
         if write:
@@ -280,6 +284,8 @@ def compare(name, first, path):
             if got.pairs[rsp][0] != req or abs(got.pairs[rsp][1] - seconds) > 1e-6:
                 problems.append(("pair", rsp, (req, seconds), got.pairs[rsp]))
                 break
+    if got.response_in != {req: rsp for rsp, (req, _s) in want.pairs.items()}:
+        problems.append(("response_in links",))
     if want.pairs and abs(min(s for _r, s in got.pairs.values())
                           - min(s for _r, s in want.pairs.values())) > 1e-6:
         problems.append(("minimum response time",))
