@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rtrs_scapy.fastpath.reader import open_capture  # noqa: E402
+from rtrs_scapy.capture import open_capture  # noqa: E402
 
 ETH_IPV4 = 14  # Ethernet header before IPv4 in the real captures (no VLAN)
 

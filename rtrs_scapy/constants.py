@@ -1,7 +1,8 @@
 """Kernel constants of RTRS and RNBD, named as in the kernel.
 
 One table per kernel enum; the Scapy layers, the layout IR, the analyzer and the
-generated Wireshark dissector all read them from here.  PROTOCOL.md §0, §3.1, §4.1, §7.
+generated Wireshark dissector all read them from here (docs/PROTOCOL.md#constants,
+docs/PROTOCOL.md#immediate-data, docs/PROTOCOL.md#rnbd).
 """
 
 import errno as _errno
@@ -13,7 +14,8 @@ RTRS_PROTO_VER_MINOR = 0
 RTRS_PROTO_VER = (RTRS_PROTO_VER_MAJOR << 8) | RTRS_PROTO_VER_MINOR
 RTRS_PORT = 1234  # rnbd-proto.h: the RNBD server's default RTRS port
 
-# enum rtrs_msg_types (first LE u16 of every RTRS message but conn_req/conn_rsp), §3.1
+# enum rtrs_msg_types (first LE u16 of every RTRS message but conn_req/conn_rsp),
+# docs/PROTOCOL.md#constants
 RTRS_MSG_INFO_REQ = 0
 RTRS_MSG_INFO_RSP = 1
 RTRS_MSG_WRITE = 2
@@ -27,7 +29,7 @@ rtrs_msg_types = {
     RTRS_MSG_RKEY_RSP: "RTRS_MSG_RKEY_RSP",
 }
 
-# enum rtrs_msg_flags, §3.1
+# enum rtrs_msg_flags, docs/PROTOCOL.md#constants
 RTRS_MSG_NEED_INVAL_F = 0x1  # in rtrs_msg_rdma_read.flags
 RTRS_MSG_NEW_RKEY_F = 0x2  # in rtrs_msg_conn_rsp.flags (server runs always_invalidate=Y)
 rtrs_msg_flags = {
@@ -35,7 +37,7 @@ rtrs_msg_flags = {
     RTRS_MSG_NEW_RKEY_F: "RTRS_MSG_NEW_RKEY_F",
 }
 
-# immediate types, bits 31..28 of the immediate (rtrs-pri.h enum), §4.1
+# immediate types, bits 31..28 of the immediate (rtrs-pri.h enum), docs/PROTOCOL.md#immediate-data
 RTRS_IO_REQ_IMM = 0
 RTRS_IO_RSP_IMM = 1
 RTRS_IO_RSP_W_INV_IMM = 2
@@ -49,15 +51,18 @@ rtrs_imm_types = {
     RTRS_HB_ACK_IMM: "RTRS_HB_ACK_IMM",
 }
 
-# Server defaults (rtrs-srv.c module parameters), §0
+# Server defaults (rtrs-srv.c module parameters), docs/PROTOCOL.md#constants
 DEFAULT_QUEUE_DEPTH = 512
 DEFAULT_MAX_CHUNK_SIZE = 128 * 1024
 DEFAULT_MAX_HDR_SIZE = 4096
 DEFAULT_MAX_IO_SIZE = DEFAULT_MAX_CHUNK_SIZE - DEFAULT_MAX_HDR_SIZE
 MAX_SESS_QUEUE_DEPTH = 65535
-HEARTBEAT_INTERVAL_S = 5.0
+HEARTBEAT_INTERVAL_S = 5.0  # rtrs-pri.h RTRS_HB_INTERVAL_MS
+# rtrs-pri.h; rtrs.c hb_work() calls the error handler on the tick where more than this many
+# heartbeat ticks passed since the last heartbeat was sent without an answer
+RTRS_HB_MISSED_MAX = 5
 
-# drivers/block/rnbd/rnbd-proto.h, §7
+# drivers/block/rnbd/rnbd-proto.h, docs/PROTOCOL.md#rnbd
 RNBD_PROTO_VER_MAJOR = 2
 
 # enum rnbd_msg_type
@@ -79,7 +84,8 @@ rnbd_msg_type = {
 # enum rnbd_access_mode
 rnbd_access_mode = {0: "RNBD_ACCESS_RO", 1: "RNBD_ACCESS_RW", 2: "RNBD_ACCESS_MIGRATION"}
 
-# enum rnbd_io_flags: low 8 bits of rnbd_msg_io.rw = operation, higher bits = flags, §7.3
+# enum rnbd_io_flags: low 8 bits of rnbd_msg_io.rw = operation, higher bits = flags,
+# docs/PROTOCOL.md#the-rw-field
 RNBD_OP_BITS = 8
 RNBD_OP_MASK = (1 << RNBD_OP_BITS) - 1
 RNBD_OP_READ = 0
@@ -122,7 +128,7 @@ def short_name(table, value, prefix):
 
 
 def rnbd_rw_str(rw):
-    """rnbd_msg_io.rw as 'WRITE|SYNC|FUA' (§7.3)."""
+    """rnbd_msg_io.rw as 'WRITE|SYNC|FUA' (docs/PROTOCOL.md#the-rw-field)."""
     parts = [short_name(rnbd_io_op, rw & RNBD_OP_MASK, "RNBD_OP_")]
     rest = rw & ~RNBD_OP_MASK
     for bit, name in rnbd_io_flags.items():

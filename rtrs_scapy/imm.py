@@ -1,4 +1,5 @@
-"""The 32-bit RDMA immediate of RTRS: encode and decode, no Scapy (PROTOCOL.md §4).
+"""The 32-bit RDMA immediate of RTRS: encode and decode, no Scapy
+(docs/PROTOCOL.md#immediate-data).
 
 The immediate travels big-endian in the ImmDt header; bits 31..28 hold the type.
 IO_REQ carries (buf_id << mem_bits) | offset, where mem_bits depends on the
@@ -22,7 +23,8 @@ ERRNO_MASK = 0x1FF
 
 
 def chunk_bits(queue_depth):
-    """ilog2(queue_depth - 1) + 1 in the kernel; 0 for a queue depth of 1 (§4.2)."""
+    """ilog2(queue_depth - 1) + 1 in the kernel; 0 for a queue depth of 1
+    (docs/PROTOCOL.md#io_req-buf_id-and-offset)."""
     if queue_depth < 1:
         raise ValueError("queue_depth must be >= 1")
     return (queue_depth - 1).bit_length()
@@ -51,7 +53,8 @@ def encode_io_req(buf_id, offset, queue_depth):
 
 
 def encode_io_rsp(msg_id, errno=0, with_invalidate=False):
-    """errno may be given negative (kernel style) or positive; only 9 bits survive (§4.3)."""
+    """errno may be given negative (kernel style) or positive; only 9 bits survive
+    (docs/PROTOCOL.md#io_rsp-and-io_rsp_w_inv)."""
     kind = RTRS_IO_RSP_W_INV_IMM if with_invalidate else RTRS_IO_RSP_IMM
     payload = ((abs(errno) & ERRNO_MASK) << MSG_ID_BITS) | (msg_id & MSG_ID_MASK)
     return (kind << IMM_TYPE_SHIFT) | payload

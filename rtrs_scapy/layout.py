@@ -1,25 +1,19 @@
 """Scapy ``fields_desc`` → a small layout IR, the one map from Scapy field
 classes to wire kinds.
 
-The fast path (fastpath/plan.py) and the Wireshark generator read only this
-IR, so every offset, size, endianness, enum and count has a single source: the
+The plans (plans.py, through the generated wire.py) and the Wireshark
+generator read only this IR, so every offset, size, endianness, enum and count has a single source: the
 Scapy layers.  A field class the IR does not know, or a count it cannot name,
 raises ``LayoutError`` at import/generation time instead of being guessed.
 """
 
 import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Optional, Tuple
-
 from scapy import fields as F
 
 from . import constants
+from .layers import cm, ib
+from .layout_ir import FieldSpec, Layout, LayoutError  # noqa: F401 (re-exported)
 from .layout_refs import ref
-
-
-class LayoutError(Exception):
-    pass
 
 
 # Scapy field class -> (kind, size in bytes, endian, display); searched along the MRO.
@@ -50,99 +44,27 @@ _SCALARS = {
 _LE_LEN_FIELDS = {"<H": ("uint", 2, "<"), "<I": ("uint", 4, "<"), "!H": ("uint", 2, ">"),
                   "H": ("uint", 2, ">"), "B": ("uint", 1, ">")}
 
-class _EnumTables(Mapping):
-    """Enum tables by name; a field's enum is named by the table it equals.
-
-    Filled on first use so that the layer modules can import the fast path.
-    """
-
-    def __init__(self):
-        self._tables = {}
-
-    def _load(self):
-        if self._tables:
-            return self._tables
-        from .layers import cm, ib
-        self._tables.update({
-            "rtrs_msg_types": constants.rtrs_msg_types,
-            "rtrs_msg_flags": constants.rtrs_msg_flags,
-            "rtrs_imm_types": constants.rtrs_imm_types,
-            "rnbd_msg_type": constants.rnbd_msg_type,
-            "rnbd_access_mode": constants.rnbd_access_mode,
-            "rnbd_io_op": constants.rnbd_io_op,
-            "rnbd_io_flags": constants.rnbd_io_flags,
-            "rnbd_cache_policy": constants.rnbd_cache_policy,
-            "ib_opcodes": ib.BTH.fields_desc[0].i2s,
-            "lrh_next_headers": ib.lrh_next_headers,
-            "cm_attribute_ids": cm.cm_attribute_ids,
-            "cm_msg_kinds": cm.msg_kinds,
-            "cm_mraed_kinds": cm.mraed_kinds,
-            "cma_ip_versions": cm.cma_ip_versions,
-            "cm_rej_reasons": cm.cm_rej_reasons,
-            "mgmt_classes": cm.mgmt_classes,
-            "path_mtus": cm.path_mtus,
-            "transport_service_types": cm.transport_service_types,
-        })
-        return self._tables
-
-    def __getitem__(self, name):
-        return self._load()[name]
-
-    def __iter__(self):
-        return iter(self._load())
-
-    def __len__(self):
-        return len(self._load())
-
-
-ENUM_TABLES = _EnumTables()
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    """One field on the wire.
-
-    For bit fields, ``offset``/``size``/``endian`` describe the storage unit
-    and ``shift``/``width`` the bits inside it (shift counted from the LSB).
-    """
-    name: str
-    offset: int
-    size: int
-    kind: str                       # uint int bytes string uuid ipv6 list trailer
-    endian: str = ""                # "<", ">" or "" for byte strings
-    display: str = "dec"            # dec hex uuid ipv6 string bytes
-    shift: Optional[int] = None
-    width: Optional[int] = None
-    enum: Optional[str] = None      # name in ENUM_TABLES
-    flags: Optional[str] = None     # name in ENUM_TABLES of a bit-flag table
-    mask: Optional[int] = None      # for a field holding an enum in some bits (rnbd rw)
-    count_ref: Optional[str] = None  # list: name of the count field
-    element: Optional["Layout"] = None  # list: layout of one element
-
-    @property
-    def is_bits(self):
-        return self.width is not None
-
-
-@dataclass(frozen=True)
-class Layout:
-    name: str                        # Scapy class name
-    fields: Tuple[FieldSpec, ...]
-    fixed_size: int                  # bytes before any counted list
-    trailer_size: int = 0            # FCS-like trailer fields (ICRC, VCRC)
-    element_size: Optional[int] = None  # size of a list element (when it has one list)
-    fingerprint: str = field(default="", compare=False)
-    cls: type = field(default=None, compare=False, repr=False)  # the Scapy class
-
-    def field(self, name):
-        for spec in self.fields:
-            if spec.name == name:
-                return spec
-        raise KeyError("%s has no field %r" % (self.name, name))
-
-    @property
-    def lists(self):
-        return [spec for spec in self.fields if spec.kind == "list"]
+#: Enum tables by name; a field's enum is named by the table it equals.
+ENUM_TABLES = {
+    "rtrs_msg_types": constants.rtrs_msg_types,
+    "rtrs_msg_flags": constants.rtrs_msg_flags,
+    "rtrs_imm_types": constants.rtrs_imm_types,
+    "rnbd_msg_type": constants.rnbd_msg_type,
+    "rnbd_access_mode": constants.rnbd_access_mode,
+    "rnbd_io_op": constants.rnbd_io_op,
+    "rnbd_io_flags": constants.rnbd_io_flags,
+    "rnbd_cache_policy": constants.rnbd_cache_policy,
+    "ib_opcodes": ib.BTH.fields_desc[0].i2s,
+    "lrh_next_headers": ib.lrh_next_headers,
+    "cm_attribute_ids": cm.cm_attribute_ids,
+    "cm_msg_kinds": cm.msg_kinds,
+    "cm_mraed_kinds": cm.mraed_kinds,
+    "cma_ip_versions": cm.cma_ip_versions,
+    "cm_rej_reasons": cm.cm_rej_reasons,
+    "mgmt_classes": cm.mgmt_classes,
+    "path_mtus": cm.path_mtus,
+    "transport_service_types": cm.transport_service_types,
+}
 
 
 def _enum_name(table, what):

@@ -63,8 +63,25 @@ CORPUS = [
     ("bad_magic.pcap", "bad_magic", 13, {}, "conn_req magic 0x1BBE: REJ -104"),
     ("bad_version.pcap", "bad_version", 14, {}, "conn_req version 3.0: REJ -104"),
     ("multipath_failover.pcap", "multipath_failover", 15, {},
-     "two paths; path 1 goes silent: unanswered heartbeats, IO only on path 0, client "
-     "DREQs after >5 missed ticks, reconnect ~31 s later with recon_cnt 2"),
+     "two paths; path 1's server goes silent with a write in flight: an unanswered "
+     "heartbeat, go-back-N, IO only on path 0, client DREQs when the QP gives up, the write "
+     "re-sent on path 0 (failover_cnt 1), reconnect ~31 s later with recon_cnt 2"),
+    ("failover_inflight.pcap", "failover_inflight", 20, {},
+     "two paths; path 1's server goes silent with 4 requests in flight: go-back-N, client "
+     "DREQs, the 4 re-sent on path 0 with their buf_ids (failover_cnt 4 on path 0), path 1 "
+     "back ~31 s later"),
+    ("reconnect_timeout.pcap", "reconnect_timeout", 21, {},
+     "capture on the server's side: path 1's client link down ~25 s, server heartbeat "
+     "retransmitted, server DREQs (sent again), two reconnect attempts whose REPs never "
+     "arrive (REQ and REP sent again every ~6 s) end with client REJ Timeout 60 s apart: "
+     "reconnects 0 successful, 2 failed"),
+    ("server_hb_loss.pcap", "server_hb_loss", 22, {},
+     "capture on the server's side: the client's HB_ACK is lost, the server's heartbeat "
+     "timer runs out, server DREQs sent again every ~6 s, nobody answers"),
+    ("reconnect_third_try.pcap", "reconnect_third_try", 23, {},
+     "one path, server silent with 3 requests in flight (lost: no other path); reconnect "
+     "attempts: unanswered (client REJ Timeout), REJ -104, success; crossed DREQs at unmap: "
+     "reconnects 1 successful, 2 failed"),
     ("io_errors.pcap", "io_errors", 16, {},
      "IO errors in the response immediates: EIO (read, write), ENOSPC (writes), ENOTCONN "
      "(unknown device id), ENOENT on OPEN (SEND-INV only, no open_rsp)"),
@@ -106,7 +123,9 @@ def readme(entries):
         "the real Soft-RoCE captures, see tests/test_craft.py); next to each is "
         "`<file>.truth.json`, the crafter's ground truth (requests and bytes per path "
         "counted like the kernel's rtrs stats: data_len + usr_len per request, the RNBD "
-        "CLOSE included; errors by errno; rejects; reconnects; heartbeats; paths).",
+        "CLOSE included; errors by errno; heartbeats; per path the kernel's sysfs counters "
+        "`kernel.reconnects.successful/failed` and `kernel.failover_cnt`, lost requests, "
+        "rejects with sender and reason, disconnects with initiator, outages).",
         "",
         "| file | what it shows | command |",
         "|---|---|---|",

@@ -12,7 +12,10 @@ from scapy.config import conf
 from scapy.layers.l2 import Ether
 from scapy.utils import RawPcapReader
 
-import rtrs_scapy  # noqa: F401  (binds every layer)
+import rtrs_scapy.layers  # noqa: F401  (binds every layer)
+
+# no_skips: a skipped test fails the session; pytester: to test that plugin
+pytest_plugins = ["no_skips", "pytester"]
 
 # Property tests explore the same examples on every run: CI stays reproducible.
 settings.register_profile("rtrs", derandomize=True, deadline=None)

@@ -1,14 +1,14 @@
-"""Mutated real captures through the analyzer (both paths): no exception, ever.
+"""Mutated real captures through the engine: no exception, ever, and the same
+result whatever the chunking (one record at a time, or all at once).
 A short budget here; scripts/fuzz.py runs the long campaign."""
 
 import random
+import struct
 
 import pytest
 
-from rtrs_scapy.analysis import Analyzer
-from rtrs_scapy.analysis import batch as batch_module
-from rtrs_scapy.analysis.batch import feed_batch
-from rtrs_scapy.fastpath.reader import open_capture
+from rtrs_scapy.analysis import analyze
+from rtrs_scapy.capture import open_capture
 
 PATTERNS = (b"\xff\xff", b"\x00\x00", b"\x02\x00", b"\x03\x00")
 
@@ -32,25 +32,26 @@ def mutate(frames, rng):
     return out
 
 
+def write_pcap(path, frames):
+    with open(path, "wb") as out:
+        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        for ts, data in frames:
+            sec = int(ts)
+            out.write(struct.pack("<IIII", sec, int(round((ts - sec) * 1e6)), len(data),
+                                  len(data)))
+            out.write(data)
+
+
 @pytest.mark.parametrize("seed", range(20))
-def test_mutated_capture_never_raises(real_capture, seed, monkeypatch):
-    monkeypatch.setattr(batch_module, "MIN_BATCH", 1)
+def test_mutated_capture_never_raises_and_chunking_changes_nothing(real_capture, seed,
+                                                                    tmp_path):
     pcap, _ = real_capture
     with open_capture(pcap) as cap:
         frames = [(ts, bytes(buf[s:e])) for _, ts, buf, s, e, _ in cap]
-    mutated = mutate(frames, random.Random(seed))
-    serial = Analyzer(keep_messages=True)
-    for number, (ts, data) in enumerate(mutated, 1):
-        serial.feed(number, ts, data, 0, len(data), 1)
-    serial.close()
-    batched = Analyzer(keep_messages=True)
-    buf = b"".join(data for _, data in mutated)
-    starts, ends, pos = [], [], 0
-    for _, data in mutated:
-        starts.append(pos)
-        pos += len(data)
-        ends.append(pos)
-    feed_batch(batched, 1, [ts for ts, _ in mutated], buf, starts, ends, 1)
-    batched.close()
-    assert batched.frames == serial.frames == len(mutated)
-    assert batched.anomalies == serial.anomalies
+    mutated = tmp_path / "m.pcap"
+    write_pcap(mutated, mutate(frames, random.Random(seed)))
+    whole = analyze(mutated, keep_messages=True)
+    one_by_one = analyze(mutated, keep_messages=True, chunk_records=1)
+    assert whole.summary == {**one_by_one.summary}
+    assert whole.messages == one_by_one.messages
+    assert whole.summary["capture"]["packets"] == len(frames)

@@ -1,9 +1,14 @@
 """rtrs-dissect through click's CliRunner: products on stdout, one clear line on
-stderr for bad input, documented exit codes (0 read, 1 unreadable, 2 usage)."""
+stderr for bad input, documented exit codes (0 read, 1 unreadable, 2 usage), the
+command-line conventions, and the shell."""
 
 import gzip
 import json
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -35,6 +40,21 @@ def test_default_command_is_the_text_summary(real_capture):
     assert result.stderr == ""
 
 
+def test_summary_options_before_the_file(real_capture):
+    pcap, _ = real_capture
+    data = json.loads(run("--format", "json", pcap).stdout)
+    assert data == json.loads(run("summary", pcap, "--format", "json").stdout)
+    assert run("-q", pcap).stdout == run("summary", "-q", pcap).stdout
+
+
+def test_top_level_help_says_a_file_is_enough():
+    for flag in ("--help", "-h"):
+        result = run(flag)
+        assert result.exit_code == 0
+        assert "rtrs-dissect FILE" in result.stdout.replace("\n  ", " ")
+        assert "[--format json] [-q] [--queue-depth N] FILE" in result.stdout
+
+
 def test_json_summary_has_the_documented_shape(real_capture):
     pcap, truth = real_capture
     result = run("summary", pcap, "--format", "json")
@@ -51,25 +71,8 @@ def test_json_summary_has_the_documented_shape(real_capture):
     assert set(path["heartbeats"]) == {"client_to_server", "server_to_client",
                                        "acks_client_to_server", "acks_server_to_client"}
     assert set(path["connections"][0]) >= {"cid", "client_qpn", "server_qpn", "recon_cnt"}
-    assert set(path["disconnects"][0]) == {"frame", "initiator"}
+    assert set(path["disconnects"][0]) >= {"frame", "time", "initiator", "crossed"}
     assert data["capture"]["packets"] == truth["pcap_stats"]["frames"]
-
-
-def test_messages_json_lines_and_filters(real_capture):
-    pcap, truth = real_capture
-    result = run("messages", pcap, "--format", "json")
-    lines = [json.loads(line) for line in result.stdout.splitlines()]
-    assert all({"frame", "time", "src", "dst", "qpn", "msg", "fields", "rnbd"} <= set(m)
-               for m in lines)
-    kinds = {m["msg"] for m in lines}
-    assert {"conn_req", "conn_rsp", "info_req", "info_rsp", "read", "write", "hb_msg",
-            "hb_ack", "disconnect"} <= kinds
-    reads = run("messages", pcap, "--format", "json", "--msg", "read").stdout.splitlines()
-    assert len(reads) == sum(1 for m in lines if m["msg"] == "read")
-    session = run("messages", pcap, "--session", truth["config"]["session"]).stdout
-    assert len(session.splitlines()) == len(lines)
-    assert run("messages", pcap, "--session", "nosuchsession").stdout == ""
-    assert run("messages", pcap, "--errors").stdout == ""  # no failed IO in these captures
 
 
 def test_show_adds_the_session_state(real_capture):
@@ -125,6 +128,42 @@ def test_truncated_capture_gives_partial_summary_and_warning(real_capture, tmp_p
     assert path["io"]["write"]["count"] > 0
 
 
-def test_usage_error_exit_2():
+def test_usage_errors_exit_2(tmp_path):
     assert run("summary").exit_code == 2
     assert run("summary", "x.pcap", "--format", "xml").exit_code == 2
+    out = tmp_path / "x.pcap"
+    for args in (("craft", "nosuch", "-o", out), ("craft", "basic", "-p", "pmtu=333", "-o", out),
+                 ("craft", "basic", "-p", "nosuch=1", "-o", out), ("craft", "basic"),
+                 ("craft", "basic", "--erf", "-p", "encap=rocev2", "-o", out),
+                 ("messages", "x.pcap", "--sector", "9-3")):
+        result = run(*args)
+        assert result.exit_code == 2, args
+        assert "Usage:" in result.stderr and result.stdout == ""
+    assert not out.exists()
+
+
+def test_craft_list_is_all_on_stdout():
+    result = run("craft", "--list")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert "multipath_failover" in result.stdout and "common parameters:" in result.stdout
+    assert "None" not in result.stdout
+
+
+def test_craft_erf_alone_writes_native_ib_in_erf(tmp_path):
+    out = tmp_path / "ib.pcap"
+    assert run("craft", "basic", "--erf", "-o", out).exit_code == 0
+    summary = json.loads(run("--format", "json", out).stdout)
+    assert summary["capture"]["link_type"] == "erf"
+    assert summary["sessions"][0]["sessname"] == "lab1"
+
+
+def test_shell_starts_with_the_layers_loaded(tmp_path):
+    """``printf 'exit()\\n' | rtrs-dissect shell`` as a user types it."""
+    script = Path(sys.executable).with_name("rtrs-dissect")
+    env = dict(os.environ, HOME=str(tmp_path))  # Scapy keeps its history file there
+    done = subprocess.run([str(script), "shell"], input="print('magic', hex(RtrsMsgConnReq()"
+                          ".magic), RnbdMsgIo.__name__)\nexit()\n", capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "magic 0x1bbd RnbdMsgIo" in done.stdout
+    assert "Too many parameters" not in done.stderr

@@ -1,7 +1,8 @@
 """Every crafted capture of pcaps/: the analyzer finds what the generator put in
 (its <file>.truth.json): paths, IO counts and bytes per path, errors by errno,
-rejects, reconnects, heartbeats, devices; anomalies only where the scenario is
-one (bad magic, unsupported version)."""
+rejects, reconnects successful and failed, failovers, lost requests, disconnects,
+outages, heartbeats, devices; anomalies only where the scenario is one (bad magic,
+unsupported version)."""
 
 import json
 from collections import Counter
@@ -46,11 +47,34 @@ def test_paths_and_io_per_path(crafted):
         assert got["io"]["read"]["bytes"] == stats["read_bytes"]
         assert got["io"]["write"]["count"] == stats["writes"]
         assert got["io"]["write"]["bytes"] == stats["write_bytes"]
-        assert got["reconnects"] == want["reconnects"]
+        kernel = want["kernel"]
+        assert got["reconnects"] == kernel["reconnects"]["successful"] == want["reconnects"]
+        assert got["reconnect_attempts"] - got["reconnects"] == kernel["reconnects"]["failed"]
+        assert got["failovers"] == kernel["failover_cnt"]
+        assert got["lost_requests"] == want["lost_requests"]
         if want["connects"]:
             assert got["queue_depth"] == truth["config"]["queue_depth"]
             assert got["queue_depth_inferred"] is mid_session
             assert got["always_invalidate"] is truth["config"]["always_invalidate"]
+
+
+def test_rejects_disconnects_outages_per_path(crafted):
+    """Who rejected and why, who disconnected (crossed or not), the outages and the
+    heartbeat losses of each path, as the generator made them."""
+    summary, truth = crafted
+    found = {p["sess_uuid"]: p for p in paths_of(summary)}
+    mid_session = truth["capture_start"] is not None
+    for want in truth["paths"]:
+        got = found[None if mid_session else want["sess_uuid"]]
+        assert [(r["sender"], r["reason"], r["reason_name"], r["errno"])
+                for r in got["rejects"]] == \
+            [(r["sender"], r["reason"], r["reason_name"], r["errno"]) for r in want["rejects"]]
+        assert [(d["initiator"], d["crossed"]) for d in got["disconnects"]] == \
+            [(d["initiator"], d["crossed"]) for d in want["disconnects"]]
+        assert [(o["cause"], o["up_frame"] is not None) for o in got["outages"]] == \
+            [(o["cause"], o["up"]) for o in want["outages"]]
+        lost = [e for e in got["events"] if e["kind"] == "heartbeat_lost"]
+        assert len(lost) == want["heartbeat_lost"]
 
 
 def test_errors_rejects_heartbeats_devices(crafted):

@@ -169,7 +169,7 @@ def test_fixed_field_values_match_real(real_and_crafted):
 
 
 def test_known_sizes(real_and_crafted):
-    """PROTOCOL §8.26 and the issue: 4 KiB write = 4132-byte RDMA WRITE in 5 packets at
+    """docs/PROTOCOL.md#found-in-real-captures: 4 KiB write = 4132-byte RDMA WRITE in 5 packets at
     PMTU 1024, read request 56 bytes, info_rsp 8 + 16 sg_cnt."""
     _real, truth, crafted, _ = real_and_crafted
     sizes = collections.Counter()
@@ -358,7 +358,7 @@ def test_cli_list_and_errors():
     runner = CliRunner()
     result = runner.invoke(craft, ["--list"])
     assert result.exit_code == 0 and "multipath_failover" in result.stdout
-    assert runner.invoke(craft, ["nope", "-o", "x.pcap"]).exit_code == 1
+    assert runner.invoke(craft, ["nope", "-o", "x.pcap"]).exit_code == 2
     assert runner.invoke(craft, ["basic"]).exit_code == 2
 
 

@@ -1,4 +1,5 @@
-"""The RTRS immediate codec against the worked examples of PROTOCOL.md §4."""
+"""The RTRS immediate codec against the worked examples of
+docs/PROTOCOL.md#io_req-buf_id-and-offset and docs/PROTOCOL.md#io_rsp-and-io_rsp_w_inv."""
 
 import pytest
 
@@ -9,7 +10,7 @@ from rtrs_scapy.constants import (
 )
 
 
-# §4.2 table: queue_depth -> (chunk_bits, mem_bits)
+# docs/PROTOCOL.md#io_req-buf_id-and-offset table: queue_depth -> (chunk_bits, mem_bits)
 @pytest.mark.parametrize("queue_depth, chunk_bits, mem_bits", [
     (1, 0, 28), (64, 6, 22), (128, 7, 21), (256, 8, 20), (512, 9, 19),
     (513, 10, 18), (1024, 10, 18), (4096, 12, 16), (65535, 16, 12),
@@ -25,7 +26,8 @@ def test_mem_bits_rejects_empty_queue(bad):
         imm.mem_bits(bad)
 
 
-# §4.2 worked examples: RNBD 4 KiB write, usr_len 32 -> offset 4096 + 32 = 0x1020
+# worked examples (docs/PROTOCOL.md#io_req-buf_id-and-offset): RNBD 4 KiB write,
+# usr_len 32 -> offset 4096 + 32 = 0x1020
 IO_REQ_EXAMPLES = [
     (128, 5, 0x1020, 0x00A01020),
     (128, 127, 0x1020, 0x0FE01020),
@@ -79,7 +81,7 @@ def test_io_req_largest_offset_fits():
     assert imm.encode_io_req(0, (1 << 28) - 1, 1) == 0x0FFFFFFF
 
 
-# §4.3 table
+# docs/PROTOCOL.md#io_rsp-and-io_rsp_w_inv table
 IO_RSP_EXAMPLES = [
     (5, 0, False, 0x10000005),
     (5, 0, True, 0x20000005),
@@ -113,7 +115,8 @@ def test_io_rsp_describe_names_errno():
 
 
 def test_io_rsp_errno_truncated_to_9_bits():
-    # §4.3 caveat: ENOTSUPP (524) is truncated modulo 512 to 12 (looks like ENOMEM)
+    # ENOTSUPP (524) is truncated modulo 512 to 12, which looks like ENOMEM
+    # (docs/PROTOCOL.md#io_rsp-and-io_rsp_w_inv)
     value = imm.encode_io_rsp(5, -524)
     assert value == imm.encode_io_rsp(5, -12)
     assert imm.decode(value).errno == -12
@@ -126,7 +129,7 @@ def test_io_rsp_largest_msg_id():
     assert (decoded.msg_id, decoded.errno) == (0x7FFFF, -511)
 
 
-# §4.4
+# docs/PROTOCOL.md#heartbeats
 def test_heartbeats():
     assert imm.encode_hb() == 0x80000000
     assert imm.encode_hb(ack=True) == 0x90000000

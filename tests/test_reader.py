@@ -1,4 +1,4 @@
-"""Tests for rtrs_scapy.fastpath.reader (pcap/pcapng/gzip reader and ib_offset)."""
+"""Tests for rtrs_scapy.capture (pcap/pcapng/gzip reading and the IB locator)."""
 
 import gzip
 import os
@@ -11,8 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rtrs_scapy.fastpath import reader
-from rtrs_scapy.fastpath.reader import CaptureError, ib_offset, link_name, open_capture
+from rtrs_scapy.capture import CaptureError, ib_offset, link_name, open_capture, sources
 
 BASIC_INVAL = Path(__file__).resolve().parents[1] / "pcaps" / "real" / "basic_inval.pcap"
 
@@ -226,7 +225,7 @@ def test_pcapng_no_idb_in_prefix(tmp_path):
 
 @pytest.mark.parametrize("chunk", [7, 64, 4 * 1024 * 1024])
 def test_gzip_pcap(tmp_path, monkeypatch, chunk):
-    monkeypatch.setattr(reader, "CHUNK", chunk)
+    monkeypatch.setattr(sources, "CHUNK", chunk)
     frames_in = [(i, i, bytes([i & 255]) * (i % 300)) for i in range(500)]
     raw = pcap_bytes(frames_in, bo=">")
     gz = gzip.compress(raw)
@@ -241,7 +240,7 @@ def test_gzip_pcap(tmp_path, monkeypatch, chunk):
 
 @pytest.mark.parametrize("chunk", [13, 4 * 1024 * 1024])
 def test_gzip_pcapng(tmp_path, monkeypatch, chunk):
-    monkeypatch.setattr(reader, "CHUNK", chunk)
+    monkeypatch.setattr(sources, "CHUNK", chunk)
     cap, frames = read_all(write(tmp_path, "a.pcapng.gz", gzip.compress(pcapng_sample())))
     assert cap.fmt == "pcapng+gzip"
     check_pcapng_sample(cap, frames)
@@ -257,7 +256,7 @@ def test_gzip_multi_member_and_zero_padding(tmp_path):
 
 def test_gzip_streams_with_bounded_memory(tmp_path, monkeypatch):
     """Decompressed data are read in CHUNK-sized pieces, never as a whole."""
-    monkeypatch.setattr(reader, "CHUNK", 64 * 1024)
+    monkeypatch.setattr(sources, "CHUNK", 64 * 1024)
     raw = pcap_bytes([(0, i, b"\0" * 1500) for i in range(4000)])   # ~6 MB, compresses well
     p = write(tmp_path, "big.pcap.gz", gzip.compress(raw))
     biggest = 0
@@ -277,7 +276,7 @@ def test_uncompressed_pcap_is_mmapped(tmp_path):
 
 @pytest.mark.parametrize("ng", [False, True])
 def test_mmap_release_keeps_offsets_valid(tmp_path, monkeypatch, ng):
-    monkeypatch.setattr(reader, "RELEASE_EVERY", 1)          # release after every frame
+    monkeypatch.setattr(sources, "RELEASE_EVERY", 1)          # release after every frame
     payloads = [os.urandom(3000) for _ in range(50)]
     if ng:
         data = shb() + idb(1) + b"".join(epb(0, i, d) for i, d in enumerate(payloads))
@@ -333,7 +332,7 @@ def test_header_only_is_fine(tmp_path):
 
 
 def test_huge_incl_len_is_not_allocated(tmp_path, monkeypatch):
-    monkeypatch.setattr(reader, "CHUNK", 64)        # stream path would have to allocate
+    monkeypatch.setattr(sources, "CHUNK", 64)        # stream path would have to allocate
     data = pcap_bytes(FR[:1]) + struct.pack("<IIII", 0, 0, 0xFFFFFFF0, 60) + b"x" * 100
     for name, payload in (("a.pcap", data), ("a.pcap.gz", gzip.compress(data))):
         cap, frames = read_all(write(tmp_path, name, payload))
@@ -397,7 +396,7 @@ def _stored_gzip(raw):
 
 @pytest.mark.parametrize("chunk", [4096, 4 * 1024 * 1024])
 def test_gzip_corrupt_midstream(tmp_path, monkeypatch, chunk):
-    monkeypatch.setattr(reader, "CHUNK", chunk)
+    monkeypatch.setattr(sources, "CHUNK", chunk)
     frames_in = [(0, i, os.urandom(200)) for i in range(2000)]
     raw = pcap_bytes(frames_in)
     gz, blocks = _stored_gzip(raw)

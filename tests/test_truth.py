@@ -63,7 +63,8 @@ def test_every_workload_io_appears_as_an_rnbd_io(analysis):
                 "RNBD_OP_" + rnbd["rw_str"].split("|")[0])
             key = (op, rnbd["sector"] * 512, rnbd["bi_size"])
             seen[key] = seen.get(key, 0) + 1
-            assert m["msg"] == op  # RNBD read = RTRS READ, write = RTRS WRITE (§7.3)
+            # RNBD read = RTRS READ, write = RTRS WRITE (docs/PROTOCOL.md#the-rw-field)
+            assert m["msg"] == op
     for io in truth["ios"]:
         for part in io["rtrs_requests_expected"]:
             key = (io["op"], part["off"], part["size"])

@@ -128,7 +128,7 @@ def rocev2_ipv4(ib):
 
 def rocev2_ipv6(ib):
     # a UDP checksum of 0 is an error for tshark over IPv6: let Scapy compute it
-    # (the ICRC masks it anyway, §1.8)
+    # (the ICRC masks it anyway, docs/PROTOCOL.md#payload-pad-and-icrc)
     return (Ether(src=MAC_C, dst=MAC_S) / IPv6(src="fd00::2", dst="fd00::1", hlim=64)
             / UDP(sport=0xC123, dport=4791, chksum=None) / ib)
 

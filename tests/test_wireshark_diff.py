@@ -51,7 +51,7 @@ IMM_KEYS = {"rtrs.imm.type", "rtrs.imm.buf_id", "rtrs.imm.offset", "rtrs.imm.msg
             "rtrs.imm.errno"}
 
 RTRS_SERVICE_IDS = {service_id(RTRS_PORT, RDMA_PS_TCP), service_id(RTRS_PORT, RDMA_PS_IB)}
-# RC opcodes (§1.6)
+# RC opcodes (docs/PROTOCOL.md#opcodes-and-extension-headers)
 FIRST = {0x00, 0x06}
 MIDDLE = {0x01, 0x07}
 LAST = {0x02, 0x08, 0x09}
@@ -130,7 +130,8 @@ def scapy_expectations(pcap, queue_depth=None):
             bth = pkt[BTH]
             op = bth.opcode
             key = (_net_dst(pkt), bth.dqpn)
-            if (key, bth.psn) in seen_psn:  # go-back-N retransmission: decoded once (§8.6)
+            if (key, bth.psn) in seen_psn:  # go-back-N retransmission: decoded once
+                # (docs/PROTOCOL.md#psn-sequence-and-retransmissions)
                 continue
             seen_psn.add((key, bth.psn))
             whole = None
@@ -337,7 +338,7 @@ def test_links_are_mutual_and_match_the_analyzer(name, pcap):
 @pytest.mark.parametrize("name,pcap", CAPTURES, ids=[c[0] for c in CAPTURES])
 def test_capture_started_mid_session_infers_the_queue_depth(name, pcap, tmp_path):
     """No CM handshake, no INFO, no RNBD admin: cut the capture at the first IO
-    request (PROTOCOL.md §6.5); the plugin must infer mem_bits from request /
+    request (docs/PROTOCOL.md#queue-depth-inference); the plugin must infer mem_bits from request /
     response pairs and then agree with Scapy (which is told the real queue depth)."""
     expected = scapy_expectations(pcap)
     first_io = min(n for n, f in expected.items() if "rnbd.io" in f)

@@ -1,105 +1,70 @@
-"""The session analyzer: one object fed frame by frame (raw bytes), shared by
-the CLI, the Scapy session class and the tests.
+"""The analyzer: what the engine's rows mean for sessions, paths and IO.
 
-Per frame it locates the IB transport, decodes the BTH and extension headers
-through the struct plans, routes CM MADs to the CM tracker and RC packets to
-their stream (PSN checks, reassembly), then interprets complete messages:
-requests (trailer + RNBD header, buf_id/offset from the immediate), responses
-(msg_id/errno, rkey_rsp), READ data and invalidations, heartbeats, info
-messages (PROTOCOL.md §5–§7).
+It is the engine's consumer (see ``rtrs_scapy.engine``).  Per batch of
+completed messages it works on columns: the path and direction of each row
+(bound by the CM handshake, or inferred from what a stream carries when the
+capture started mid-session), the kind of message, the requests' trailers and
+RNBD headers, the responses' msg_id and errno, the pairing by (session,
+buf_id) and the counters.  Python runs per row only for what is rare: the CM
+(cm_tracker.py), the info exchange, RNBD control messages, errors, the queue
+depth rule of paths without a handshake (until it decides), and the message
+records of ``rtrs-dissect messages``.
 """
 
+import numpy as np
 
-from scapy.contrib.roce import AETH, BTH, GRH
-
-from ..fastpath.plan import plan
-from ..fastpath.reader import ib_offset
+from ..capture.ib import P_KIND
+from ..capture.links import address_text
+from ..constants import RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
+from ..engine import transport as T
 from ..imm import mem_bits
-from ..layers import ib
+from ..plans import plan
+from ..wire import OPCODES
+from . import decode as D
+from . import iorows, pairing, rnbd
 from .cm_tracker import CmTracker
-from .infer import MemBitsGuess
-from .messages import MessageInterpreter
+from .io import IoBatch
 from .model import Path, Session
-from .names import address_text
-from .reassembly import HEAD_LIMIT, SEND_LIMIT, Message, Stream
+from .qdepth import MemBitsInference
+from .records import Records
 
-_bth = plan(BTH).reader("opcode", "padcount", "dqpn", "psn")
-_reth = plan(ib.RETH).reader("va", "rkey", "dma_len")
-_imm = plan(ib.ImmDt).reader("imm")
-_ieth = plan(ib.IETH).reader("rkey")
-_aeth = plan(AETH).reader("syndrome")
-BTH_SIZE = plan(BTH).size
-ICRC_SIZE = plan(BTH).layout.trailer_size
-GRH_SIZE = plan(GRH).size
-LRH_SIZE = plan(ib.LRH).size
-
-_op = ib.opcode_value
-SEND_FIRST, SEND_MIDDLE = _op("RC_SEND_FIRST"), _op("RC_SEND_MIDDLE")
-SEND_ENDS = {_op("RC_SEND_LAST"), _op("RC_SEND_LAST_WITH_IMMEDIATE"),
-             _op("RC_SEND_LAST_WITH_INVALIDATE")}
-SEND_ONLYS = {_op("RC_SEND_ONLY"), _op("RC_SEND_ONLY_WITH_IMMEDIATE"),
-              _op("RC_SEND_ONLY_WITH_INVALIDATE")}
-WRITE_FIRST, WRITE_MIDDLE = _op("RC_RDMA_WRITE_FIRST"), _op("RC_RDMA_WRITE_MIDDLE")
-WRITE_ENDS = {_op("RC_RDMA_WRITE_LAST"), _op("RC_RDMA_WRITE_LAST_WITH_IMMEDIATE")}
-WRITE_ONLYS = {_op("RC_RDMA_WRITE_ONLY"), _op("RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE")}
-SENDS = {SEND_FIRST, SEND_MIDDLE} | SEND_ENDS | SEND_ONLYS
-RC_DATA = SENDS | {WRITE_FIRST, WRITE_MIDDLE} | WRITE_ENDS | WRITE_ONLYS
-ACK = _op("RC_ACKNOWLEDGE")
-CM_SEND = _op("UD_SEND_ONLY")
-CNP = _op("CNP")
-# §1.6/§8 item 21: opcodes RTRS never uses on its QPs
-FOREIGN = {_op(n) for n in ("RC_RDMA_READ_REQUEST", "RC_RDMA_READ_RESPONSE_FIRST",
-                            "RC_RDMA_READ_RESPONSE_MIDDLE", "RC_RDMA_READ_RESPONSE_LAST",
-                            "RC_RDMA_READ_RESPONSE_ONLY", "RC_COMPARE_SWAP", "RC_FETCH_ADD",
-                            "RC_ATOMIC_ACKNOWLEDGE")}
-AETH_NAK, AETH_RNR = 0x60, 0x20  # syndrome bits 6..5: 11 NAK, 01 RNR NAK (§1.7)
+_info_req = plan("RtrsMsgInfoReq")
+_info_rsp = plan("RtrsMsgInfoRsp")
+_sg_desc = plan("RtrsSgDesc")
+_sg_cnt = _info_rsp.reader("sg_cnt")
+CONTROL_READS = 256          # RNBD control reads waiting for their reply (bounded)
 
 
-def _opcode_offsets():
-    """opcode -> (extension bytes, RETH offset, ImmDt offset, IETH offset) after the BTH."""
-    table = {}
-    for opcode, (_name, chain) in ib.OPCODES.items():
-        where, size = {}, 0
-        for header in chain:
-            where[header] = size
-            size += plan(header).size
-        table[opcode] = (size, where.get(ib.RETH), where.get(ib.ImmDt), where.get(ib.IETH))
-    return table
+class Analyzer:
+    """The engine's consumer; ``close()`` ends the capture."""
 
-
-OPCODE_OFFSETS = _opcode_offsets()
-
-
-class Analyzer(MessageInterpreter):
-    """Feed frames with ``feed()``; ``close()`` returns the Analysis."""
-
-    def __init__(self, keep_messages=False, queue_depth=None):
-        self.keep_messages = keep_messages
+    def __init__(self, keep_messages=False, queue_depth=None, io_sink=None):
         self.forced_queue_depth = queue_depth
-        self.messages = []
-        self.sessions = {}          # paths_uuid -> Session (None key: inferred sessions)
+        self.io_sink = io_sink      # called with batches of IO rows (iorows.py), or None
+        self.records = Records(self) if keep_messages else None
+        self.sessions = {}          # paths_uuid (or ("inferred", client, server)) -> Session
         self.paths = {}             # sess_uuid or (client, server) -> Path
-        self.streams = {}           # (dst address, dest QP) -> Stream
-        self.endpoints = {}         # (dst address, dest QP) -> (Connection, client_to_server)
+        self.path_list = []         # path id -> Path
+        self.session_ids = {}       # Session -> int
+        self.conns = []             # conn id -> (Connection, client_to_server)
+        self.stream_paths = {}      # (slot, gen) of an unbound stream -> (path id, c2s)
         self.anomalies = []
         self.cm = CmTracker(self)
-        self.guesses = {}           # Path -> MemBitsGuess (handshake missing)
+        self.engine = None          # set by the engine that feeds this analyzer
         self.addr_cache = {}
-        self.frames = 0
-        self.ib_frames = 0
-        self.malformed = 0
-        self.first_ts = self.last_ts = None
-        self.link_type = None
+        self.frames = self.ib_frames = self.malformed = self.cnps = 0
+        self.first_ts = self.last_ts = None   # seconds (the capture's first and last frame)
         self.link_types = set()
-        self.unattributed = []      # (stream, imm type) of heartbeats on unknown streams
+        self.link_type = None
+        self.unattributed = []      # heartbeats of streams not yet tied to a path
         self.unmatched_responses = 0
-        self.partial_messages = 0
-        self.cnps = 0
-        self.frame = None           # the frame being fed
+        self.frame = None
         self.closed = False
-        self.completed = None       # (frame, Message, is_send) of the last complete message
+        self.carry = pairing.empty()   # requests in flight, all sessions
+        self.control_reads = {}        # desc key -> (path id, RNBD fields, record index)
+        self.naks = []                 # (frame, syndrome, conn, slot, gen) of AETH NAKs
 
-    # -- model helpers used by the CM tracker ------------------------------
+    # -- model helpers (also used by the CM tracker) ------------------------------------
 
     def text(self, raw):
         text = self.addr_cache.get(raw)
@@ -110,239 +75,383 @@ class Analyzer(MessageInterpreter):
     def anomaly(self, frame, kind, detail):
         self.anomalies.append({"frame": frame, "kind": kind, "detail": detail})
 
+    def _add_path(self, key, path, session):
+        self.paths[key] = path
+        path.id = len(self.path_list)
+        self.path_list.append(path)
+        path.session = session
+        session.paths.append(path)
+        if session not in self.session_ids:
+            self.session_ids[session] = len(self.session_ids)
+
     def path_for(self, sess_uuid, paths_uuid, client, server, names=None):
         """The path of a conn_req; ``names``: (client, server) as the RDMA CM header
         gives them, else the packet's addresses."""
         path = self.paths.get(sess_uuid)
         if path is None:
             client_name, server_name = names or (self.text(client), self.text(server))
-            path = self.paths[sess_uuid] = Path(sess_uuid, paths_uuid=paths_uuid,
-                                                client=client_name, server=server_name)
+            path = Path(sess_uuid, paths_uuid=paths_uuid, client=client_name,
+                        server=server_name)
             path.client_raw, path.server_raw = client, server
             session = self.sessions.get(paths_uuid)
             if session is None:
                 session = self.sessions[paths_uuid] = Session(paths_uuid)
-            session.paths.append(path)
-            path.session = session
+            self._add_path(sess_uuid, path, session)
         return path
 
     def inferred_path(self, client, server):
-        """The path of a QP pair whose handshake is not in the capture (§6.5)."""
+        """The path of a QP pair whose handshake is not in the capture."""
         key = (client, server)
         path = self.paths.get(key)
-        if path is None:
-            for known in self.paths.values():  # a handshake seen for the same endpoints
-                if known.client_raw == client \
-                        and known.server_raw == server:
-                    return known
-            path = self.paths[key] = Path(None, client=self.text(client),
-                                          server=self.text(server))
-            path.client_raw, path.server_raw = client, server
-            session = Session(None)
-            self.sessions[("inferred",) + key] = session
-            session.paths.append(path)
-            path.session = session
-            if self.forced_queue_depth:
-                self.set_queue_depth(path, self.forced_queue_depth)
-            else:
-                path.queue_depth_inferred = True
-                self.guesses[path] = MemBitsGuess()
+        if path is not None:
+            return path
+        for known in self.path_list:   # a handshake seen for the same endpoints
+            if known.client_raw == client and known.server_raw == server:
+                return known
+        path = Path(None, client=self.text(client), server=self.text(server))
+        path.client_raw, path.server_raw = client, server
+        self._add_path(key, path, self.sessions.setdefault(("inferred",) + key, Session(None)))
+        if self.forced_queue_depth:
+            self.set_queue_depth(path, self.forced_queue_depth, "forced")
+        else:
+            path.queue_depth_inferred = True
+            path.inference = MemBitsInference()
         return path
 
-    def set_queue_depth(self, path, queue_depth):
+    def set_queue_depth(self, path, queue_depth, source="handshake"):
         path.queue_depth = queue_depth
         path.mem_bits = mem_bits(queue_depth) if queue_depth else None
-        self.guesses.pop(path, None)
+        path.queue_depth_source = source
+        path.queue_depth_inferred = False
+        if path.inference is not None:
+            path.inference = None
+            self.replay(path)
+
+    def decided(self, path):
+        """The queue depth rule of ``path`` decided: settle what waited for it."""
+        rule, path.inference = path.inference, None
+        path.mem_bits, path.queue_depth = rule.mem_bits, rule.queue_depth
+        path.queue_depth_source = rule.source
+        path.queue_depth_inferred = True
+        self.replay(path)
+
+    def replay(self, path):
+        waiting, path.waiting = path.waiting, []
+        for batch in waiting:
+            batch.settle_path(path)
 
     def bind_connection(self, conn):
         """After a REP: packets to the server QP are client→server and vice versa.
 
         The REQ's starting PSN is the first PSN of the server→client stream and
-        the REP's that of the client→server stream (seen in the Linux 6.1 captures).
-        """
+        the REP's that of the client→server stream
+        (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
         path = conn.path
         for addr, qpn, c2s, psn in ((path.server_raw, conn.server_qpn, True, conn.rep_psn),
                                     (path.client_raw, conn.client_qpn, False, conn.req_psn)):
-            key = (addr, qpn)
-            self.endpoints[key] = (conn, c2s)
-            stream = self.streams.get(key)
-            if stream is None or stream.conn is not conn:
-                stream = self.new_stream(key, None, addr, qpn, self.frame)
-            stream.conn, stream.client_to_server, stream.next_psn = conn, c2s, psn
+            conn_id = len(self.conns)
+            self.conns.append((conn, c2s))
+            self.engine.bind(addr, qpn, conn_id, psn if psn is not None else -1, self.frame)
 
-    def new_stream(self, key, src, dst, dqpn, frame):
-        stream = self.streams[key] = Stream(key, src, dst, dqpn)
-        stream.first_frame = frame
-        return stream
+    def abort_pending(self, path):
+        """A path (re)connects: its unanswered requests will never be answered."""
+        mine = self.carry["path"] == path.id
+        path.aborted += int(np.count_nonzero(mine))
+        if self.io_sink is not None and mine.any():
+            self.io_sink(iorows.from_requests(self.carry, np.flatnonzero(mine), iorows.ABORTED))
+        self.carry = pairing.take(self.carry, ~mine)
 
-    def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None):
-        if not self.keep_messages:
-            return None
-        rec = {"frame": frame, "time": ts, "src": self.text(src), "dst": self.text(dst),
-               "qpn": qpn, "cid": conn.cid if conn is not None else None, "msg": msg,
-               "fields": fields, "rnbd": rnbd, "paired_frame": None, "latency": None}
-        self.messages.append(rec)
-        return rec
+    def session_of(self, path_ids):
+        """Session ids (the pairing key) of an array of path ids."""
+        lut = np.array([self.session_ids[p.session] for p in self.path_list], dtype=np.int64)
+        return lut[path_ids]
 
-    # -- per frame -------------------------------------------------------------
+    def cid_of(self, conn_ids):
+        """cids of an array of connection ids (-1 for none)."""
+        lut = np.array([c.cid if c.cid is not None else -1 for c, _ in self.conns] + [-1],
+                       dtype=np.int64)
+        return lut[np.where(conn_ids >= 0, conn_ids, len(self.conns))]
 
-    def frame_seen(self, frame, ts, link_type):
-        self.frame = frame
-        self.frames += 1
+    def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None, path=None):
+        """A message record; ``path`` when there is no connection (no handshake seen)."""
+        if self.records is not None:
+            return self.records.add(frame, ts, src, dst, qpn, conn, msg, fields, rnbd, path)
+        return None
+
+    @property
+    def messages(self):
+        return self.records.list if self.records is not None else []
+
+    # -- engine callbacks -------------------------------------------------------------
+
+    def frames_seen(self, chunk, packets):
+        if not len(chunk):
+            return
+        self.frames += len(chunk)
+        self.ib_frames += int(np.count_nonzero(packets[:, P_KIND]))
         if self.first_ts is None:
-            self.first_ts = ts
-            self.link_type = link_type
-        if link_type not in self.link_types:
-            self.link_types.add(link_type)
-        self.last_ts = ts
+            self.first_ts = int(chunk.stamps[0]) / 1e9
+            self.link_type = int(chunk.links[0])
+        self.last_ts = int(chunk.stamps[-1]) / 1e9
+        self.link_types.update(np.unique(chunk.links).tolist())
 
-    def feed(self, frame, ts, buf, start, end, link_type):
-        self.frame_seen(frame, ts, link_type)
-        loc = ib_offset(buf, start, end, link_type)
-        if loc is None:
-            return
-        kind, off, ib_end, src, dst = loc
-        self.ib_frames += 1
-        if kind == "rocev1":
-            bth = off + GRH_SIZE
-        elif kind == "ib":
-            bth = off + LRH_SIZE + (GRH_SIZE if buf[off + 1] & 3 == ib.LNH_IBA_GLOBAL else 0)
-        else:
-            bth = off
-        if bth + BTH_SIZE + ICRC_SIZE > ib_end:
-            self.malformed += 1
-            self.anomaly(frame, "truncated", "IB packet shorter than BTH + ICRC")
-            return
-        self.transport(frame, ts, buf, bth, ib_end, src, dst, *_bth(buf, bth))
+    def cm_mad(self, frame, stamp, src, dst, data, start, end):
+        self.frame = frame
+        self.traffic()
+        self.cm.feed(frame, stamp / 1e9, src, dst, data, start, end)
 
-    def transport(self, frame, ts, buf, bth, ib_end, src, dst, opcode, pad, dqpn, psn):
-        """One IB packet whose BTH is decoded (the batch path enters here too)."""
-        offsets = OPCODE_OFFSETS.get(opcode)
-        if offsets is None:
-            self.anomaly(frame, "unknown_opcode", "BTH opcode 0x%02x" % opcode)
-            return
-        ext, reth_o, imm_o, ieth_o = offsets
-        hdr = bth + BTH_SIZE
-        p_start = hdr + ext
-        p_end = ib_end - ICRC_SIZE - pad
-        if p_end < p_start:
-            self.malformed += 1
-            self.anomaly(frame, "truncated", "%s shorter than its headers"
-                         % ib.OPCODE_NAMES.get(opcode, hex(opcode)))
-            return
-        if opcode in RC_DATA:
-            self._rc(frame, ts, src, dst, dqpn, psn, opcode, buf, hdr, reth_o, imm_o, ieth_o,
-                     p_start, p_end)
-        elif opcode == ACK:
-            self._ack(frame, dst, dqpn, _aeth(buf, hdr)[0])
-        elif opcode == CM_SEND and dqpn == ib.GSI_QPN:
-            self.cm.feed(frame, ts, src, dst, buf, p_start, p_end)
-        elif opcode == CNP:
-            self.cnps += 1
-            stream = self.streams.get((dst, dqpn))
-            if stream is not None and stream.conn is not None:
-                stream.conn.path.transport["cnps"] += 1
-        elif opcode in FOREIGN:
-            stream = self.streams.get((dst, dqpn))
-            if stream is not None and stream.conn is not None:
-                self.anomaly(frame, "foreign_opcode", "%s on an RTRS QP"
-                             % ib.OPCODE_NAMES[opcode])
+    def traffic(self):
+        """Tell the CM tracker about RC traffic since the last MAD: the first new packet
+        of a connection establishes it when its RTU is not in the capture, the last one
+        per path and direction tells whether IO still flowed while heartbeats stopped."""
+        slots, rows = self.engine.touched()
+        for slot, row in zip(slots.tolist(), rows.tolist()):
+            conn_id = row[T.CONN]
+            if conn_id >= 0:
+                conn, c2s = self.conns[conn_id]
+                path = conn.path
+            else:
+                known = self.stream_paths.get((slot, row[T.GEN]))
+                if known is None:
+                    continue
+                conn, (pid, c2s) = None, known
+                path = self.path_list[pid]
+            if row[T.FRESH_FRAME] >= 0:
+                self.cm.rc_traffic(path, conn, c2s, row[T.FRESH_FRAME], row[T.FRESH_TS] / 1e9)
+            path.last_traffic[c2s] = max(path.last_traffic.get(c2s, 0.0), row[T.LAST_TS] / 1e9)
 
-    def _ack(self, frame, dst, dqpn, syndrome):
-        """ACKs are counted per stream (the path's total is summed at the end);
-        NAKs are events."""
-        stream = self.streams.get((dst, dqpn))
-        if stream is None:
-            return
-        stream.acks += 1
-        path = stream.path
-        if path is None:
-            return
-        kind = syndrome & 0x60
-        if kind == AETH_NAK:
-            path.transport["naks"] += 1
-            self.anomaly(frame, "nak", "AETH NAK syndrome 0x%02x" % syndrome)
-        elif kind == AETH_RNR:
-            path.transport["rnr_naks"] += 1
-
-    def _rc(self, frame, ts, src, dst, dqpn, psn, opcode, buf, hdr, reth_o, imm_o, ieth_o,
-            p_start, p_end):
-        key = (dst, dqpn)
-        stream = self.streams.get(key)
-        if stream is None:
-            stream = self.new_stream(key, src, dst, dqpn, frame)
-        elif stream.src is None:
-            stream.src = src
-        stream.last_frame = frame
-        expected = stream.next_psn
-        status = stream.check_psn(psn)
-        if status == "duplicate":
-            if stream.path is not None:
-                stream.path.transport["retransmissions"] += 1
-            return
-        if status == "gap":
-            self.anomaly(frame, "psn_gap", "QP 0x%x: PSN %d where %d was expected"
-                         % (dqpn, psn, expected))
-            stream.message = None
-            stream.synced = False  # the gap is reported; what follows may be partial
-        reth = _reth(buf, hdr + reth_o) if reth_o is not None else None
-        if opcode == SEND_FIRST or opcode == WRITE_FIRST:
-            stream.synced = True
-            stream.message = Message(frame, ts, SEND_LIMIT if opcode in SENDS else HEAD_LIMIT,
-                                     reth)
-            stream.message.add(buf, p_start, p_end)
-            return
-        if opcode == SEND_MIDDLE or opcode == WRITE_MIDDLE:
-            if stream.message is not None:
-                stream.message.add(buf, p_start, p_end)
-            return
-        if opcode in SEND_ONLYS or opcode in WRITE_ONLYS:
-            stream.synced = True
-            msg = Message(frame, ts, SEND_LIMIT if opcode in SENDS else HEAD_LIMIT, reth)
-            msg.add(buf, p_start, p_end)
-        else:
-            msg = stream.message
-            if msg is not None:
-                msg.add(buf, p_start, p_end)
-            elif stream.synced:
+    def events(self, rows):
+        for row in rows:
+            kind, frame, code = int(row[T.E_KIND]), int(row[T.E_FRAME]), int(row[T.E_A])
+            if kind == T.EV_PSN_GAP:
+                self.anomaly(frame, "psn_gap", "QP 0x%x: PSN %d where %d was expected"
+                             % (row[T.E_QPN], code, row[T.E_B]))
+            elif kind == T.EV_PARTIAL_MESSAGE:
                 self.anomaly(frame, "partial_message", "last packet without its first")
-            else:  # the capture started inside this message
-                self.partial_messages += 1
-        stream.message = None
-        imm = _imm(buf, hdr + imm_o)[0] if imm_o is not None else None
-        ieth = _ieth(buf, hdr + ieth_o)[0] if ieth_o is not None else None
-        self._complete(stream, opcode in SENDS, msg, imm, ieth, frame, ts)
+            elif kind == T.EV_NAK:   # reported if the stream turns out to be RTRS's
+                self.naks.append((frame, code, int(row[T.E_CONN]), int(row[T.E_SLOT]),
+                                  int(row[T.E_GEN])))
+            elif kind == T.EV_UNKNOWN_OPCODE:
+                self.anomaly(frame, "unknown_opcode", "BTH opcode 0x%02x" % code)
+            elif kind == T.EV_FOREIGN_OPCODE:
+                if row[T.E_CONN] >= 0:
+                    self.anomaly(frame, "foreign_opcode", "%s on an RTRS QP" % OPCODES[code][0])
+            elif kind == T.EV_TRUNCATED:
+                self.malformed += 1
+                detail = ("%s shorter than its headers" % OPCODES[code][0] if row[T.E_B]
+                          else "IB packet shorter than BTH + ICRC")
+                self.anomaly(frame, "truncated", detail)
+            elif kind == T.EV_CNP:
+                self.cnps += 1
 
-    # -- end ---------------------------------------------------------------------
+    def stream_path(self, conn, slot, gen):
+        """The path of a stream: its connection's, or the one its content told."""
+        if conn >= 0:
+            return self.conns[int(conn)][0].path
+        known = self.stream_paths.get((int(slot), int(gen)))
+        return self.path_list[known[0]] if known else None
+
+    def messages_done(self, rows, arena):
+        """A batch of completed messages (transport.R_* columns)."""
+        kind = D.kinds(rows)
+        path_id, c2s = self._resolve(rows, kind)
+        record = self.records.rows(rows, arena, kind, path_id) if self.records is not None \
+            else None
+        self._heartbeats(rows, kind, path_id, c2s)
+        for i in np.flatnonzero(kind == D.K_UNKNOWN_IMM).tolist():
+            self.anomaly(int(rows[i, T.R_LAST_FRAME]), "unknown_imm",
+                         "immediate 0x%08x" % rows[i, T.R_IMM])
+        for i in np.flatnonzero(kind == D.K_SEND).tolist():
+            self._send(rows, arena, i, path_id)
+        req = np.flatnonzero((kind == D.K_REQUEST) & (path_id >= 0))
+        rsp = np.flatnonzero((kind == D.K_RESPONSE) & (path_id >= 0))
+        if len(req) or len(rsp):
+            IoBatch(self, rows, arena, req, rsp, path_id, record).run()
+        if self.control_reads:   # after the requests: READ data follows its request
+            self._read_data(rows, arena, kind, path_id)
+        if self.records is not None:
+            for i in np.flatnonzero(kind == D.K_INVALIDATE).tolist():
+                self.records.invalidate(int(rows[i, T.R_IETH]), int(rows[i, T.R_LAST_FRAME]))
+
+    def _resolve(self, rows, kind):
+        """Path id and direction of every row; -1 where no path can be told yet."""
+        path_id = np.full(len(rows), -1, dtype=np.int64)
+        c2s = np.zeros(len(rows), dtype=bool)
+        conn = rows[:, T.R_CONN]
+        bound = conn >= 0
+        if bound.any():
+            ids, where = np.unique(conn[bound], return_inverse=True)
+            path_id[bound] = np.array([self.conns[i][0].path.id for i in ids.tolist()])[where]
+            c2s[bound] = np.array([self.conns[i][1] for i in ids.tolist()])[where]
+        free = np.flatnonzero(~bound)
+        if len(free):
+            stream = (rows[free, T.R_SLOT] << 32) + rows[free, T.R_GEN]
+            values, where = np.unique(stream, return_inverse=True)
+            for k in range(len(values)):
+                at = free[where == k]
+                known = self._stream_path(rows, at, kind)
+                if known is not None:
+                    path_id[at], c2s[at] = known
+        return path_id, c2s
+
+    def _stream_path(self, rows, at, kind):
+        """(path id, client→server) of an unbound stream, told by what it carries:
+        requests go client→server, responses server→client."""
+        key = (int(rows[at[0], T.R_SLOT]), int(rows[at[0], T.R_GEN]))
+        known = self.stream_paths.get(key)
+        if known is not None:
+            return known
+        kinds = set(kind[at].tolist())
+        if D.K_REQUEST in kinds:
+            c2s = True
+        elif D.K_RESPONSE in kinds:
+            c2s = False
+        else:
+            return None
+        return self._infer_stream(rows[at[0]], key, c2s)
+
+    def _infer_stream(self, row, key, c2s):
+        src = (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO]))
+        dst = (int(row[T.R_DST_HI]), int(row[T.R_DST_LO]))
+        path = self.inferred_path(*((src, dst) if c2s else (dst, src)))
+        known = self.stream_paths[key] = (path.id, c2s)
+        return known
+
+    def _heartbeats(self, rows, kind, path_id, c2s):
+        """Heartbeats of CM-bound streams count at once; the others once the capture
+        has told which path their stream belongs to (at the end)."""
+        for i in np.flatnonzero((kind == D.K_HB_MSG) | (kind == D.K_HB_ACK)).tolist():
+            is_msg = kind[i] == D.K_HB_MSG
+            row = rows[i]
+            if row[T.R_CONN] >= 0:
+                path = self.path_list[path_id[i]]
+                self.count_heartbeat(path, bool(c2s[i]), is_msg)
+                self.cm.heartbeat(path, int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]) / 1e9)
+            else:
+                self.unattributed.append(((int(row[T.R_SLOT]), int(row[T.R_GEN])),
+                                          int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]),
+                                          (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO])),
+                                          (int(row[T.R_DST_HI]), int(row[T.R_DST_LO])),
+                                          is_msg))
+
+    @staticmethod
+    def count_heartbeat(path, client_to_server, is_msg):
+        side = "client_to_server" if client_to_server else "server_to_client"
+        path.heartbeats[side if is_msg else "acks_" + side] += 1
+
+    def _send(self, rows, arena, i, path_id):
+        """info_req / info_rsp (docs/PROTOCOL.md#info_req-and-info_rsp)."""
+        row = rows[i]
+        data = D.head_bytes(rows, arena, i)
+        length = int(row[T.R_LEN])
+        mtype = int.from_bytes(data[:2], "little") if len(data) >= 2 else None
+        whole = not row[T.R_PARTIAL]
+        if whole and mtype == RTRS_MSG_INFO_REQ and length == _info_req.size:
+            path = self._send_path(row, path_id, i, True)
+            path.pathname = _info_req.decode(data, 0, len(data))["pathname"]
+            if path.session.sessname is None:
+                path.session.sessname = path.pathname
+        elif whole and mtype == RTRS_MSG_INFO_RSP and len(data) >= _info_rsp.size \
+                and _sg_cnt(data, 0)[0] and \
+                length == _info_rsp.size + _sg_desc.size * _sg_cnt(data, 0)[0]:
+            path = self._send_path(row, path_id, i, False)
+            path.chunks = _sg_cnt(data, 0)[0]
+            path.state = "connected"
+        else:
+            self.anomaly(int(row[T.R_LAST_FRAME]), "unknown_send",
+                         "SEND of %d bytes is no RTRS message" % length)
+
+    def _send_path(self, row, path_id, i, c2s):
+        if path_id[i] < 0:
+            path_id[i] = self._infer_stream(row, (int(row[T.R_SLOT]), int(row[T.R_GEN])),
+                                            c2s)[0]
+        return self.path_list[path_id[i]]
+
+    def _read_data(self, rows, arena, kind, path_id):
+        """The server's RDMA WRITE of READ data: RNBD replies to control reads
+        (docs/PROTOCOL.md#rnbd-session-life-cycle)."""
+        for i in np.flatnonzero((kind == D.K_DATA) & (path_id >= 0)).tolist():
+            key = int(rows[i, T.R_RKEY])
+            entry = self.control_reads.get(key)
+            if entry is None or entry[0] != path_id[i]:
+                continue
+            reply = rnbd.reply(D.head_bytes(rows, arena, i), int(rows[i, T.R_LEN]))
+            if reply is None:
+                continue
+            del self.control_reads[key]
+            path, request, index = self.path_list[path_id[i]], entry[1], entry[2]
+            if reply["msg"] == "open_rsp" and request.get("dev_name") is not None:
+                path.devices[reply["device_id"]] = request["dev_name"]
+            if self.records is not None:
+                self.records.reply(index, int(rows[i, T.R_LAST_FRAME]), reply)
+
+    def control_read(self, desc_key, path_id, fields, record):
+        """A SESS_INFO/OPEN read: its reply arrives as READ data with this rkey."""
+        if len(self.control_reads) >= CONTROL_READS:
+            del self.control_reads[next(iter(self.control_reads))]
+        self.control_reads[desc_key] = (path_id, fields, record)
+
+    # -- end ------------------------------------------------------------------------
 
     def close(self):
         if self.closed:
             return self
         self.closed = True
-        for stream in self.streams.values():
-            if stream.path is not None:
-                stream.path.transport["acks"] += stream.acks
-        for stream, kind in self.unattributed:
-            path = self._match_endpoints(stream)
-            if path is not None:
-                self._count_heartbeat(path, stream.src == path.client_raw, kind)
-        for path in self.paths.values():
-            for req in path.pending.values():
-                self.anomaly(req.frame, "unanswered", "%s buf_id %s got no response"
-                             % (req.op, req.buf_id))
+        for path in self.path_list:
+            if path.inference is not None:
+                path.inference.finish()
+                self.decided(path)
+        self.traffic()
+        self._harvest()
+        for frame, syndrome, conn, slot, gen in self.naks:
+            if self.stream_path(conn, slot, gen) is not None:
+                self.anomaly(frame, "nak", "AETH NAK syndrome 0x%02x" % syndrome)
+        for stream, frame, stamp, src, dst, is_msg in self.unattributed:
+            known = self.stream_paths.get(stream)
+            if known is not None:
+                path, c2s = self.path_list[known[0]], known[1]
+            else:
+                path = self.path_between(src, dst)
+                if path is None:
+                    continue
+                c2s = src == path.client_raw
+            self.count_heartbeat(path, c2s, is_msg)
+            self.cm.heartbeat(path, frame, stamp / 1e9)
+        if self.io_sink is not None and len(self.carry["key"]):
+            self.io_sink(iorows.from_requests(self.carry, np.arange(len(self.carry["key"])),
+                                              iorows.IN_FLIGHT))
+        for path in self.path_list:
+            path.in_flight_at_end = int(np.count_nonzero(self.carry["path"] == path.id))
+            for error in path.errors:      # device names: from the OPEN replies
+                if "device_id" in error:
+                    error["device"] = path.devices.get(error["device_id"])
+        if self.records is not None:
+            self.records.close()
         self.anomalies.sort(key=lambda a: a["frame"])
         return self
 
-    def _match_endpoints(self, stream):
-        for path in self.paths.values():
-            ends = {path.client_raw, path.server_raw}
-            if {stream.src, stream.dst} == ends:
+    def _harvest(self):
+        """Per-stream transport counters, summed into their paths."""
+        st = self.engine.streams.state
+        for slot in np.flatnonzero(st[:, T.USED]).tolist():
+            s = st[slot]
+            path = self.stream_path(s[T.CONN], slot, s[T.GEN])
+            if path is None:
+                continue
+            path.transport["acks"] += int(s[T.ACKS])
+            path.transport["naks"] += int(s[T.NAKS])
+            path.transport["rnr_naks"] += int(s[T.RNRS])
+            path.transport["retransmissions"] += int(s[T.DUPS])
+            path.transport["cnps"] += int(s[T.CNPS])
+            path.rtrs_packets += int(s[T.SEEN] + s[T.ACKS])
+
+    def path_between(self, src, dst):
+        """The first path with these two endpoints (either direction)."""
+        for path in self.path_list:
+            if {src, dst} == {path.client_raw, path.server_raw}:
                 return path
         return None
 
     @property
     def rtrs_packets(self):
-        return self.cm.rtrs_frames + sum(s.seen + s.acks for s in self.streams.values()
-                                         if s.path is not None)
-
-
+        return self.cm.rtrs_frames + sum(p.rtrs_packets for p in self.path_list)

@@ -1,56 +1,112 @@
-"""Connections from the IB CM handshake (PROTOCOL.md §2, §3.2, §3.3, §5.5 a/f/g).
+"""Connections, connect attempts and path state from the whole IB CM exchange
+(docs/PROTOCOL.md#connection-management, docs/PROTOCOL.md#connect-reconnect-and-disconnect).
 
-REQ creates a connection (client QPN, starting PSN, conn_req: path and
-session UUIDs, cid, recon_cnt), REP completes it (server QPN, conn_rsp: queue
-depth, sizes, always_invalidate), REJ records the conn_rsp errno, DREQ/DREP
-record who tore the path down.  CM state is keyed by (owner address, comm ID),
-so retransmitted MADs (same IDs) are recognised (§8 item 7).
+A REQ creates a connection (client QPN, starting PSN, conn_req: path and session
+UUIDs, cid, recon_cnt) of the connect attempt of its recon_cnt: the client raises
+recon_cnt once per attempt (rtrs-clt.c init_conns()).  A REP binds the QPs, so the
+traffic that follows is attributed, but a connection is *established* only by the
+RTU or by RC traffic: the client connects its cids one after another (create_cm()
+waits for ESTABLISHED before the next REQ) and sends INFO_REQ only when all are up,
+so the REQ of the next cid, or the first RC packet of the attempt, establishes the
+connections that got their REP.  An attempt succeeds when all its cid_num
+connections are established; it fails on a REJ from either side (with or without
+RTRS data), on a DREQ before that, or when the next attempt starts.  The
+attempts after the path was up once are reconnects: successes and failures are the
+kernel's ``reconnects`` successful_cnt and fail_cnt (rtrs_clt_path_up(),
+rtrs_clt_reconnect_work()).
+
+CM state is keyed by (owner address, comm ID): a REQ, REP, REJ or DREQ sent again
+with the same IDs is a retransmission, never a new attempt.  A DREQ from the other
+side of a connection is no retransmission: both sides closing at once (the server
+sends its own DREQs on the remaining cids when cid 0 is closed) is a crossed
+disconnect and both initiators are reported.  A DREQ whose REQ/REP precede the
+capture is attached to the path with the same endpoints.
+
+Path state over time: a path is up from the attempt that succeeded until a DREQ,
+a new attempt, or a heartbeat loss; the down time is an outage when the client
+tries to reconnect (or the heartbeats were lost), not when the path was simply
+closed.  Heartbeats are lost when the kernel's timer would fire: ``hb_work()``
+(rtrs.c) gives up on the tick where more than RTRS_HB_MISSED_MAX ticks passed since
+the last heartbeat it sent, i.e. (RTRS_HB_MISSED_MAX + 1) intervals after the last
+heartbeat, provided no fresh RC traffic was seen in one of the directions meanwhile
+(newer kernels skip heartbeats while IO flows).
 """
 
-from ..constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER_MAJOR, errno_name
-from ..fastpath.plan import plan
-from ..layers.cm import (
-    MAD, MGMT_CLASS_CM, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu,
-    cm_rej_reasons, is_ip_service_id,
+from ..constants import (
+    HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F,
+    RTRS_PROTO_VER_MAJOR, errno_name,
 )
-from ..layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp, is_conn_req, is_conn_rsp
-from .model import Connection
-from .names import address_text
+from ..capture.links import address_text
+from ..plans import plan
+from ..wire import ENUMS, IP_SERVICE_ID_PREFIX, MGMT_CLASS_CM, RDMA_PS_IB
+from .model import Attempt, Connection
 
-_mad = plan(MAD).reader("mgmt_class", "attribute_id")
-_req = plan(CMReq).reader("local_comm_id", "service_id", "local_qpn", "starting_psn",
+cm_attribute_ids = ENUMS["cm_attribute_ids"]
+cm_rej_reasons = ENUMS["cm_rej_reasons"]
+path_mtus = ENUMS["path_mtus"]
+
+_mad = plan("MAD").reader("mgmt_class", "attribute_id")
+_req = plan("CMReq").reader("local_comm_id", "service_id", "local_qpn", "starting_psn",
                           "path_mtu")
-_rep = plan(CMRep).reader("local_comm_id", "remote_comm_id", "local_qpn", "starting_psn")
-_rej = plan(CMRej).reader("local_comm_id", "remote_comm_id", "reason")
-_rtu = plan(CMRtu).reader("local_comm_id", "remote_comm_id")
-_dreq = plan(CMDreq).reader("local_comm_id", "remote_comm_id")
-_drep = plan(CMDrep).reader("local_comm_id", "remote_comm_id")
-_conn_req = plan(RtrsMsgConnReq)
-_conn_rsp = plan(RtrsMsgConnRsp)
-MAD_HDR = plan(MAD).size
-PRIVATE_OFFSET = {CMReq: plan(CMReq).size, CMRep: plan(CMRep).size, CMRej: plan(CMRej).size}
-CMA_HDR = plan(CmaIpHdr).size
+_rep = plan("CMRep").reader("local_comm_id", "remote_comm_id", "local_qpn", "starting_psn")
+_rej = plan("CMRej").reader("local_comm_id", "remote_comm_id", "reason")
+_rtu = plan("CMRtu").reader("local_comm_id", "remote_comm_id")
+_dreq = plan("CMDreq").reader("local_comm_id", "remote_comm_id")
+_drep = plan("CMDrep").reader("local_comm_id", "remote_comm_id")
+_conn_req = plan("RtrsMsgConnReq")
+_conn_rsp = plan("RtrsMsgConnRsp")
+MAD_HDR = plan("MAD").size
+PRIVATE_OFFSET = {"CMReq": plan("CMReq").size, "CMRep": plan("CMRep").size,
+                  "CMRej": plan("CMRej").size}
+CMA_HDR = plan("CmaIpHdr").size
 MAX_UNCLAIMED = 1024  # bounded memory for non-RTRS CM traffic
-PMTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+PMTU_BYTES = {code: int(size) for code, size in path_mtus.items()}
+HEARTBEAT_TIMEOUT_S = HEARTBEAT_INTERVAL_S * (RTRS_HB_MISSED_MAX + 1)
 
-_cma = plan(CmaIpHdr).reader("ip_version", "src_addr", "dst_addr")
+_cma = plan("CmaIpHdr").reader("ip_version", "src_addr", "dst_addr")
+_conn_req_magic = _conn_req.reader("magic")
+_conn_rsp_magic = _conn_rsp.reader("magic")
+
+
+def is_ip_service_id(sid):
+    """True for RDMA CM IP port spaces (a CMA header precedes the REQ private data)."""
+    return sid >> 24 == IP_SERVICE_ID_PREFIX >> 24 and (sid >> 16) & 0xFF != RDMA_PS_IB & 0xFF
+
+
+def is_conn_req(payload):
+    return len(payload) >= _conn_req.size and _conn_req_magic(payload, 0)[0] == RTRS_MAGIC
+
+
+def is_conn_rsp(payload):
+    return len(payload) >= _conn_rsp.size and _conn_rsp_magic(payload, 0)[0] == RTRS_MAGIC
+
+_HANDLERS = {"ConnectRequest": "req", "ConnectReject": "rej", "ConnectReply": "rep",
+             "ReadyToUse": "rtu", "DisconnectRequest": "dreq", "DisconnectReply": "drep",
+             "MsgRcptAck": "mra"}
+ATTR = {attr: _HANDLERS[name] for attr, name in cm_attribute_ids.items() if name in _HANDLERS}
 
 
 def _cma_names(buf, off):
-    """The IP addresses of the RDMA CM header (§2.7): what the user typed, also on
-    native IB and RoCEv1 where the packet only shows LIDs or GIDs."""
+    """The IP addresses of the RDMA CM header: what the user typed, also on native IB
+    and RoCEv1 where the packet only shows LIDs or GIDs
+    (docs/PROTOCOL.md#rdma-cm-service-id-and-ip-header)."""
     version, src, dst = _cma(buf, off)
     if version == 4:
         return address_text(src[12:]), address_text(dst[12:])
     return address_text(src), address_text(dst)
 
 
-ATTR = {0x0010: "req", 0x0012: "rej", 0x0013: "rep", 0x0014: "rtu",
-        0x0015: "dreq", 0x0016: "drep", 0x0011: "mra"}
+def _side(path, sender):
+    return "client" if sender == path.client_raw else "server"
 
 
 class CmTracker:
-    """Feeds CM MADs into the analyzer's model (``an`` is the Analyzer)."""
+    """Feeds CM MADs into the analyzer's model (``an`` is the Analyzer).
+
+    Besides ``feed()``, the analyzer calls ``rc_traffic()`` for RC packets with a new
+    PSN on a stream of a known path and ``heartbeat()`` for each heartbeat message;
+    ``finish()`` settles what only the end of the capture tells.
+    """
 
     def __init__(self, an):
         self.an = an
@@ -58,9 +114,13 @@ class CmTracker:
         self.cm_retransmissions = 0
         self.rtrs_frames = 0   # MADs of RTRS connections
         self.unclaimed = {}    # REQs without RTRS magic, in case an RTRS server answers
+        self.orphans = {}      # (sender, comm id) of a DREQ without its REQ -> its path
+        self.unattached = []   # DREQs whose path was not known yet: (frame, ts, src, dst)
+        self.finished = False
 
     def feed(self, frame, ts, src, dst, buf, off, end):
-        """Decode one MAD at buf[off:end]; returns its RTRS Connection or None."""
+        """Decode one MAD at buf[off:end]; returns what it belongs to (Connection or
+        Path), or None when it is no RTRS CM message."""
         if end - off < MAD_HDR:
             self.an.anomaly(frame, "truncated_mad", "%d bytes" % (end - off))
             return None
@@ -70,21 +130,52 @@ class CmTracker:
         body = off + MAD_HDR
         handler = getattr(self, "_" + ATTR[attr])
         known = handler(frame, ts, src, dst, buf, body, end)
-        if known:
+        if known is not None:
             self.rtrs_frames += 1
         return known
+
+    # -- hooks of the analyzer ------------------------------------------------
+
+    def rc_traffic(self, path, conn, client_to_server, frame, ts):
+        """An RC packet with a new PSN on a stream of ``path`` (``conn``: its connection
+        when the handshake was seen).  The first one of a connect attempt establishes
+        the connections whose RTU is not in the capture."""
+        path.last_traffic[client_to_server] = ts
+        if conn is not None and conn.attempt is not None and conn.attempt.outcome is None:
+            for replied in list(conn.attempt.connections):
+                self._established(replied, frame, ts)
+
+    def heartbeat(self, path, frame, ts):
+        """An HB_MSG or HB_ACK message on ``path``."""
+        path.last_heartbeat = (frame, ts)
+
+    def finish(self):
+        """The end of the capture: heartbeats that stopped on a path still up, and
+        DREQs that came before any sign of their path."""
+        if self.finished:
+            return
+        self.finished = True
+        if self.an.last_ts is not None:
+            for path in list(self.an.paths.values()):
+                self._heartbeats_lost(path, self.an.last_ts)
+        for frame, ts, src, dst in self.unattached:
+            path = self._path_by_endpoints(src, dst)
+            if path is not None:
+                path.disconnects.append({"frame": frame, "time": ts,
+                                         "initiator": _side(path, src), "crossed": False})
+                path.disconnects.sort(key=lambda d: d["frame"])
 
     # -- REQ / REP / REJ ----------------------------------------------------
 
     def _req(self, frame, ts, src, dst, buf, body, end):
-        if end - body < PRIVATE_OFFSET[CMReq]:
+        if end - body < PRIVATE_OFFSET["CMReq"]:
             self.an.anomaly(frame, "truncated_mad", "CM REQ")
             return None
         comm_id, sid, qpn, psn, pmtu = _req(buf, body)
         if (src, comm_id) in self.by_comm_id:
             self.cm_retransmissions += 1
             return self.by_comm_id[(src, comm_id)]
-        private = body + PRIVATE_OFFSET[CMReq]
+        private = body + PRIVATE_OFFSET["CMReq"]
         names = None
         if is_ip_service_id(sid):
             if private + CMA_HDR <= end:
@@ -96,7 +187,8 @@ class CmTracker:
         fields = _conn_req.decode(data, 0, len(data))
         req = (frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id, names)
         if not is_conn_req(data):
-            # not RTRS, unless an RTRS server answers it (then: a bad magic, §3.3)
+            # not RTRS, unless an RTRS server answers it (then: a bad magic,
+            # docs/PROTOCOL.md#conn_rsp)
             self.unclaimed[(src, comm_id)] = req
             if len(self.unclaimed) > MAX_UNCLAIMED:
                 del self.unclaimed[next(iter(self.unclaimed))]
@@ -113,16 +205,20 @@ class CmTracker:
         path.port = sid & 0xFFFF
         path.protocol_version = "%d.%d" % (fields["version"] >> 8, fields["version"] & 0xFF)
         path.cid_num = fields["cid_num"]
+        if path.up is None:
+            path.up = False  # a handshake: the path is up once an attempt gets through
+        attempt = self._attempt(path, fields["recon_cnt"], frame, ts)
+        for earlier in list(attempt.connections):  # the client moved on: they are up
+            self._established(earlier, frame, ts)
         if fields["cid"] == 0:
-            if path.established_once or fields["recon_cnt"] > 1:
-                path.reconnect_attempts += 1
             self.an.abort_pending(path)  # a (re)connect: nothing older is answered
         path.last_recon_cnt = max(path.last_recon_cnt or 0, fields["recon_cnt"])
         path.state = "connecting"
         conn = Connection(fields["cid"], client_qpn=qpn, recon_cnt=fields["recon_cnt"],
                           first_conn=fields["first_conn"], req_psn=psn,
                           client_comm_id=comm_id, path_mtu=PMTU_BYTES.get(pmtu),
-                          req_frame=frame, path=path)
+                          req_frame=frame, path=path, attempt=attempt)
+        attempt.connections.append(conn)
         path.connections.append(conn)
         self.by_comm_id[(src, comm_id)] = conn
         self.an.record(frame, ts, src, dst, 1, conn, "conn_req", fields)
@@ -143,11 +239,11 @@ class CmTracker:
         return self._connection(*req)
 
     def _rep(self, frame, ts, src, dst, buf, body, end):
-        if end - body < PRIVATE_OFFSET[CMRep]:
+        if end - body < PRIVATE_OFFSET["CMRep"]:
             self.an.anomaly(frame, "truncated_mad", "CM REP")
             return None
         comm_id, remote_id, qpn, psn = _rep(buf, body)
-        private = body + PRIVATE_OFFSET[CMRep]
+        private = body + PRIVATE_OFFSET["CMRep"]
         data = bytes(buf[private:min(end, private + _conn_rsp.size)])
         fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
         conn = self._answered(dst, remote_id, bool(fields))
@@ -159,8 +255,9 @@ class CmTracker:
         conn.server_qpn, conn.rep_psn, conn.server_comm_id = qpn, psn, comm_id
         self.by_comm_id[(src, comm_id)] = conn
         path = conn.path
+        record = fields
         if fields.get("errno"):
-            self._rejected(frame, conn, fields["errno"])
+            record = dict(fields, **self._rejected(frame, ts, conn, "server", fields["errno"]))
         elif fields:
             path.queue_depth = fields["queue_depth"]
             path.queue_depth_inferred = False
@@ -168,49 +265,70 @@ class CmTracker:
             path.max_hdr_size = fields["max_hdr_size"]
             path.always_invalidate = bool(fields["flags"] & RTRS_MSG_NEW_RKEY_F)
             self.an.set_queue_depth(path, fields["queue_depth"])
-            conn.state = "established"
-            if conn.cid == 0:
-                # a reconnect: the path was up before, or recon_cnt says so (§5.5 g)
-                if path.established_once or (conn.recon_cnt or 0) > 1:
-                    path.reconnects += 1
-                path.established_once = True
+            conn.state = "replied"
             self.an.bind_connection(conn)
-        self.an.record(frame, ts, src, dst, 1, conn, "conn_rsp", fields)
+        self.an.record(frame, ts, src, dst, 1, conn, "conn_rsp", record)
         return conn
 
     def _rej(self, frame, ts, src, dst, buf, body, end):
-        if end - body < PRIVATE_OFFSET[CMRej]:
+        if end - body < PRIVATE_OFFSET["CMRej"]:
             self.an.anomaly(frame, "truncated_mad", "CM REJ")
             return None
-        _comm_id, remote_id, reason = _rej(buf, body)
-        private = body + PRIVATE_OFFSET[CMRej]
+        comm_id, remote_id, reason = _rej(buf, body)
+        private = body + PRIVATE_OFFSET["CMRej"]
         data = bytes(buf[private:min(end, private + _conn_rsp.size)])
         fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
-        conn = self._answered(dst, remote_id, bool(fields))
+        # the sender's own comm ID: a client giving up (Timeout), a server after its REP
+        conn = self.by_comm_id.get((src, comm_id)) if comm_id else None
         if conn is None:
-            return None
-        if conn.state == "rejected":
+            conn = self._answered(dst, remote_id, bool(fields))
+        if conn is None:
+            return self._orphan_rej(frame, ts, src, dst, fields, reason)
+        sender = _side(conn.path, src)
+        if conn.rejected_by == sender:
             self.cm_retransmissions += 1
             return conn
-        errno = fields.get("errno")
-        self._rejected(frame, conn, errno, reason)
-        fields = dict(fields, reason=reason)
-        self.an.record(frame, ts, src, dst, 1, conn, "conn_rej", fields)
+        reject = self._rejected(frame, ts, conn, sender, fields.get("errno"), reason)
+        self.an.record(frame, ts, src, dst, 1, conn, "conn_rej", dict(fields, **reject))
         return conn
 
-    def _rejected(self, frame, conn, errno, reason=None):
+    def _orphan_rej(self, frame, ts, src, dst, fields, reason):
+        """A REJ whose REQ precedes the capture: a reject of the path with those
+        endpoints, when there is one."""
+        path = self._path_by_endpoints(src, dst)
+        if path is None:
+            return None
+        reject = self._reject_record(frame, ts, _side(path, src), fields.get("errno"), reason,
+                                     None)
+        path.rejects.append(reject)
+        self.an.record(frame, ts, src, dst, 1, None, "conn_rej", dict(fields, **reject),
+                       path=path)
+        return path
+
+    def _rejected(self, frame, ts, conn, sender, errno, reason=None):
+        """A REJ (or a REP carrying an errno): the connection and its attempt failed."""
         conn.state = "rejected"
-        if errno:
-            name = errno_name(errno)
-        else:
-            name = cm_rej_reasons.get(reason, "reason %s" % reason)
-        conn.path.rejects.append({"frame": frame, "errno": errno, "name": name})
+        conn.rejected_by = sender
+        reject = self._reject_record(frame, ts, sender, errno, reason, conn.req_frame)
+        conn.path.rejects.append(reject)
+        self._failed(conn, frame, ts)
+        return reject
+
+    @staticmethod
+    def _reject_record(frame, ts, sender, errno, reason, attempt_frame):
+        reason_name = None if reason is None else cm_rej_reasons.get(reason, "reason %d" % reason)
+        return {"frame": frame, "time": ts, "sender": sender, "reason": reason,
+                "reason_name": reason_name, "errno": errno or None,
+                "name": errno_name(errno) if errno else reason_name,
+                "attempt_frame": attempt_frame}
 
     # -- RTU / DREQ / DREP ----------------------------------------------------
 
     def _rtu(self, frame, ts, src, dst, buf, body, end):
-        """The REP already bound the QPs; an RTU only marks the MAD as RTRS."""
-        return self._by_ids(CMRtu, _rtu, src, dst, buf, body, end)
+        conn = self._by_ids("CMRtu", _rtu, src, dst, buf, body, end)
+        if conn is not None:
+            self._established(conn, frame, ts)
+        return conn
 
     def _mra(self, frame, ts, src, dst, buf, body, end):
         return None
@@ -223,24 +341,153 @@ class CmTracker:
         return self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
 
     def _dreq(self, frame, ts, src, dst, buf, body, end):
-        conn = self._by_ids(CMDreq, _dreq, src, dst, buf, body, end)
-        if conn is None:
+        if end - body < plan("CMDreq").size:
             return None
-        if conn.state == "disconnected":
+        local_id, remote_id = _dreq(buf, body)
+        conn = self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
+        if conn is None:
+            return self._orphan_dreq(frame, ts, src, dst, local_id)
+        path = conn.path
+        initiator = _side(path, src)
+        if initiator in conn.dreq_from:
             self.cm_retransmissions += 1
             return conn
+        conn.dreq_from.add(initiator)
         conn.state = "disconnected"
-        path = conn.path
-        initiator = "client" if src == path.client_raw else "server"
-        if path.state != "disconnecting":
-            path.state = "disconnecting"
-            path.disconnects.append({"frame": frame, "initiator": initiator})
+        self._failed(conn, frame, ts)
+        self._disconnect(path, frame, ts, initiator)
+        path.state = "disconnecting"
         self.an.record(frame, ts, src, dst, 1, conn, "disconnect",
                        {"initiator": initiator, "cm": "DREQ"})
         return conn
 
+    def _orphan_dreq(self, frame, ts, src, dst, local_id):
+        """A DREQ of a connection whose REQ/REP precede the capture."""
+        key = (src, local_id)
+        if key in self.orphans:
+            self.cm_retransmissions += 1
+            return self.orphans[key]
+        path = self._path_by_endpoints(src, dst)
+        if len(self.orphans) >= MAX_UNCLAIMED:
+            del self.orphans[next(iter(self.orphans))]
+        self.orphans[key] = path
+        if path is None:
+            if len(self.unattached) < MAX_UNCLAIMED:
+                self.unattached.append((frame, ts, src, dst))
+            return None
+        initiator = _side(path, src)
+        self._disconnect(path, frame, ts, initiator)
+        self.an.record(frame, ts, src, dst, 1, None, "disconnect",
+                       {"initiator": initiator, "cm": "DREQ"}, path=path)
+        return path
+
     def _drep(self, frame, ts, src, dst, buf, body, end):
-        conn = self._by_ids(CMDrep, _drep, src, dst, buf, body, end)
-        if conn is not None:
-            self.an.record(frame, ts, src, dst, 1, conn, "disconnect", {"cm": "DREP"})
-        return conn
+        if end - body < plan("CMDrep").size:
+            return None
+        local_id, remote_id = _drep(buf, body)
+        known = (self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
+                 or self.orphans.get((dst, remote_id)))
+        if isinstance(known, Connection):
+            self.an.record(frame, ts, src, dst, 1, known, "disconnect", {"cm": "DREP"})
+        elif known is not None:
+            self.an.record(frame, ts, src, dst, 1, None, "disconnect", {"cm": "DREP"},
+                           path=known)
+        return known
+
+    def _path_by_endpoints(self, a, b):
+        """The latest path between these two addresses (with or without handshake)."""
+        for path in reversed(list(self.an.paths.values())):
+            if {path.client_raw, path.server_raw} == {a, b}:
+                return path
+        return None
+
+    # -- attempts and path state ---------------------------------------------------
+
+    def _attempt(self, path, recon_cnt, frame, ts):
+        """The connect attempt a REQ belongs to (a new recon_cnt starts one)."""
+        if path.attempts and path.attempts[-1].recon_cnt == recon_cnt:
+            return path.attempts[-1]
+        if path.attempts and path.attempts[-1].outcome is None:
+            self._attempt_over(path.attempts[-1], "failed", frame, ts)  # given up
+        reconnect = path.established_once or (recon_cnt or 0) > 1
+        attempt = Attempt(path, recon_cnt, frame, ts, reconnect)
+        path.attempts.append(attempt)
+        if reconnect:
+            path.reconnect_attempts += 1
+        self._heartbeats_lost(path, ts)
+        self._down(path, frame, ts, "reconnect")
+        if path.down is not None:
+            path.down["outage"] = True  # the client tries to get it back
+        path.teardown = None
+        return attempt
+
+    def _established(self, conn, frame, ts):
+        if conn.state != "replied":
+            return
+        conn.state = "established"
+        conn.established_frame = frame
+        attempt = conn.attempt
+        if attempt is None or attempt.outcome is not None:
+            return
+        done = sum(1 for c in attempt.connections if c.state == "established")
+        if done >= (conn.path.cid_num or 1):
+            self._attempt_over(attempt, "established", frame, ts)
+
+    def _failed(self, conn, frame, ts):
+        attempt = conn.attempt
+        if attempt is not None and attempt.outcome is None:
+            self._attempt_over(attempt, "failed", frame, ts)
+
+    def _attempt_over(self, attempt, outcome, frame, ts):
+        attempt.outcome, attempt.end_frame, attempt.end_time = outcome, frame, ts
+        path = attempt.path
+        if outcome != "established":
+            return
+        if attempt.reconnect:
+            path.reconnects += 1
+        path.established_once = True
+        path.up = True
+        path.last_heartbeat = None
+        path.last_traffic.clear()
+        down, path.down = path.down, None
+        if down is not None and down["outage"]:
+            path.outages.append({
+                "down_frame": down["down_frame"], "down_time": down["down_time"],
+                "up_frame": frame, "up_time": ts,
+                "duration_s": round(ts - down["down_time"], 6), "cause": down["cause"]})
+
+    def _down(self, path, frame, ts, cause, outage=False):
+        if path.up is False:
+            return
+        path.up = False
+        path.down = {"down_frame": frame, "down_time": ts, "cause": cause, "outage": outage}
+
+    def _disconnect(self, path, frame, ts, initiator):
+        """A DREQ of ``initiator``: the first of a teardown, or the other side's (crossed)."""
+        self._heartbeats_lost(path, ts)
+        self._down(path, frame, ts, initiator + "_disconnect")
+        teardown = path.teardown
+        if teardown is None:
+            teardown = path.teardown = {}
+        if initiator in teardown:
+            return
+        record = {"frame": frame, "time": ts, "initiator": initiator, "crossed": bool(teardown)}
+        for other in teardown.values():
+            other["crossed"] = True
+        teardown[initiator] = record
+        path.disconnects.append(record)
+
+    def _heartbeats_lost(self, path, now):
+        """Did the kernel's heartbeat timer fire on ``path`` before ``now``?  Only while
+        the path is up (or known from IO alone), once per up period."""
+        if path.up is False or path.last_heartbeat is None:
+            return
+        frame, last = path.last_heartbeat
+        deadline = last + HEARTBEAT_TIMEOUT_S
+        quiet_since = min(path.last_traffic.values(), default=last)
+        if len(path.last_traffic) < 2:  # a direction never seen: silent since the heartbeat
+            quiet_since = min(quiet_since, last)
+        if now < deadline or now < quiet_since + HEARTBEAT_TIMEOUT_S:
+            return
+        path.heartbeats_lost.append({"frame": frame, "last_time": last, "time": deadline})
+        self._down(path, frame, deadline, "heartbeat_lost", outage=True)

@@ -1,4 +1,5 @@
-"""What the analyzer learns, in the vocabulary of PROTOCOL.md §5.1:
+"""What the analyzer learns, in the vocabulary of
+docs/PROTOCOL.md#sessions-paths-and-connections:
 session (paths_uuid) → path (sess_uuid) → connection (cid), plus the requests.
 
 Plain data; the renderers (report/) read it, the analyzer fills it.
@@ -6,14 +7,15 @@ Plain data; the renderers (report/) read it, the analyzer fills it.
 
 from array import array
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set, Tuple
 
 OPS = ("read", "write")
 
 
 @dataclass(eq=False)
 class Connection:
-    """One RC QP pair of a path: the CM REQ/REP of one cid (§2.5)."""
+    """One RC QP pair of a path: the CM REQ/REP of one cid
+    (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
     cid: Optional[int]
     client_qpn: Optional[int] = None
     server_qpn: Optional[int] = None
@@ -24,9 +26,30 @@ class Connection:
     client_comm_id: Optional[int] = None
     server_comm_id: Optional[int] = None
     path_mtu: Optional[int] = None
-    state: str = "requested"  # requested, established, rejected, disconnected
+    # requested, replied (REP seen: QPs bound), established (RTU or first RC traffic),
+    # rejected, disconnected
+    state: str = "requested"
     req_frame: Optional[int] = None
     path: Optional["Path"] = None
+    attempt: Optional["Attempt"] = None
+    established_frame: Optional[int] = None
+    dreq_from: Set[str] = field(default_factory=set)   # "client"/"server": sent a DREQ
+    rejected_by: Optional[str] = None
+
+
+@dataclass(eq=False)
+class Attempt:
+    """One connect attempt of a path: the REQs of one recon_cnt (the client raises
+    recon_cnt once per attempt, rtrs-clt.c init_conns())."""
+    path: "Path"
+    recon_cnt: Optional[int]
+    frame: int                      # the first REQ
+    time: float
+    reconnect: bool                 # after the path was up once (or recon_cnt > 1)
+    connections: List[Connection] = field(default_factory=list)
+    outcome: Optional[str] = None   # None (open), "established", "failed"
+    end_frame: Optional[int] = None
+    end_time: Optional[float] = None
 
 
 @dataclass
@@ -37,27 +60,9 @@ class IoCounter:
 
 
 @dataclass(eq=False)
-class Request:
-    """One RTRS request (a client RDMA WRITE WITH IMM of type IO_REQ)."""
-    frame: int
-    time: float
-    op: str                      # "read" / "write"
-    buf_id: Optional[int]
-    offset: Optional[int]
-    usr_len: int
-    data_len: int
-    payload: int                 # the 28-bit immediate payload (for re-keying)
-    conn: Optional[Connection]
-    first_frame: int
-    desc_key: Optional[int] = None
-    rnbd: Optional[dict] = None
-    rnbd_kind: Optional[int] = None  # RNBD message type of the user header
-    record: Optional[dict] = None  # the message record, when messages are kept
-
-
-@dataclass(eq=False)
 class Path:
-    """One RTRS path (client address ↔ server address), §5.1."""
+    """One RTRS path (client address ↔ server address),
+    docs/PROTOCOL.md#sessions-paths-and-connections."""
     sess_uuid: Optional[str]
     paths_uuid: Optional[str] = None
     client: Optional[str] = None        # as the user names it (RDMA CM header, else packet)
@@ -82,22 +87,40 @@ class Path:
         "client_to_server": 0, "server_to_client": 0,
         "acks_client_to_server": 0, "acks_server_to_client": 0})
     rkey_refreshes: int = 0
-    reconnects: int = 0                 # successful: cid 0 accepted again (or recon_cnt > 1)
-    reconnect_attempts: int = 0         # cid 0 REQs after the first connect
+    reconnects: int = 0                 # successful reconnects (the kernel's successful_cnt)
+    reconnect_attempts: int = 0         # all of them: failed = attempts - reconnects
     established_once: bool = False
-    failovers: int = 0                  # requests of this path re-sent on another path
+    attempts: List[Attempt] = field(default_factory=list)
+    failovers: int = 0                  # requests failed over TO this path (failover_cnt)
+    failover_delays: array = field(default_factory=lambda: array("d"))  # first send -> re-send
     aborted: int = 0                    # requests never answered because the path went down
     rejects: List[dict] = field(default_factory=list)
     errors: List[dict] = field(default_factory=list)
     disconnects: List[dict] = field(default_factory=list)
     state: str = "connecting"           # connecting, connected, disconnecting
+    # path state over time (cm_tracker): None = no handshake seen (a path known from IO)
+    up: Optional[bool] = None
+    down: Optional[dict] = None         # since when the path is down, until it is up again
+    teardown: Optional[Dict[str, dict]] = None  # the disconnect in progress, per initiator
+    outages: List[dict] = field(default_factory=list)
+    heartbeats_lost: List[dict] = field(default_factory=list)
+    last_heartbeat: Optional[Tuple[int, float]] = None   # (frame, time)
+    last_traffic: Dict[bool, float] = field(default_factory=dict)  # client_to_server -> time
+    events: List[dict] = field(default_factory=list)    # timeline entries of the IO engine
     last_recon_cnt: Optional[int] = None
-    pending: Dict[int, Request] = field(default_factory=dict)   # buf_id -> request
-    reads_by_key: Dict[int, Request] = field(default_factory=dict)  # desc key -> read
     devices: Dict[int, str] = field(default_factory=dict)        # RNBD device_id -> name
     mem_bits: Optional[int] = None
+    queue_depth_source: Optional[str] = None   # handshake, inferred, assumed, forced
+    partial_requests: int = 0           # counted, their first packets precede the capture
+    responses_without_request: int = 0  # their request precedes the capture
+    in_flight_at_end: int = 0           # requests still unanswered when the capture ends
     transport: Dict[str, int] = field(default_factory=lambda: {
         "acks": 0, "naks": 0, "rnr_naks": 0, "retransmissions": 0, "cnps": 0})
+    rtrs_packets: int = 0               # data packets and ACKs of the path's streams
+    # the analyzer's bookkeeping
+    id: int = field(default=-1, repr=False)
+    inference: object = field(default=None, repr=False)    # qdepth rule while undecided
+    waiting: list = field(default_factory=list, repr=False)  # IO batches waiting for it
 
     @property
     def key(self):

@@ -1,9 +1,9 @@
 """Queue depth (mem_bits) of a path whose handshake is not in the capture.
 
-This module is the specification of the rule (docs/PROTOCOL.md, "Queue depth
-inference"); the analyzer runs it as it is, and the Wireshark plugin's
-runtime.lua implements the same steps.  tests/vectors/qdepth.json holds both to
-the same answers.
+This module is the specification of the rule
+(docs/PROTOCOL.md#queue-depth-inference); the analyzer runs it as it is, and the
+Wireshark plugin's runtime.lua implements the same steps.  tests/vectors/qdepth.json
+holds both to the same answers.
 
 An IO_REQ immediate carries ``buf_id << mem_bits | offset`` and the queue
 depth decides mem_bits (``imm.mem_bits``), so without the conn_rsp neither

@@ -1,11 +1,12 @@
-"""The analyzer's model as the documented JSON shape (issue: `--format json`).
+"""The analyzer's model as the documented JSON shape of `--format json` (README.md).
 
 Keys may be added, never renamed.  UUIDs as canonical strings, addresses as
 text, frames 1-based, latencies in microseconds.
 """
 
+from .cm_tracker import HEARTBEAT_TIMEOUT_S
 from .model import OPS
-from .names import address_text
+from ..capture.links import address_text
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 
@@ -38,6 +39,7 @@ def path_summary(path):
         "protocol_version": path.protocol_version,
         "queue_depth": path.queue_depth,
         "queue_depth_inferred": path.queue_depth_inferred,
+        "queue_depth_source": path.queue_depth_source,
         "max_io_size": path.max_io_size,
         "max_hdr_size": path.max_hdr_size,
         "always_invalidate": path.always_invalidate,
@@ -54,17 +56,83 @@ def path_summary(path):
         "rkey_refreshes": path.rkey_refreshes,
         "reconnects": path.reconnects,
         "reconnect_attempts": path.reconnect_attempts,
+        "connect_attempts": [_attempt(a) for a in path.attempts],
         "failovers": path.failovers,
+        "failover_delay_us": latency_stats(path.failover_delays),
         "aborted_requests": path.aborted,
+        "partial_requests": path.partial_requests,
+        "responses_without_request": path.responses_without_request,
+        "in_flight_at_end": path.in_flight_at_end,
+        "lost_requests": path.aborted + (path.in_flight_at_end if path.up is False else 0),
         "rejects": list(path.rejects),
         "errors": list(path.errors),
         "disconnects": list(path.disconnects),
+        "outages": _outages(path),
+        "heartbeat": _heartbeat(path),
+        "events": _events(path),
         "transport": dict(path.transport),
         "devices": {str(k): v for k, v in sorted(path.devices.items())},
     }
 
 
+def _attempt(attempt):
+    return {"frame": attempt.frame, "time": attempt.time, "recon_cnt": attempt.recon_cnt,
+            "reconnect": attempt.reconnect, "outcome": attempt.outcome,
+            "end_frame": attempt.end_frame, "end_time": attempt.end_time}
+
+
+def _outages(path):
+    """Closed outages, then the one still running at the end of the capture."""
+    outages = list(path.outages)
+    down = path.down
+    if down is not None and down["outage"]:
+        outages.append({"down_frame": down["down_frame"], "down_time": down["down_time"],
+                        "up_frame": None, "up_time": None, "duration_s": None,
+                        "cause": down["cause"]})
+    return outages
+
+
+def _heartbeat(path):
+    """The last heartbeat seen and when the kernel's heartbeat timer would give up."""
+    if not path.heartbeats_lost and path.last_heartbeat is None:
+        return {"last_frame": None, "last_time": None, "timeout_time": None}
+    if path.last_heartbeat is not None:
+        frame, last = path.last_heartbeat
+    else:  # the path came back (or not) after a loss: the lost one is the last seen
+        frame, last = path.heartbeats_lost[-1]["frame"], path.heartbeats_lost[-1]["last_time"]
+    return {"last_frame": frame, "last_time": last,
+            "timeout_time": round(last + HEARTBEAT_TIMEOUT_S, 6)}
+
+
+def _events(path):
+    """The path's timeline from the CM exchange and the heartbeats, with the events
+    the IO analysis added (``path.events``), in time order."""
+    events = list(path.events)
+    for reject in path.rejects:
+        events.append(dict(reject, kind="reject"))
+    for disc in path.disconnects:
+        events.append(dict(disc, kind="disconnect"))
+    for attempt in path.attempts:
+        if attempt.outcome == "established":
+            events.append({"time": attempt.end_time, "frame": attempt.end_frame,
+                           "kind": "reconnect" if attempt.reconnect else "connect",
+                           "recon_cnt": attempt.recon_cnt, "attempt_frame": attempt.frame})
+        elif attempt.outcome == "failed" and attempt.reconnect:
+            events.append({"time": attempt.end_time, "frame": attempt.end_frame,
+                           "kind": "reconnect_failed", "recon_cnt": attempt.recon_cnt,
+                           "attempt_frame": attempt.frame})
+    for outage in _outages(path):
+        events.append({"time": outage["down_time"], "frame": outage["down_frame"],
+                       "kind": "outage", "cause": outage["cause"],
+                       "duration_s": outage["duration_s"], "up_frame": outage["up_frame"]})
+    for lost in path.heartbeats_lost:
+        events.append(dict(lost, kind="heartbeat_lost"))
+    events.sort(key=lambda e: (e["time"], e["frame"] if e["frame"] is not None else 0))
+    return events
+
+
 def summarize(analyzer, capture_info):
+    analyzer.cm.finish()
     sessions = []
     for session in analyzer.sessions.values():
         sessions.append({
@@ -82,7 +150,6 @@ def summarize(analyzer, capture_info):
         "malformed": analyzer.malformed,
         "cm_retransmissions": analyzer.cm.cm_retransmissions,
         "unmatched_responses": analyzer.unmatched_responses,
-        "partial_messages": analyzer.partial_messages,
         "cnps": analyzer.cnps,
     })
     return {"capture": capture, "sessions": sessions, "anomalies": list(analyzer.anomalies)}

@@ -1,39 +1,66 @@
 """``rtrs-dissect``: the command-line front end (click).
 
-``rtrs-dissect FILE`` is ``rtrs-dissect summary FILE``.  Products go to stdout,
-progress and messages to stderr.  Exit codes: 0 = read and summarised (even
-when the capture shows errors or is truncated), 1 = nothing readable, 2 = usage.
+``rtrs-dissect FILE`` is ``rtrs-dissect summary FILE``, options included
+(``rtrs-dissect --format json -q FILE``).  Products go to stdout, progress and
+messages to stderr.  Exit codes: 0 = read and summarised (even when the capture
+shows errors or is truncated), 1 = nothing readable, 2 = usage.
 
 Each command lives in its own module of this package (or beside its subsystem)
-and is registered here.
+and is registered here by name; its module is imported when it runs, so that
+``rtrs-dissect FILE`` starts without what the other commands need (Scapy).
 """
+
+import importlib
 
 import click
 
+#: the words the group itself answers; anything else in front of a command is summary's
+GROUP_OPTIONS = ("--help", "-h", "--version")
+
+
+#: command name -> "module:attribute" (relative to this package)
+COMMANDS = {
+    "summary": ".summary:summary",
+    "messages": ".messages:messages",
+    "show": ".messages:show",
+    "shell": ".shell:shell",
+    "craft": "..craft.commands:craft",
+    "wireshark": "..wireshark.commands:wireshark",
+    "docs": ".docs:docs",
+}
+
 
 class DefaultToSummary(click.Group):
-    """A group where an unknown first word (a capture file) means ``summary``."""
+    """A group where a first word that is no command (a capture file, or an option of
+    ``summary`` such as ``--format json``) means ``summary``; commands are loaded
+    when they are used."""
 
-    def resolve_command(self, ctx, args):
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attribute = target.split(":")
+        return getattr(importlib.import_module(module, __name__), attribute)
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in COMMANDS and args[0] not in GROUP_OPTIONS:
             args = ["summary"] + list(args)
-        return super().resolve_command(ctx, args)
+        return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx, formatter):
+        formatter.write_usage(ctx.command_path, "[--format json] [-q] [--queue-depth N] FILE")
+        formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="       ")
 
 
-@click.group(cls=DefaultToSummary)
+@click.group(cls=DefaultToSummary, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rtrs-scapy")
 def main():
-    """Decode and summarise Linux RTRS/RNBD traffic in InfiniBand/RoCE captures."""
+    """Decode and summarise Linux RTRS/RNBD traffic in InfiniBand/RoCE captures.
 
-
-def _register():
-    from ..craft.commands import craft
-    from ..wireshark.commands import wireshark
-    from .messages import messages, show
-    from .shell import shell
-    from .summary import summary
-    for command in (summary, messages, show, shell, craft, wireshark):
-        main.add_command(command)
-
-
-_register()
+    rtrs-dissect FILE is rtrs-dissect summary FILE: what every session in the
+    capture did (its options work there too: rtrs-dissect --format json FILE).
+    Exit codes: 0 read and summarised, 1 nothing readable, 2 usage error.
+    """

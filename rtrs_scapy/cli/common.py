@@ -15,10 +15,11 @@ queue_depth_option = click.option(
     help="Queue depth for paths whose handshake is not in the capture (else inferred).")
 
 
-def analyze_capture(capture, quiet, keep_messages, queue_depth=None):
-    """Run the analyzer with a progress bar on a terminal; one-line errors, exit 1."""
+def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame=None):
+    """Run the analyzer with a progress bar on a terminal; one-line errors, exit 1.
+    ``until_frame``: stop reading soon after that frame."""
     from ..analysis import CaptureError, analyze
-    from ..fastpath.reader import SUPPORTED_LINK_TYPES, link_name, open_capture
+    from ..capture import SUPPORTED_LINK_TYPES, link_name, open_capture
     try:
         with open_capture(capture) as probe:
             total = probe.bytes_total
@@ -27,7 +28,8 @@ def analyze_capture(capture, quiet, keep_messages, queue_depth=None):
     show_bar = not quiet and sys.stderr.isatty() and total
     try:
         if not show_bar:
-            result = analyze(capture, keep_messages=keep_messages, queue_depth=queue_depth)
+            result = analyze(capture, keep_messages=keep_messages, queue_depth=queue_depth,
+                             until_frame=until_frame)
         else:
             with click.progressbar(length=total, file=sys.stderr, label="reading") as bar:
                 done = [0]
@@ -36,7 +38,8 @@ def analyze_capture(capture, quiet, keep_messages, queue_depth=None):
                     bar.update(position - done[0])
                     done[0] = position
                 result = analyze(capture, keep_messages=keep_messages,
-                                 queue_depth=queue_depth, progress=progress)
+                                 queue_depth=queue_depth, progress=progress,
+                                 until_frame=until_frame)
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from None
     unsupported = result.link_types - SUPPORTED_LINK_TYPES

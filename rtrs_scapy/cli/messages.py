@@ -6,9 +6,22 @@ import click
 
 from .common import analyze_capture, capture_argument, format_option, queue_depth_option, \
     quiet_option
+from ..report.messages import HEADER, MESSAGE_KINDS, RNBD_CONTROL, RNBD_OPS
 
-MESSAGE_KINDS = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "read", "write",
-                 "io_rsp", "rkey_rsp", "hb_msg", "hb_ack", "disconnect")
+
+class SectorRange(click.ParamType):
+    """``N`` or ``FROM-TO`` (512-byte sectors, inclusive)."""
+    name = "FROM-TO"
+
+    def convert(self, value, param, ctx):
+        first, _, last = value.partition("-")
+        try:
+            bounds = (int(first), int(last or first))
+        except ValueError:
+            self.fail("%r is not N or FROM-TO" % value, param, ctx)
+        if bounds[0] < 0 or bounds[0] > bounds[1]:
+            self.fail("%r is not an ascending range of sectors" % value, param, ctx)
+        return bounds
 
 
 @click.command()
@@ -16,20 +29,47 @@ MESSAGE_KINDS = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "re
 @format_option
 @quiet_option
 @queue_depth_option
-@click.option("--session", "session_filter", default=None,
-              help="Only this session (name, paths_uuid or sess_uuid).")
+@click.option("--session", "session_filter", default=None, metavar="NAME",
+              help="Only this session: its name, paths_uuid or a path's sess_uuid (exact).")
 @click.option("--msg", "msg_filter", multiple=True, type=click.Choice(MESSAGE_KINDS),
               help="Only these message kinds (repeatable).")
-@click.option("--errors", is_flag=True, help="Only failed IO responses and rejects.")
-def messages(capture, fmt, quiet, queue_depth, session_filter, msg_filter, errors):
-    """One line per RTRS/RNBD message of CAPTURE (JSON lines with --format json)."""
-    from ..report.messages import message_line, select
+@click.option("--errors", is_flag=True,
+              help="Only failures: CM rejects, refused connections, failed IO (request "
+                   "and response).")
+@click.option("--device", default=None, metavar="ID|NAME",
+              help="Only RNBD messages of this device: its id or its path (/dev/ram0).")
+@click.option("--op", default=None, type=click.Choice(RNBD_OPS + RNBD_CONTROL),
+              help="Only this RNBD operation or control message.")
+@click.option("--sector", "sectors", default=None, type=SectorRange(),
+              help="Only RNBD IO touching these 512-byte sectors (N or FROM-TO).")
+@click.option("--min-latency", "min_latency", default=None, type=click.FloatRange(0),
+              metavar="US", help="Only requests and responses paired after at least US µs.")
+def messages(capture, fmt, quiet, queue_depth, session_filter, msg_filter, errors, device, op,
+             sectors, min_latency):
+    """One line per RTRS/RNBD message of CAPTURE (JSON lines with --format json).
+
+    Requests and their responses match --device, --op and --sector by the
+    request's RNBD header.
+    """
+    from ..report.messages import MessageView
     result = analyze_capture(capture, quiet, keep_messages=True, queue_depth=queue_depth)
-    for record in select(result, session_filter, msg_filter, errors):
-        if fmt == "json":
-            click.echo(json.dumps(record, default=str))
-        else:
-            click.echo(message_line(record))
+    view = MessageView(result.summary, result.messages)
+    session = None
+    if session_filter is not None:
+        session = view.find_session(session_filter)
+        if session is None:
+            known = "\n".join("  " + ref.label() for ref in view.sessions) or "  (none)"
+            raise click.UsageError("no session %r in %s; its sessions:\n%s"
+                                   % (session_filter, capture, known))
+    selected = view.select(session=session, kinds=msg_filter, errors=errors, device=device,
+                           op=op, sectors=sectors, min_latency_us=min_latency)
+    if fmt == "json":
+        for record in selected:
+            click.echo(json.dumps(view.as_json(record)))
+        return
+    click.echo(HEADER.rstrip())
+    for record in selected:
+        click.echo(view.line(record))
 
 
 @click.command()
@@ -38,9 +78,17 @@ def messages(capture, fmt, quiet, queue_depth, session_filter, msg_filter, error
               help="Frame number, 1-based like Wireshark.")
 @queue_depth_option
 def show(capture, frame_no, queue_depth):
-    """Scapy's show() of one frame plus what the session state adds."""
-    from ..report.messages import frame_context
-    result = analyze_capture(capture, True, keep_messages=True, queue_depth=queue_depth)
+    """Scapy's show() of one frame plus what the session state adds.
+
+    The analysis stops soon after the frame; it reads the whole capture only when
+    the rest can still change what the frame says (a request not answered by then,
+    a queue depth inferred from the traffic).
+    """
+    from ..report.messages import frame_context, frame_settled
+    result = analyze_capture(capture, True, keep_messages=True, queue_depth=queue_depth,
+                             until_frame=frame_no)
+    if not frame_settled(result.summary, result.messages, frame_no):
+        result = analyze_capture(capture, True, keep_messages=True, queue_depth=queue_depth)
     packet, context = frame_context(result, capture, frame_no)
     if packet is None:
         raise click.ClickException("%s has no frame %d" % (capture, frame_no))

@@ -12,5 +12,6 @@ JSON-serialisable and is stored next to each corpus file as ``<file>.truth.json`
 """
 
 from .capture_files import read_capture, write_capture, write_truth  # noqa: F401
-from .session import Encap, SessionCrafter  # noqa: F401
+from .encap import Encap  # noqa: F401
+from .session import SessionCrafter  # noqa: F401
 from .scenarios import SCENARIOS, craft_scenario, scenario_names  # noqa: F401

@@ -8,8 +8,14 @@ import struct
 
 from ..layers.ib import DLT_INFINIBAND, LRH
 
+PCAP_MAGIC_USEC = 0xA1B2C3D4
+PCAPNG_SECTION_HEADER, PCAPNG_INTERFACE_DESCRIPTION, PCAPNG_ENHANCED_PACKET = 0x0A0D0D0A, 1, 6
+PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
+SNAPLEN = 262144
+
+
 def _pcap_bytes(frames, linktype):
-    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, linktype)]
+    out = [struct.pack("<IHHiIII", PCAP_MAGIC_USEC, 2, 4, 0, 0, SNAPLEN, linktype)]
     for t, data in frames:
         sec = int(t)
         usec = int(round((t - sec) * 1e6))
@@ -25,13 +31,13 @@ def _pcapng_bytes(frames, linktype):
         body += b"\0" * (-len(body) % 4)
         size = len(body) + 12
         return struct.pack("<II", btype, size) + body + struct.pack("<I", size)
-    shb = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
-    idb = block(0x00000001, struct.pack("<HHI", linktype, 0, 262144))  # µs resolution
+    shb = block(PCAPNG_SECTION_HEADER, struct.pack("<IHHq", PCAPNG_BYTE_ORDER_MAGIC, 1, 0, -1))
+    idb = block(PCAPNG_INTERFACE_DESCRIPTION, struct.pack("<HHI", linktype, 0, SNAPLEN))  # µs
     out = [shb, idb]
     for t, data in frames:
         ts = int(round(t * 1e6))
-        out.append(block(0x00000006, struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF,
-                                                 len(data), len(data)) + data))
+        header = struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(data), len(data))
+        out.append(block(PCAPNG_ENHANCED_PACKET, header + data))
     return b"".join(out)
 
 

@@ -3,7 +3,7 @@
 import click
 
 from .scenarios import CRAFTER_PARAMS, SCENARIOS, craft_frames, scenario_names
-from .capture_files import DLT_ERF, DLT_INFINIBAND, write_capture, write_truth
+from .capture_files import DLT_ERF, write_capture, write_truth
 
 
 def _parse_value(text):
@@ -22,6 +22,11 @@ def _parse_value(text):
     return text
 
 
+def _assignments(params):
+    """KEY=VALUE pairs as -p takes them (None as "none")."""
+    return " ".join("%s=%s" % (k, "none" if v is None else v) for k, v in sorted(params.items()))
+
+
 @click.command()
 @click.argument("scenario", required=False)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
@@ -33,36 +38,37 @@ def _parse_value(text):
 @click.option("--truth/--no-truth", default=False,
               help="Also write the ground truth to OUTPUT.truth.json.")
 @click.option("--erf", is_flag=True,
-              help="Native IB (-p encap=ib) as ERF records, link type 197 (Wireshark reads "
-                   "these; it has no link type 247).")
+              help="Native IB as ERF records, link type 197 (Wireshark reads these; it has "
+                   "no link type 247); implies -p encap=ib.")
 @click.option("--list", "list_", is_flag=True, help="List the scenarios and exit.")
 def craft(scenario, output, seed, params, truth, erf, list_):
     """Craft an RTRS/RNBD capture from a named SCENARIO (see --list)."""
     if list_:
         for name in scenario_names():
             _fn, doc, defaults = SCENARIOS[name]
-            extra = " ".join("%s=%s" % kv for kv in sorted(defaults.items()))
+            extra = _assignments(defaults)
             click.echo("%-20s %s%s" % (name, doc, " [%s]" % extra if extra else ""))
-        click.echo("common parameters: " + " ".join(
-            "%s=%s" % kv for kv in sorted(CRAFTER_PARAMS.items())), err=True)
+        click.echo("common parameters: " + _assignments(CRAFTER_PARAMS))
         return
     if not scenario or not output:
         raise click.UsageError("SCENARIO and -o FILE are required (or --list)")
+    if not (output.endswith((".pcap", ".pcapng", ".pcap.gz", ".pcapng.gz"))):
+        raise click.UsageError("output must end in .pcap, .pcapng, .pcap.gz or .pcapng.gz")
     kwargs = {}
     for item in params:
         if "=" not in item:
             raise click.UsageError("parameter %r is not KEY=VALUE" % item)
         key, value = item.split("=", 1)
         kwargs[key.strip()] = _parse_value(value.strip())
+    if erf:  # ERF carries native IB: --erf alone means -p encap=ib
+        if kwargs.setdefault("encap", "ib") != "ib":
+            raise click.UsageError("--erf writes native InfiniBand, not encap=%s"
+                                   % kwargs["encap"])
     try:
         frames, truth_dict, linktype = craft_frames(scenario, seed=seed, **kwargs)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise click.ClickException(str(exc.args[0] if exc.args else exc))
-    if not (output.endswith((".pcap", ".pcapng", ".pcap.gz", ".pcapng.gz"))):
-        raise click.UsageError("output must end in .pcap, .pcapng, .pcap.gz or .pcapng.gz")
+    except (KeyError, TypeError, ValueError) as exc:  # unknown scenario, parameter, value
+        raise click.UsageError(str(exc.args[0] if exc.args else exc))
     if erf:
-        if linktype != DLT_INFINIBAND:
-            raise click.UsageError("--erf needs native InfiniBand (-p encap=ib)")
         linktype = DLT_ERF
     write_capture(output, frames, linktype=linktype)
     if truth:

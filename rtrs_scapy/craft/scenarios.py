@@ -8,8 +8,10 @@ cpus) are parameters of every scenario; the rest are the scenario's own.
 
 import errno as _errno
 
+from ..constants import RNBD_F_FUA, RNBD_F_SYNC, RTRS_MAGIC, RTRS_PROTO_VER_MAJOR
 from .params import CM_REJ_CONSUMER, CM_REJ_INVALID_SID, C, S
-from .session import Encap, SessionCrafter
+from .encap import Encap
+from .session import SessionCrafter
 
 SCENARIOS = {}
 
@@ -125,10 +127,11 @@ def _real_workload(s, idle):
     _close_session(s, dev, [path])
 
 
-@scenario("multipath_failover", "two paths, IO round-robin; path 1 goes silent with a write "
-          "in flight: no ACKs, heartbeats unanswered, go-back-N retransmissions; after 7 "
-          "retries the client closes path 1 (DREQs), re-issues the write on path 0 with the "
-          "same buf_id, IO continues on path 0, path 1 reconnects ~31 s later with recon_cnt 2",
+@scenario("multipath_failover", "two paths, IO round-robin; path 1's server side goes silent "
+          "with a write in flight: no ACKs, one unanswered heartbeat, go-back-N "
+          "retransmissions; after 7 retries the client closes path 1 (DREQs), re-issues the "
+          "write on path 0 with the same buf_id, IO continues on path 0, path 1 reconnects "
+          "~31 s later with recon_cnt 2",
           ios_before=4, ios_during=6, ios_after=4)
 def _multipath(s, ios_before, ios_during, ios_after):
     p0 = s.add_path()
@@ -151,6 +154,106 @@ def _multipath(s, ios_before, ios_during, ios_after):
         s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
     s.idle(5.5)
     _close_session(s, dev, [p0, p1])
+
+
+def _reconnects_failed(s, path):
+    return sum(1 for e in s.events if e["kind"] == "reconnect_failed" and e["path"] == path.index)
+
+
+@scenario("failover_inflight", "two paths; path 1's server side goes silent with several "
+          "requests in flight on it (capture on the client's side): go-back-N "
+          "retransmissions until the QP gives up, the client closes path 1 (DREQs, "
+          "unanswered) and re-sends every request in flight on path 0 with its buf_id "
+          "(path 0's failover_cnt), path 1 reconnects ~31 s later",
+          in_flight=4, ios=4)
+def _failover_inflight(s, in_flight, ios):
+    p0 = s.add_path()
+    p1 = s.add_path()
+    s.connect(p0)
+    s.connect(p1)
+    dev = s.rnbd_map()
+    for i in range(ios):
+        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+    s.fail_path(p1)
+    s.io_batch([dict(op="write" if i % 2 == 0 else "read", offset=(256 + i) * 4096,
+                     size=4096, device_id=dev) for i in range(in_flight)], path=p1)
+    n = 0
+    while p1.state != "connected" or p1.connects < 2:
+        s.io("read" if n % 2 == 0 else "write", n * 4096, 4096, device_id=dev)
+        n += 1
+        s.wait(3.0)
+    for i in range(ios):
+        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+    s.idle(5.5)
+    _close_session(s, dev, [p0, p1])
+
+
+@scenario("reconnect_timeout", "two paths, IO round-robin; the client's link of path 1 goes "
+          "down for ~25 s (capture on the server's side): the server's heartbeat is "
+          "retransmitted (go-back-N) until its QP gives up, the server closes path 1 (DREQs, "
+          "sent again until the link is back); each reconnect attempt gets the server's REP "
+          "again for every REQ the client sends again, never completes, and ends with a "
+          "client REJ Timeout, twice 60 s apart (path 1: reconnects successful 0, failed 2)",
+          ios=6, failed_attempts=2)
+def _reconnect_timeout(s, ios, failed_attempts):
+    p0 = s.add_path()
+    p1 = s.add_path()
+    s.connect(p0)
+    s.connect(p1)
+    dev = s.rnbd_map()
+    for i in range(ios):
+        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+    p1.faults = [{"fault": "rep_lost"} for _ in range(failed_attempts)]
+    s.fail_path(p1, silent=C, restore_after=25.0)
+    n = 0
+    while _reconnects_failed(s, p1) < failed_attempts:
+        s.io("write" if n % 2 == 0 else "read", n * 4096, 4096, device_id=dev)
+        n += 1
+        s.wait(5.0)
+    s.idle(2.0)
+    _close_session(s, dev, [p0, p1])
+
+
+@scenario("server_hb_loss", "one path; the client's link goes down right after its transport "
+          "acknowledged a server heartbeat (capture on the server's side): the HB_ACK never "
+          "comes, the server has nothing to retransmit, its heartbeat timer runs out six "
+          "ticks later and it closes the path with DREQs, sent again every ~6 s while nobody "
+          "answers; mid_session=True starts the capture after the handshake",
+          ios=6, mid_session=False)
+def _server_hb_loss(s, ios, mid_session):
+    path, dev = _open_session(s)
+    s.wait(2.0)
+    since = s.t - 0.5 if mid_session else None
+    _workload(s, ios // 2, ios - ios // 2, 0, dev)
+    s.idle(6.0)
+    s.fail_path(path, silent=C, last_heartbeat_acked=True)
+    s.wait(45.0)
+    return since
+
+
+@scenario("reconnect_third_try", "one path; its server side goes silent with requests in "
+          "flight (capture on the client's side): no path to fail over to, the requests are "
+          "lost; the client closes the path; its first reconnect attempt gets no answer (REQ "
+          "sent again, client REJ Timeout), the second a REJ -ECONNRESET (the server still "
+          "tears the old path down), the third gets through: SESS_INFO and OPEN again, IO; "
+          "unmap with crossed DREQs (the server closes cids 1 and 2 itself) — kernel: "
+          "reconnects successful 1, failed 2",
+          in_flight=3)
+def _reconnect_third_try(s, in_flight):
+    path, dev = _open_session(s)
+    _workload(s, 2, 2, 0, dev)
+    path.faults = [{"fault": "unanswered"},
+                   {"reject": (-_errno.ECONNRESET, CM_REJ_CONSUMER)}]
+    s.fail_path(path, restore_after=70.0)
+    s.io_batch([dict(op="read" if i % 2 == 0 else "write", offset=(512 + i) * 4096,
+                     size=4096, device_id=dev) for i in range(in_flight)], path=path)
+    while path.state != "connected" or path.connects < 2:
+        s.wait(5.0)
+    dev = s.rnbd_map(scan_sectors=(), sess_info=True)
+    _workload(s, 2, 2, 0, dev)
+    s.idle(6.0)
+    s.rnbd_close(dev)
+    s.disconnect(path, crossed=True)
 
 
 @scenario("io_errors", "IO errors: EIO on a read and a write, ENOSPC on writes, ENOTCONN for "
@@ -176,7 +279,7 @@ def _flush_discard(s):
     s.io("flush", 0, 0, device_id=dev)
     s.io("discard", 1 << 20, 1 << 20, device_id=dev)
     s.io("write_zeroes", 2 << 20, 65536, device_id=dev)
-    s.io("write", 4096, 4096, device_id=dev, flags=0x300)
+    s.io("write", 4096, 4096, device_id=dev, flags=RNBD_F_SYNC | RNBD_F_FUA)
     s.io("flush", 0, 0, device_id=dev)
     s.io("read", 0, 4096, device_id=dev)
     _close_session(s, dev, [path])
@@ -250,13 +353,13 @@ def _rej_no_listener(s):
 @scenario("bad_magic", "conn_req with a wrong magic: REJ -ECONNRESET")
 def _bad_magic(s):
     path = s.add_path()
-    s.connect(path, magic=0x1BBE)
+    s.connect(path, magic=RTRS_MAGIC + 1)
 
 
 @scenario("bad_version", "conn_req with protocol version 3.0: REJ -ECONNRESET")
 def _bad_version(s):
     path = s.add_path()
-    s.connect(path, version=0x0300)
+    s.connect(path, version=(RTRS_PROTO_VER_MAJOR + 1) << 8)
 
 
 @scenario("server_disconnect", "the server closes the path (DREQs from the server, client "

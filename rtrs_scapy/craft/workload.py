@@ -1,7 +1,8 @@
 """The RNBD workload of a crafted session: permits (buf_ids), client buffers,
 requests and the server's responses, SESS_INFO/OPEN/CLOSE and block IO
-(PROTOCOL.md §5.3–§5.5, §7).  A mixin of SessionCrafter, which owns the
-connections, the clock and the packet log."""
+(docs/PROTOCOL.md#chunks-and-what-the-client-writes,
+docs/PROTOCOL.md#which-operation-carries-what, docs/PROTOCOL.md#rnbd).  A mixin of
+SessionCrafter, which owns the connections, the clock and the packet log."""
 
 from ..constants import (
     RNBD_F_FUA, RNBD_F_SYNC, RNBD_OP_DISCARD, RNBD_OP_FLUSH, RNBD_OP_READ, RNBD_OP_WRITE,
@@ -14,7 +15,7 @@ from ..layers.rnbd import (
 )
 from ..layers.rtrs import RtrsMsgRdmaRead, RtrsMsgRkeyRsp, RtrsSgDesc
 from ..layers.rtrs_request import RtrsReadRequest, RtrsWriteRequest
-from .params import MAX_HW_BYTES, RC_ACK_TIMEOUT, RNBD_PRIO, C, S
+from .params import MAX_HW_BYTES, RNBD_PRIO, C, S
 
 
 class RnbdWorkload:
@@ -41,7 +42,7 @@ class RnbdWorkload:
 
     def _pick(self, path=None, cid=None):
         if path is None:
-            live = [p for p in self.paths if p.state == "connected" and not p.server_silent]
+            live = [p for p in self.paths if p.state == "connected" and p.silent is None]
             if not live:
                 live = [p for p in self.paths if p.state == "connected"]
             if not live:
@@ -82,16 +83,16 @@ class RnbdWorkload:
         packets = self._message(path, conn, C, "write_imm", payload, va=va, rkey=rkey, imm=imm)
         req = dict(t=round(t0, 6), path=path.index, cid=conn.cid, buf_id=buf,
                    dir=direction, data_len=data_len, usr_len=len(usr_bytes), op=label,
-                   errno=0, desc=(sg.addr, sg.key) if sg else None, failover=False,
+                   errno=0, desc=(sg.addr, sg.key) if sg else None, failover=False, lost=False,
                    _usr=usr, _data=data, _sg=sg)
         if path.server_silent:
-            path.unacked.append({"req": req, "packets": packets, "tries": 0,
-                                 "next": self.t + RC_ACK_TIMEOUT + self._jitter(0.0, 0.01)})
+            self._unacked(path, C, packets, req=req, cid=conn.cid)
         self.requests.append(req)
         return req
 
     def _send_response(self, path, conn, req, errno=0, reply=None):
-        """The server's answer chain of §5.4 for ``req``; releases the permit."""
+        """The server's answer chain for ``req``; releases the permit
+        (docs/PROTOCOL.md#which-operation-carries-what)."""
         if path.server_silent:
             req["errno"] = None  # no answer; re-issued on another path when this one fails
             path.pending.append(req)
@@ -122,7 +123,7 @@ class RnbdWorkload:
         self.t += self._jitter(0.0008, 0.006)
         self._tick(self.t)
 
-    # -- RNBD (§7) -------------------------------------------------------------
+    # -- RNBD (docs/PROTOCOL.md#rnbd)
 
     def rnbd_sess_info(self, path=None):
         """SESS_INFO on cid 0 (RTRS READ of 36 bytes) and the server's sess_info_rsp."""
@@ -182,7 +183,8 @@ class RnbdWorkload:
 
     def io(self, op, offset, size, errno=0, device_id=0, path=None, cid=None, label=None,
            flags=None):
-        """One block IO: read, write, flush, discard or write_zeroes (§7.3, §7.4).
+        """One block IO: read, write, flush, discard or write_zeroes
+        (docs/PROTOCOL.md#the-rw-field, docs/PROTOCOL.md#rnbd-messages).
 
         Reads and writes larger than 124 KiB are split like the block layer does
         (max_hw_sectors_kb 124) and the parts are in flight together.
@@ -195,7 +197,8 @@ class RnbdWorkload:
     def io_batch(self, ios, path=None, cid=None, shuffle=False):
         """Several IOs in flight together on one connection (distinct buf_ids); with
         ``shuffle`` the server answers them in a random order (responses are not FIFO,
-        §8.15).  ``ios``: dicts with the keyword arguments of :meth:`io`."""
+        docs/PROTOCOL.md#pairing-requests-and-responses).  ``ios``: dicts with the keyword
+        arguments of :meth:`io`."""
         self._tick(self.t)
         path, conn = self._pick(path, cid)
         reqs = []

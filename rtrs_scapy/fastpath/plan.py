@@ -1,6 +1,6 @@
 """Compiled struct plans: the layout IR of a Scapy layer turned into one
 ``struct.Struct`` and generated reader functions, for bulk decoding without
-per-packet Scapy objects (STYLE §3).
+per-packet Scapy objects.
 
 Nothing here states an offset or a size: every format is derived from
 ``layout_of(cls)``.  ``plan(cls).reader("a", "b")`` returns a function

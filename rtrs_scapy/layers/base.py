@@ -1,13 +1,61 @@
-"""Payload guessing that the upper layers plug into.
+"""What the layer modules share: payload guessing that the upper layers plug
+into, type dispatchers, and fast reads of a few header fields.
 
 Scapy's ``bind_layers`` only matches field values of the lower layer.  Several
 RTRS decisions depend on the payload itself (the RTRS magic in CM private data,
 the message type of a SEND); lower layers therefore ask functions registered by
 the upper layers, which keeps ib.py and cm.py free of RTRS imports.
+
+The layers are the bottom of the package: sizes and field offsets used here
+are measured with Scapy itself, never taken from the layout IR built above them.
 """
 
-from scapy.fields import LEShortField, StrFixedLenField
+import struct
+
+from scapy.fields import LEShortField, StrFixedLenField, _BitField
 from scapy.packet import Packet
+
+
+def fixed_size(cls):
+    """Bytes of a layer built with its defaults (counted lists empty), e.g. 8 for
+    rtrs_msg_info_rsp without descriptors."""
+    return len(cls())
+
+
+def _field_offsets(cls):
+    """{name: (offset, size, field)} of the byte-aligned fields of ``cls``, measured by
+    letting each field add itself to the bytes built so far (Scapy's own ``addfield``);
+    fields inside a bit group have no byte offset of their own and are left out."""
+    pkt = cls()
+    offsets, built = {}, b""
+    for fld in cls.fields_desc:
+        start = built if isinstance(built, bytes) else None
+        built = fld.addfield(pkt, built, pkt.getfieldval(fld.name))
+        if start is not None and isinstance(built, bytes):
+            offsets[fld.name] = (len(start), len(built) - len(start), fld)
+    return offsets
+
+
+def field_reader(cls, *names):
+    """``read(buf, off) -> tuple``: the named integer fields of layer ``cls`` at
+    ``buf[off:]`` in one ``struct.unpack_from``, for decisions made on many packets
+    (is this a request trailer, which message type) without building Scapy objects."""
+    offsets = _field_offsets(cls)
+    fmt, pos, endians = "", 0, set()
+    for name in names:
+        offset, size, fld = offsets[name]
+        code = getattr(fld, "fmt", "")
+        if (offset < pos or isinstance(fld, _BitField) or not code
+                or code[-1] not in "bBhHiIqQ" or struct.calcsize(code) != size):
+            raise ValueError("%s.%s: not an integer field readable in wire order"
+                             % (cls.__name__, name))
+        endians.add(code[0] if code[0] in "<>!" else "!")
+        fmt += "%dx" % (offset - pos) if offset > pos else ""
+        fmt += code.lstrip("<>!=@")
+        pos = offset + size
+    if len(endians) > 1:
+        raise ValueError("%s: fields %s mix byte orders" % (cls.__name__, names))
+    return struct.Struct(endians.pop() + fmt).unpack_from
 
 
 class GuessingPacket(Packet):
@@ -41,16 +89,15 @@ class TypeDispatcher(Packet):
     """A header class that, called on bytes, returns the message class for the
     leading type field (``RtrsMsg(data)``, ``RnbdMsgHdr(data)``).
 
-    Once its messages exist the header calls ``dispatch_on(table, header_plan)``
-    (the struct plan of its own fields); its subclasses (the messages) build
-    themselves.
+    Once its messages exist the header calls ``dispatch_on(table)``; its
+    subclasses (the messages) build themselves.
     """
 
     @classmethod
-    def dispatch_on(cls, table, header_plan):
+    def dispatch_on(cls, table):
         cls.type_table = table
-        cls.read_type = header_plan.reader("type")
-        cls.header_size = header_plan.size
+        cls.read_type = field_reader(cls, "type")
+        cls.header_size = fixed_size(cls)
         # Scapy only honours a dispatch_hook in the class's own __dict__
         cls.dispatch_hook = TypeDispatcher.__dict__["_dispatch"]
 

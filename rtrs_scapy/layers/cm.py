@@ -1,5 +1,6 @@
 """IB Communication Management as used by RDMA CM: the MAD common header, CM
-REQ/REP/REJ/RTU/DREQ/DREP/MRA and the 36-byte RDMA-CM IP header (PROTOCOL.md §2).
+REQ/REP/REJ/RTU/DREQ/DREP/MRA and the 36-byte RDMA-CM IP header
+(docs/PROTOCOL.md#connection-management).
 
 Field names follow the IBTA CM attribute layouts (as Wireshark decodes them),
 in snake case.  Each CM message's private data is its payload, padded to the
@@ -8,54 +9,72 @@ fixed private-data size on build; upper layers register guessers to decode it
 """
 
 from scapy.fields import (
-    BitEnumField, BitField, ByteEnumField, ByteField, IP6Field, ShortEnumField, ShortField, StrFixedLenField, XBitField, XByteField,
-    XIntField, XLongField, XShortField,
+    BitEnumField, BitField, ByteEnumField, ByteField, IP6Field, ShortEnumField, ShortField,
+    StrFixedLenField, XBitField, XByteField, XIntField, XLongField, XShortField,
 )
 from scapy.packet import bind_bottom_up, bind_top_down
 
-from .base import GuessingPacket
-from .ib import GSI_QPN, UD, register_ib_payload
+from .base import GuessingPacket, fixed_size
+from .ib import GSI_QPN, UD, Operation, register_ib_payload
 
 MGMT_CLASS_CM = 0x07
 CM_CLASS_VERSION = 2
 MAD_METHOD_SEND = 0x03
 MAD_SIZE = 256
 
+# CM attribute IDs: the MAD AttributeID of each CM message (IBTA 12.6, table 97)
+CM_ATTR_CLASS_PORT_INFO = 0x0001
+CM_ATTR_REQ = 0x0010
+CM_ATTR_MRA = 0x0011
+CM_ATTR_REJ = 0x0012
+CM_ATTR_REP = 0x0013
+CM_ATTR_RTU = 0x0014
+CM_ATTR_DREQ = 0x0015
+CM_ATTR_DREP = 0x0016
+CM_ATTR_SIDR_REQ = 0x0017
+CM_ATTR_SIDR_REP = 0x0018
+CM_ATTR_LAP = 0x0019
+CM_ATTR_APR = 0x001A
 cm_attribute_ids = {
-    0x0001: "ClassPortInfo", 0x0010: "ConnectRequest", 0x0011: "MsgRcptAck",
-    0x0012: "ConnectReject", 0x0013: "ConnectReply", 0x0014: "ReadyToUse",
-    0x0015: "DisconnectRequest", 0x0016: "DisconnectReply",
-    0x0017: "ServiceIDResReq", 0x0018: "ServiceIDResReqResp",
-    0x0019: "LoadAlternatePath", 0x001A: "AlternatePathResponse",
+    CM_ATTR_CLASS_PORT_INFO: "ClassPortInfo", CM_ATTR_REQ: "ConnectRequest",
+    CM_ATTR_MRA: "MsgRcptAck", CM_ATTR_REJ: "ConnectReject", CM_ATTR_REP: "ConnectReply",
+    CM_ATTR_RTU: "ReadyToUse", CM_ATTR_DREQ: "DisconnectRequest",
+    CM_ATTR_DREP: "DisconnectReply", CM_ATTR_SIDR_REQ: "ServiceIDResReq",
+    CM_ATTR_SIDR_REP: "ServiceIDResReqResp", CM_ATTR_LAP: "LoadAlternatePath",
+    CM_ATTR_APR: "AlternatePathResponse",
 }
 mgmt_classes = {0x01: "SUBN_LID_ROUTED", 0x03: "SUBN_ADM", 0x04: "PERF",
                  0x07: "CM", 0x81: "SUBN_DIRECTED_ROUTE"}
-# REJ reasons (IBTA table 112), those RDMA CM and RTRS produce, §2.4
+# REJ reasons: the IBTA names, numbered as enum ib_cm_rej_reason (include/rdma/ib_cm.h),
+# docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra
 cm_rej_reasons = {
     1: "No QP available", 2: "No EEC available", 3: "No resources available",
     4: "Timeout", 5: "Unsupported request", 6: "Invalid Communication ID",
     7: "Invalid Communication Instance", 8: "Invalid Service ID",
-    9: "Invalid Transport Service Type", 10: "Stale connection",
+    9: "Invalid Transport Service Type", 10: "Stale Connection",
     11: "RDC does not exist", 12: "Primary Remote Port GID rejected",
     13: "Primary Remote Port LID rejected", 14: "Invalid Primary SL",
     15: "Invalid Primary Traffic Class", 16: "Invalid Primary Hop Limit",
     17: "Invalid Primary Packet Rate", 18: "Alternate Remote Port GID rejected",
     19: "Alternate Remote Port LID rejected", 20: "Invalid Alternate SL",
     21: "Invalid Alternate Traffic Class", 22: "Invalid Alternate Hop Limit",
-    23: "Invalid Alternate Packet Rate", 24: "Port Redirection",
-    26: "Invalid Path MTU", 27: "Insufficient Responder Resources",
+    23: "Invalid Alternate Packet Rate", 24: "Port and CM Redirection",
+    25: "Port Redirection", 26: "Invalid Path MTU", 27: "Insufficient Responder Resources",
     28: "Consumer Reject", 29: "RNR Retry Count Reject",
-    30: "Port number is not specified", 31: "Invalid class version",
+    30: "Duplicate Local Communication ID", 31: "Invalid Class Version",
     32: "Invalid Flow Label", 33: "Invalid Alternate Flow Label",
-    35: "Vendor option not supported",
+    35: "Vendor Option Not Supported",
 }
 msg_kinds = {0: "REQ", 1: "REP", 2: "other"}
 mraed_kinds = {0: "REQ", 1: "REP", 2: "LAP"}
 cma_ip_versions = {4: "IPv4", 6: "IPv6"}
-path_mtus = {1: "256", 2: "512", 3: "1024", 4: "2048", 5: "4096"}
+# Path MTU codes of the REQ (IBTA enum: 1 = 256 bytes .. 5 = 4096 bytes)
+PATH_MTU_BYTES = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
+path_mtus = {code: str(size) for code, size in PATH_MTU_BYTES.items()}
 transport_service_types = {0: "RC", 1: "UC", 2: "RD", 3: "XRC"}
 
-# RDMA CM service IDs, §2.6: (port space << 16) + port
+# RDMA CM service IDs: (port space << 16) + port
+# (docs/PROTOCOL.md#rdma-cm-service-id-and-ip-header)
 RDMA_PS_TCP = 0x0106
 RDMA_PS_UDP = 0x0111
 RDMA_PS_IPOIB = 0x0002
@@ -74,7 +93,7 @@ def is_ip_service_id(sid):
 
 
 class MAD(GuessingPacket):
-    """MAD common header, 24 bytes (§2.2); the attribute follows."""
+    """MAD common header, 24 bytes; the attribute follows (docs/PROTOCOL.md#cm-mads)."""
     name = "MAD"
     fields_desc = [
         ByteField("base_version", 1),
@@ -108,7 +127,8 @@ class _CMMessage(GuessingPacket):
 
 
 def _path_fields(prefix):
-    """Primary/alternate path information of a REQ, 44 bytes (§2.3 CM+52..95)."""
+    """Primary/alternate path information of a REQ, 44 bytes at CM offset 52 and 96
+    (docs/PROTOCOL.md#cm-req)."""
     return [
         XShortField(prefix + "_local_port_lid", 0),
         XShortField(prefix + "_remote_port_lid", 0),
@@ -128,7 +148,8 @@ def _path_fields(prefix):
 
 
 class CMReq(_CMMessage):
-    """ConnectRequest (0x0010), §2.3; private data: CMA header + conn_req."""
+    """ConnectRequest; private data: CMA header + conn_req
+    (docs/PROTOCOL.md#cm-req)."""
     name = "CM REQ"
     private_data_size = 92
     fields_desc = [
@@ -165,7 +186,8 @@ class CMReq(_CMMessage):
 
 
 class CMRep(_CMMessage):
-    """ConnectReply (0x0013), §2.4; private data: conn_rsp."""
+    """ConnectReply; private data: conn_rsp
+    (docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra)."""
     name = "CM REP"
     private_data_size = 196
     fields_desc = [
@@ -194,7 +216,8 @@ class CMRep(_CMMessage):
 
 
 class CMRej(_CMMessage):
-    """ConnectReject (0x0012), §2.4; private data: conn_rsp with the errno."""
+    """ConnectReject; private data: conn_rsp with the errno
+    (docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra)."""
     name = "CM REJ"
     private_data_size = 148
     fields_desc = [
@@ -213,14 +236,14 @@ class CMRej(_CMMessage):
 
 
 class CMRtu(_CMMessage):
-    """ReadyToUse (0x0014), §2.4."""
+    """ReadyToUse, docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra."""
     name = "CM RTU"
     private_data_size = 224
     fields_desc = [XIntField("local_comm_id", 0), XIntField("remote_comm_id", 0)]
 
 
 class CMDreq(_CMMessage):
-    """DisconnectRequest (0x0015), §2.4."""
+    """DisconnectRequest, docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra."""
     name = "CM DREQ"
     private_data_size = 220
     fields_desc = [
@@ -232,14 +255,14 @@ class CMDreq(_CMMessage):
 
 
 class CMDrep(_CMMessage):
-    """DisconnectReply (0x0016), §2.4."""
+    """DisconnectReply, docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra."""
     name = "CM DREP"
     private_data_size = 224
     fields_desc = [XIntField("local_comm_id", 0), XIntField("remote_comm_id", 0)]
 
 
 class CMMra(_CMMessage):
-    """MsgRcptAck (0x0011), §2.4."""
+    """MsgRcptAck, docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra."""
     name = "CM MRA"
     private_data_size = 222
     fields_desc = [
@@ -253,7 +276,8 @@ class CMMra(_CMMessage):
 
 
 class CmaIpHdr(GuessingPacket):
-    """RDMA CM header in front of the REQ private data (IP addressing), §2.7.
+    """RDMA CM header in front of the REQ private data (IP addressing),
+    docs/PROTOCOL.md#rdma-cm-service-id-and-ip-header.
 
     ``port`` is the active side's *source* port; the destination port is in
     the service ID.
@@ -283,8 +307,9 @@ class CmaIpHdr(GuessingPacket):
         return self._addr(self.dst_addr, self.ip_version)
 
 
-CM_MESSAGES = {0x0010: CMReq, 0x0011: CMMra, 0x0012: CMRej, 0x0013: CMRep,
-               0x0014: CMRtu, 0x0015: CMDreq, 0x0016: CMDrep}
+CM_MESSAGES = {CM_ATTR_REQ: CMReq, CM_ATTR_MRA: CMMra, CM_ATTR_REJ: CMRej, CM_ATTR_REP: CMRep,
+               CM_ATTR_RTU: CMRtu, CM_ATTR_DREQ: CMDreq, CM_ATTR_DREP: CMDrep}
+MAD_HDR_SIZE = fixed_size(MAD)
 
 for _attr, _cls in CM_MESSAGES.items():
     bind_bottom_up(MAD, _cls, mgmt_class=MGMT_CLASS_CM, attribute_id=_attr)
@@ -298,7 +323,8 @@ def _req_private_data(req, payload):
 
 @register_ib_payload
 def _gsi_mad(bth, payload):
-    """CM MADs are UD SENDs to the GSI QP 1 (§2.1)."""
-    if bth.opcode == UD | 0x04 and bth.dqpn == GSI_QPN and len(payload) >= 24:
+    """CM MADs are UD SENDs to the GSI QP 1 (docs/PROTOCOL.md#cm-mads)."""
+    if (bth.opcode == UD | Operation.SEND_ONLY and bth.dqpn == GSI_QPN
+            and len(payload) >= MAD_HDR_SIZE):
         return MAD
     return None

@@ -1,47 +1,96 @@
 """InfiniBand transport on top of ``scapy.contrib.roce``: extension headers,
-the opcode → header chain, RoCEv1/RoCEv2/native IB framing and the ICRC.
+the opcode → header chain, RoCEv1/RoCEv2/native IB framing and the ICRC
+(docs/PROTOCOL.md#infiniband-transport).
 
-PROTOCOL.md §1.  Scapy's roce module has BTH, GRH and AETH; this module adds
-RETH, ImmDt, IETH, DETH, RDETH, AtomicETH, AtomicAckETH, the LRH (with VCRC,
-pcap link type 247), the SEND WITH INVALIDATE opcodes, AETH on every opcode
-that carries it, pad-byte handling and an ICRC that is computed for every
-underlayer and can be checked on decode.
+Scapy's roce module has BTH, GRH and AETH; this module subclasses them (the roce
+classes themselves are left as they are) and adds RETH, ImmDt, IETH, DETH, RDETH,
+AtomicETH, AtomicAckETH, the LRH (with VCRC, pcap link type 247), the SEND WITH
+INVALIDATE opcodes, AETH on every opcode that carries it, pad-byte handling and an
+ICRC that is computed for every underlayer and can be checked on decode.
 """
 
+import enum
 import struct
 import zlib
 
 from scapy.compat import raw
 from scapy.config import conf
-from scapy.contrib.roce import AETH, BTH, CNP_OPCODE, GRH, CNPPadding  # noqa: F401
+from scapy.contrib import roce
+from scapy.contrib.roce import CNP_OPCODE, CNPPadding  # noqa: F401  (CNP: reused as is)
+from scapy.data import ETH_P_IP, ETH_P_IPV6
 from scapy.fields import (
-    BitEnumField, BitField, ByteField, FCSField, IntField, XBitField, XIntField,
-    XLongField, XShortField, StrField,
+    BitEnumField, BitField, ByteEnumField, ByteField, FCSField, IntField, XBitField,
+    XIntField, XLongField, XShortField, StrField,
 )
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
-from scapy.packet import Packet, Raw, bind_bottom_up, bind_top_down
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down, split_bottom_up
 
 from ..imm import decode as decode_imm
 
-ROCEV2_PORT = 4791
-ROCEV1_ETHERTYPE = 0x8915
+# -- framing: where InfiniBand transport sits (docs/PROTOCOL.md#capture-encapsulations)
+
+ROCEV2_PORT = 4791                  # UDP destination port of RoCEv2 (IANA, IBTA A17)
+ROCEV2_SOURCE_PORT = 0xC000         # first of the entropy source ports (A17.4.5.1)
+ROCEV1_ETHERTYPE = 0x8915           # RoCEv1: GRH right after Ethernet (IBTA A16)
+ETHERTYPE_IPV4 = ETH_P_IP
+ETHERTYPE_IPV6 = ETH_P_IPV6
+VLAN_ETHERTYPES = (0x8100, 0x88A8, 0x9100)  # 802.1Q, 802.1ad, pre-standard QinQ
+IP_PROTO_UDP = 17
+GRH_NEXT_HEADER_BTH = 0x1B          # GRH next header: IBA transport
 DLT_INFINIBAND = 247
 GSI_QPN = 1
 GSI_QKEY = 0x80010000
 
-# §1.5: bits 7..5 of the opcode are the transport, bits 4..0 the operation.
+# Bits 7..5 of the opcode are the transport, bits 4..0 the operation
+# (docs/PROTOCOL.md#base-transport-header).
 RC, UC, RD, UD = 0x00, 0x20, 0x40, 0x60
 
 
-class RETH(Packet):
-    """RDMA Extended Transport Header (§1.7)."""
+class Operation(enum.IntEnum):
+    """Bits 4..0 of the BTH opcode (IBTA table 38); ``RC | Operation.SEND_ONLY``
+    is the opcode of an RC SEND ONLY."""
+    SEND_FIRST = 0x00
+    SEND_MIDDLE = 0x01
+    SEND_LAST = 0x02
+    SEND_LAST_WITH_IMMEDIATE = 0x03
+    SEND_ONLY = 0x04
+    SEND_ONLY_WITH_IMMEDIATE = 0x05
+    RDMA_WRITE_FIRST = 0x06
+    RDMA_WRITE_MIDDLE = 0x07
+    RDMA_WRITE_LAST = 0x08
+    RDMA_WRITE_LAST_WITH_IMMEDIATE = 0x09
+    RDMA_WRITE_ONLY = 0x0A
+    RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0x0B
+    RDMA_READ_REQUEST = 0x0C
+    RDMA_READ_RESPONSE_FIRST = 0x0D
+    RDMA_READ_RESPONSE_MIDDLE = 0x0E
+    RDMA_READ_RESPONSE_LAST = 0x0F
+    RDMA_READ_RESPONSE_ONLY = 0x10
+    ACKNOWLEDGE = 0x11
+    ATOMIC_ACKNOWLEDGE = 0x12
+    COMPARE_SWAP = 0x13
+    FETCH_ADD = 0x14
+    SEND_LAST_WITH_INVALIDATE = 0x16
+    SEND_ONLY_WITH_INVALIDATE = 0x17
+
+
+class IBHeader(Packet):
+    """An extension header: what follows it is decided by its BTH's opcode."""
+
+    def guess_payload_class(self, payload):
+        return _next_in_chain(self, payload)
+
+
+class RETH(IBHeader):
+    """RDMA Extended Transport Header (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "RETH"
     fields_desc = [XLongField("va", 0), XIntField("rkey", 0), IntField("dma_len", 0)]
 
 
 class RtrsImmField(XIntField):
-    """The immediate, shown with its RTRS meaning (§4)."""
+    """The immediate, shown with its RTRS meaning (docs/PROTOCOL.md#immediate-data)."""
 
     def i2repr(self, pkt, x):
         if x is None:
@@ -49,8 +98,8 @@ class RtrsImmField(XIntField):
         return "0x%08x [%s]" % (x, decode_imm(x, getattr(pkt, "queue_depth", None)).describe())
 
 
-class ImmDt(Packet):
-    """Immediate data; RTRS reads it as a big-endian u32 (§4).
+class ImmDt(IBHeader):
+    """Immediate data; RTRS reads it as a big-endian u32 (docs/PROTOCOL.md#immediate-data).
 
     ``queue_depth`` is not on the wire: set it (as the session analyzer does)
     to see IO_REQ immediates as buf_id/offset.
@@ -66,34 +115,37 @@ class ImmDt(Packet):
         return "ImmDt %s" % self.decoded().describe()
 
 
-class IETH(Packet):
-    """Invalidate Extended Transport Header: the R_Key to invalidate (§1.7)."""
+class IETH(IBHeader):
+    """Invalidate Extended Transport Header: the R_Key to invalidate
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "IETH"
     fields_desc = [XIntField("rkey", 0)]
 
 
-class DETH(Packet):
-    """Datagram Extended Transport Header (§1.7)."""
+class DETH(IBHeader):
+    """Datagram Extended Transport Header (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "DETH"
     fields_desc = [XIntField("qkey", GSI_QKEY), ByteField("reserved", 0),
                    XBitField("src_qp", GSI_QPN, 24)]
 
 
-class RDETH(Packet):
-    """Reliable Datagram Extended Transport Header (§1.7)."""
+class RDETH(IBHeader):
+    """Reliable Datagram Extended Transport Header
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "RDETH"
     fields_desc = [ByteField("reserved", 0), XBitField("ee_context", 0, 24)]
 
 
-class AtomicETH(Packet):
-    """Atomic Extended Transport Header (§1.7)."""
+class AtomicETH(IBHeader):
+    """Atomic Extended Transport Header (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "AtomicETH"
     fields_desc = [XLongField("va", 0), XIntField("rkey", 0),
                    XLongField("swap_add", 0), XLongField("compare", 0)]
 
 
-class AtomicAckETH(Packet):
-    """Atomic Acknowledge Extended Transport Header (§1.7)."""
+class AtomicAckETH(IBHeader):
+    """Atomic Acknowledge Extended Transport Header
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
     name = "AtomicAckETH"
     fields_desc = [XLongField("orig_remote_data", 0)]
 
@@ -104,49 +156,55 @@ class IBPad(Packet):
     fields_desc = [StrField("pad", b"")]
 
 
-# -- opcodes and the header chain (§1.6) ------------------------------------
+# -- AETH and the opcode → header chain (docs/PROTOCOL.md#opcodes-and-extension-headers)
 
-_OPS = {
-    # operation: (name, extension headers after BTH for RC/UC)
-    0x00: ("SEND_FIRST", ()),
-    0x01: ("SEND_MIDDLE", ()),
-    0x02: ("SEND_LAST", ()),
-    0x03: ("SEND_LAST_WITH_IMMEDIATE", (ImmDt,)),
-    0x04: ("SEND_ONLY", ()),
-    0x05: ("SEND_ONLY_WITH_IMMEDIATE", (ImmDt,)),
-    0x06: ("RDMA_WRITE_FIRST", (RETH,)),
-    0x07: ("RDMA_WRITE_MIDDLE", ()),
-    0x08: ("RDMA_WRITE_LAST", ()),
-    0x09: ("RDMA_WRITE_LAST_WITH_IMMEDIATE", (ImmDt,)),
-    0x0A: ("RDMA_WRITE_ONLY", (RETH,)),
-    0x0B: ("RDMA_WRITE_ONLY_WITH_IMMEDIATE", (RETH, ImmDt)),
-    0x0C: ("RDMA_READ_REQUEST", (RETH,)),
-    0x0D: ("RDMA_READ_RESPONSE_FIRST", (AETH,)),
-    0x0E: ("RDMA_READ_RESPONSE_MIDDLE", ()),
-    0x0F: ("RDMA_READ_RESPONSE_LAST", (AETH,)),
-    0x10: ("RDMA_READ_RESPONSE_ONLY", (AETH,)),
-    0x11: ("ACKNOWLEDGE", (AETH,)),
-    0x12: ("ATOMIC_ACKNOWLEDGE", (AETH, AtomicAckETH)),
-    0x13: ("COMPARE_SWAP", (AtomicETH,)),
-    0x14: ("FETCH_ADD", (AtomicETH,)),
-    0x16: ("SEND_LAST_WITH_INVALIDATE", (IETH,)),
-    0x17: ("SEND_ONLY_WITH_INVALIDATE", (IETH,)),
+class AETH(roce.AETH):
+    """ACK Extended Transport Header: scapy.contrib.roce's, followed by what the
+    opcode dictates, AtomicAckETH on an ATOMIC ACKNOWLEDGE
+    (docs/PROTOCOL.md#opcodes-and-extension-headers)."""
+    name = "AETH"
+
+    def guess_payload_class(self, payload):
+        return _next_in_chain(self, payload)
+
+
+_CHAINS = {
+    # operation: extension headers after the BTH for RC/UC (none when not listed)
+    Operation.SEND_LAST_WITH_IMMEDIATE: (ImmDt,),
+    Operation.SEND_ONLY_WITH_IMMEDIATE: (ImmDt,),
+    Operation.RDMA_WRITE_FIRST: (RETH,),
+    Operation.RDMA_WRITE_LAST_WITH_IMMEDIATE: (ImmDt,),
+    Operation.RDMA_WRITE_ONLY: (RETH,),
+    Operation.RDMA_WRITE_ONLY_WITH_IMMEDIATE: (RETH, ImmDt),
+    Operation.RDMA_READ_REQUEST: (RETH,),
+    Operation.RDMA_READ_RESPONSE_FIRST: (AETH,),
+    Operation.RDMA_READ_RESPONSE_LAST: (AETH,),
+    Operation.RDMA_READ_RESPONSE_ONLY: (AETH,),
+    Operation.ACKNOWLEDGE: (AETH,),
+    Operation.ATOMIC_ACKNOWLEDGE: (AETH, AtomicAckETH),
+    Operation.COMPARE_SWAP: (AtomicETH,),
+    Operation.FETCH_ADD: (AtomicETH,),
+    Operation.SEND_LAST_WITH_INVALIDATE: (IETH,),
+    Operation.SEND_ONLY_WITH_INVALIDATE: (IETH,),
 }
-_UC_OPS = range(0x00, 0x0C)
-_RD_RESPONSES = range(0x0D, 0x13)  # RD responses carry RDETH but no DETH
+_UC_OPS = range(Operation.SEND_FIRST, Operation.RDMA_WRITE_ONLY_WITH_IMMEDIATE + 1)
+_RD_OPS = range(Operation.SEND_FIRST, Operation.FETCH_ADD + 1)
+# RD responses carry RDETH but no DETH
+_RD_RESPONSES = range(Operation.RDMA_READ_RESPONSE_FIRST, Operation.ATOMIC_ACKNOWLEDGE + 1)
 
 
 def _opcode_table():
     table = {}
-    for op, (name, headers) in _OPS.items():
-        table[RC | op] = ("RC_" + name, headers)
+    for op in Operation:
+        headers = _CHAINS.get(op, ())
+        table[RC | op] = ("RC_" + op.name, headers)
         if op in _UC_OPS:
-            table[UC | op] = ("UC_" + name, headers)
-        if op <= 0x14:
+            table[UC | op] = ("UC_" + op.name, headers)
+        if op in _RD_OPS:
             extra = (RDETH,) if op in _RD_RESPONSES else (RDETH, DETH)
-            table[RD | op] = ("RD_" + name, extra + headers)
-    table[UD | 0x04] = ("UD_SEND_ONLY", (DETH,))
-    table[UD | 0x05] = ("UD_SEND_ONLY_WITH_IMMEDIATE", (DETH, ImmDt))
+            table[RD | op] = ("RD_" + op.name, extra + headers)
+    table[UD | Operation.SEND_ONLY] = ("UD_SEND_ONLY", (DETH,))
+    table[UD | Operation.SEND_ONLY_WITH_IMMEDIATE] = ("UD_SEND_ONLY_WITH_IMMEDIATE", (DETH, ImmDt))
     table[CNP_OPCODE] = ("CNP", ())
     return table
 
@@ -212,11 +270,7 @@ def _next_in_chain(layer, payload):
     return _guess_ib_payload(bth, payload)
 
 
-for _header in (RETH, ImmDt, IETH, DETH, RDETH, AtomicETH, AtomicAckETH, AETH):
-    _header.guess_payload_class = _next_in_chain
-
-
-# -- ICRC and VCRC (§1.8) ------------------------------------------------------
+# -- ICRC and VCRC (docs/PROTOCOL.md#payload-pad-and-icrc)
 
 def _masked_copy(layer, **masks):
     """A payload-less copy of ``layer`` keeping the values its payload implied."""
@@ -230,7 +284,8 @@ def _masked_copy(layer, **masks):
 
 
 def _icrc_prefix(bth, body_len):
-    """Masked bytes that the ICRC covers in front of the BTH, or None (§1.8)."""
+    """Masked bytes that the ICRC covers in front of the BTH, or None
+    (docs/PROTOCOL.md#payload-pad-and-icrc)."""
     lower = bth.underlayer
     if isinstance(lower, UDP):
         net = lower.underlayer
@@ -244,7 +299,7 @@ def _icrc_prefix(bth, body_len):
         pseudo = net / _masked_copy(lower, chksum=0xFFFF) / Raw(b"\0" * tail)
         return b"\xff" * 8 + raw(pseudo)[:-tail]
     grh_bytes = b""
-    if isinstance(lower, GRH):
+    if isinstance(lower, roce.GRH):
         grh = _masked_copy(lower, tclass=0xFF, flowlabel=0xFFFFF, hoplmt=0xFF,
                            paylen=lower.paylen or body_len + 4)
         grh_bytes = raw(grh)
@@ -269,14 +324,6 @@ def compute_icrc(bth, body):
     return struct.pack("<I", zlib.crc32(prefix + bytes(masked)) & 0xFFFFFFFF)
 
 
-def _bth_post_build(self, p, pay):
-    p += pay
-    if self.icrc is None:
-        icrc = compute_icrc(self, p[:-4])
-        p = p[:-4] + (icrc if icrc is not None else b"\0\0\0\0")
-    return p
-
-
 def icrc_ok(pkt):
     """True/False whether the frame's ICRC is right; None when it cannot tell."""
     bth = find_bth(pkt) if not isinstance(pkt, BTH) else pkt
@@ -291,35 +338,54 @@ def icrc_ok(pkt):
     return expected == wire[-4:]
 
 
-def _bth_do_dissect_payload(self, s):
-    """Split off the pad bytes (BTH.padcount) before decoding the payload."""
-    pad = self.padcount if self.padcount <= len(s) else 0
-    body, pad_bytes = s[:len(s) - pad], s[len(s) - pad:]
-    Packet.do_dissect_payload(self, body)
-    if pad_bytes:
-        self.add_payload(IBPad(pad_bytes))
+# -- BTH and GRH: scapy.contrib.roce's, extended in subclasses ---------------------
+
+class BTH(roce.BTH):
+    """Base Transport Header (docs/PROTOCOL.md#base-transport-header): scapy.contrib.roce's
+    with what this project needs: every opcode named (SEND WITH INVALIDATE too), the
+    extension headers chosen by opcode, the pad bytes split off before the payload
+    (IBPad), the ICRC computed for RoCEv2, RoCEv1 and native IB alike (roce's covers
+    RoCEv2 only)."""
+    name = "BTH"
+    fields_desc = [ByteEnumField("opcode", 0, OPCODE_NAMES)] + roce.BTH.fields_desc[1:]
+
+    def compute_icrc(self, p):
+        """roce's hook for post_build: ``p`` is the packet with a 4-byte placeholder."""
+        icrc = compute_icrc(self, p[:-4])
+        return icrc if icrc is not None else b"\0\0\0\0"
+
+    def do_dissect_payload(self, s):
+        """Split off the pad bytes (BTH.padcount) before decoding the payload."""
+        pad = self.padcount if self.padcount <= len(s) else 0
+        body, pad_bytes = s[:len(s) - pad], s[len(s) - pad:]
+        super().do_dissect_payload(body)
+        if pad_bytes:
+            self.add_payload(IBPad(pad_bytes))
+
+    def guess_payload_class(self, payload):
+        cls = super().guess_payload_class(payload)
+        if cls is not conf.raw_layer:
+            return cls
+        return _next_in_chain(self, payload)
+
+    def mysummary(self):
+        return "BTH %s qp 0x%x psn %d" % (OPCODE_NAMES.get(self.opcode, hex(self.opcode)),
+                                          self.dqpn, self.psn)
 
 
-def _bth_guess_payload_class(self, payload):
-    cls = Packet.guess_payload_class(self, payload)
-    if cls is not conf.raw_layer:
-        return cls
-    return _next_in_chain(self, payload)
+class GRH(roce.GRH):
+    """Global Route Header (docs/PROTOCOL.md#capture-encapsulations): scapy.contrib.roce's
+    with PayLen filled in on build and honoured on decode (bytes after it are Ethernet
+    padding)."""
+    name = "GRH"
 
+    def post_build(self, p, pay):
+        if self.paylen == 0 and pay:
+            p = p[:4] + struct.pack("!H", len(pay)) + p[6:]
+        return p + pay
 
-def _bth_mysummary(self):
-    return "BTH %s qp 0x%x psn %d" % (OPCODE_NAMES.get(self.opcode, hex(self.opcode)),
-                                      self.dqpn, self.psn)
-
-
-BTH.post_build = _bth_post_build
-BTH.do_dissect_payload = _bth_do_dissect_payload
-BTH.guess_payload_class = _bth_guess_payload_class
-BTH.mysummary = _bth_mysummary
-_opcode_field = BTH.fields_desc[0]
-for _op, _name in OPCODE_NAMES.items():
-    _opcode_field.i2s.setdefault(_op, _name)
-    _opcode_field.s2i.setdefault(_name, _op)
+    def extract_padding(self, s):
+        return (s[:self.paylen], None) if self.paylen else (s, None)
 
 
 def _vcrc(data):
@@ -341,7 +407,8 @@ lrh_next_headers = {LNH_RAW: "raw", LNH_IP: "ip", LNH_IBA_LOCAL: "iba_local",
 
 
 class LRH(Packet):
-    """Local Route Header of native InfiniBand, with the VCRC trailer (§1.4)."""
+    """Local Route Header of native InfiniBand, with the VCRC trailer
+    (docs/PROTOCOL.md#capture-encapsulations)."""
     name = "LRH"
     fields_desc = [
         BitField("vl", 0, 4),
@@ -370,40 +437,40 @@ class LRH(Packet):
         return s[:size], None
 
 
-def _grh_post_build(self, p, pay):
-    if self.paylen == 0 and pay:
-        p = p[:4] + struct.pack("!H", len(pay)) + p[6:]
-    return p + pay
-
-
-def _grh_extract_padding(self, s):
-    return (s[:self.paylen], None) if self.paylen else (s, None)
-
-
-GRH.post_build = _grh_post_build
-GRH.extract_padding = _grh_extract_padding
-
 # -- bindings ----------------------------------------------------------------
+
+# scapy.contrib.roce binds UDP port 4791 to its BTH and EtherType 0x8915 to its GRH
+# (whose payload is its BTH, and whose BTH binds roce's AETH).  The subclasses above take
+# those bindings over the way Scapy's own contribs replace a binding (scapy.contrib.ikev2
+# with UDP/ISAKMP): split_bottom_up, then bind.  The roce classes are not modified, and
+# the other entries of the binding tables keep their order.  Scapy tries a layer's
+# bindings in order, so a RoCEv2 packet from a source port that another protocol is bound
+# to (DNS 53, …) is decoded as that protocol; RoCEv2 senders use the entropy ports
+# 0xC000-0xFFFF (Linux: rdma_flow_label_to_udp_sport(), rxe), where no Scapy binding sits.
+split_bottom_up(UDP, roce.BTH, dport=ROCEV2_PORT)
+bind_bottom_up(UDP, BTH, dport=ROCEV2_PORT)
+bind_top_down(UDP, BTH, dport=ROCEV2_PORT, sport=ROCEV2_SOURCE_PORT, chksum=0)
+split_bottom_up(Ether, roce.GRH, type=ROCEV1_ETHERTYPE)
+bind_layers(Ether, GRH, type=ROCEV1_ETHERTYPE)
+split_bottom_up(GRH, roce.BTH)  # inherited from roce.GRH; the copy is this class's own
+bind_bottom_up(GRH, BTH)
+bind_top_down(GRH, BTH, nexthdr=GRH_NEXT_HEADER_BTH)
+split_bottom_up(BTH, roce.AETH)  # likewise inherited from roce.BTH
 
 for _op, (_name, _chain) in OPCODES.items():
     if _chain:
         bind_bottom_up(BTH, _chain[0], opcode=_op)
 # Crafting defaults: BTH()/RETH() is an RDMA WRITE ONLY, and so on.
-bind_top_down(BTH, RETH, opcode=RC | 0x0A)
-bind_top_down(BTH, ImmDt, opcode=RC | 0x05)
-bind_top_down(BTH, IETH, opcode=RC | 0x17)
-bind_top_down(BTH, DETH, opcode=UD | 0x04, dqpn=GSI_QPN)
-bind_top_down(BTH, AtomicETH, opcode=RC | 0x13)
-bind_top_down(BTH, RDETH, opcode=RD | 0x04)
-
-# RoCEv2 is recognised by the UDP destination port alone, whatever the source
-# port: put the rule first, ahead of bindings that match well-known sports.
-UDP.payload_guess.insert(0, ({"dport": ROCEV2_PORT}, BTH))
-bind_top_down(UDP, BTH, dport=ROCEV2_PORT, sport=0xC000, chksum=0)
+bind_top_down(BTH, RETH, opcode=RC | Operation.RDMA_WRITE_ONLY)
+bind_top_down(BTH, ImmDt, opcode=RC | Operation.SEND_ONLY_WITH_IMMEDIATE)
+bind_top_down(BTH, IETH, opcode=RC | Operation.SEND_ONLY_WITH_INVALIDATE)
+bind_top_down(BTH, DETH, opcode=UD | Operation.SEND_ONLY, dqpn=GSI_QPN)
+bind_top_down(BTH, AtomicETH, opcode=RC | Operation.COMPARE_SWAP)
+bind_top_down(BTH, RDETH, opcode=RD | Operation.SEND_ONLY)
+bind_top_down(BTH, AETH, opcode=RC | Operation.ACKNOWLEDGE)
 
 bind_bottom_up(LRH, BTH, lnh=LNH_IBA_LOCAL)
 bind_bottom_up(LRH, GRH, lnh=LNH_IBA_GLOBAL)
 bind_top_down(LRH, BTH, lnh=LNH_IBA_LOCAL)
 bind_top_down(LRH, GRH, lnh=LNH_IBA_GLOBAL)
-bind_top_down(GRH, BTH, nexthdr=0x1B)
 conf.l2types.register(DLT_INFINIBAND, LRH)

@@ -1,4 +1,5 @@
-"""RNBD messages of rnbd-proto.h (PROTOCOL.md §7), all little-endian.
+"""RNBD messages of rnbd-proto.h (docs/PROTOCOL.md#rnbd-messages),
+all little-endian.
 
 Every RNBD request is the user header of an RTRS request; the two replies
 (sess_info_rsp, open_rsp) travel as RTRS READ data, i.e. the payload of the
@@ -18,14 +19,14 @@ from ..constants import (
     rnbd_access_mode, rnbd_cache_policy, rnbd_io_flags, rnbd_io_op, rnbd_msg_type,
     rnbd_rw_str,
 )
-from ..fastpath.plan import plan
-from .ib import RC, register_ib_payload
-from .base import NulPaddedStrField, TypeDispatcher
+from .base import NulPaddedStrField, TypeDispatcher, fixed_size
+from .ib import RC, Operation, register_ib_payload
 from .rtrs_request import register_user_header
 
 
 class RnbdRwField(LEIntField):
-    """rnbd_msg_io.rw: operation in the low 8 bits, flags above (§7.3)."""
+    """rnbd_msg_io.rw: operation in the low 8 bits, flags above
+    (docs/PROTOCOL.md#the-rw-field)."""
     op_mask = RNBD_OP_MASK
     ops = rnbd_io_op
     flags = rnbd_io_flags
@@ -107,7 +108,8 @@ class RnbdMsgClose(RnbdMsgHdr):
 
 
 class RnbdMsgIo(RnbdMsgHdr):
-    """struct rnbd_msg_io: a block IO, user header of an RTRS READ or WRITE (§7.2).
+    """struct rnbd_msg_io: a block IO, user header of an RTRS READ or WRITE
+    (docs/PROTOCOL.md#rnbd-messages).
 
     32 bytes on 64-bit hosts, the last 6 being uninitialised struct padding;
     trust the RTRS trailer's usr_len.
@@ -133,15 +135,16 @@ RNBD_MESSAGES = {
     RNBD_MSG_IO: RnbdMsgIo, RNBD_MSG_CLOSE: RnbdMsgClose,
 }
 RNBD_REQUESTS = (RNBD_MSG_SESS_INFO, RNBD_MSG_OPEN, RNBD_MSG_IO, RNBD_MSG_CLOSE)
-_read_type = plan(RnbdMsgHdr).reader("type")
-RnbdMsgHdr.dispatch_on(RNBD_MESSAGES, plan(RnbdMsgHdr))
-HDR_SIZE = plan(RnbdMsgHdr).size
-SESS_INFO_RSP_SIZE = plan(RnbdMsgSessInfoRsp).size
-OPEN_RSP_SIZE = plan(RnbdMsgOpenRsp).size
+RnbdMsgHdr.dispatch_on(RNBD_MESSAGES)
+_read_type = RnbdMsgHdr.read_type
+HDR_SIZE = RnbdMsgHdr.header_size
+SESS_INFO_RSP_SIZE = fixed_size(RnbdMsgSessInfoRsp)
+OPEN_RSP_SIZE = fixed_size(RnbdMsgOpenRsp)
 
 
 def reply_class(data):
-    """The RNBD reply carried by a server RDMA WRITE of READ data, or None (§7.1)."""
+    """The RNBD reply carried by a server RDMA WRITE of READ data, or None
+    (docs/PROTOCOL.md#rnbd)."""
     if len(data) < HDR_SIZE:
         return None
     kind = _read_type(data, 0)[0]
@@ -161,6 +164,6 @@ def _rnbd_request(data):
 
 @register_ib_payload
 def _rnbd_reply(bth, payload):
-    if bth.opcode == RC | 0x0A:  # RDMA WRITE ONLY: READ data of one packet
+    if bth.opcode == RC | Operation.RDMA_WRITE_ONLY:  # READ data of one packet
         return reply_class(payload)
     return None

@@ -1,4 +1,4 @@
-"""RTRS messages, one layer per kernel struct of rtrs-pri.h (PROTOCOL.md §3).
+"""RTRS messages, one layer per kernel struct of rtrs-pri.h (docs/PROTOCOL.md#rtrs-messages).
 
 All fields little-endian.  conn_req travels in the CM REQ private data (after
 the RDMA CM IP header), conn_rsp in REP and REJ; info_req/info_rsp are RC
@@ -19,13 +19,13 @@ from ..constants import (
     DEFAULT_MAX_IO_SIZE, DEFAULT_QUEUE_DEPTH, RTRS_MSG_NEW_RKEY_F, errno_name,
     rtrs_msg_flags, rtrs_msg_types,
 )
-from ..fastpath.plan import plan
 from ..layout_refs import ref
 from .base import (
     AutoLEShortField, FixedLayer, GuessingPacket, NulPaddedStrField, TypeDispatcher,
+    field_reader, fixed_size,
 )
 from .cm import CmaIpHdr, CMRej, CMRep, CMReq, is_ip_service_id
-from .ib import RC, register_ib_payload
+from .ib import RC, Operation, register_ib_payload
 
 NIL_UUID = "00000000-0000-0000-0000-000000000000"
 MAX_DESC = 0xFFFF  # sg_cnt is a u16; the list also stops where the bytes end
@@ -50,7 +50,8 @@ def _type_field(default):
 
 
 class RtrsMsgConnReq(GuessingPacket):
-    """struct rtrs_msg_conn_req: CM REQ private data, client → server (§3.2).
+    """struct rtrs_msg_conn_req: CM REQ private data, client → server
+    (docs/PROTOCOL.md#conn_req).
 
     56 bytes.  The two placeholder bytes stand for the RDMA CM header fields
     that AF_IB overwrites; first_conn is bit 0 of byte 44 (a C bit-field on a
@@ -77,7 +78,8 @@ class RtrsMsgConnReq(GuessingPacket):
 
 
 class RtrsMsgConnRsp(GuessingPacket):
-    """struct rtrs_msg_conn_rsp: CM REP (accept) / CM REJ (errno) private data (§3.3).
+    """struct rtrs_msg_conn_rsp: CM REP (accept) / CM REJ (errno) private data
+    (docs/PROTOCOL.md#conn_rsp).
 
     56 bytes; NEW_RKEY_F in flags means the server runs always_invalidate=Y.
     """
@@ -99,7 +101,8 @@ class RtrsMsgConnRsp(GuessingPacket):
 
 
 class RtrsMsgInfoReq(GuessingPacket):
-    """struct rtrs_msg_info_req: RC SEND on cid 0, client → server (§3.4). 272 bytes."""
+    """struct rtrs_msg_info_req: RC SEND on cid 0, client → server. 272 bytes
+    (docs/PROTOCOL.md#info_req-and-info_rsp)."""
     name = "RTRS info_req"
     fields_desc = [
         _type_field(RTRS_MSG_INFO_REQ),
@@ -109,13 +112,15 @@ class RtrsMsgInfoReq(GuessingPacket):
 
 
 class RtrsSgDesc(FixedLayer):
-    """struct rtrs_sg_desc: one memory region, in info_rsp and rdma_read (§3.5). 16 bytes."""
+    """struct rtrs_sg_desc: one memory region, in info_rsp and rdma_read. 16 bytes
+    (docs/PROTOCOL.md#info_req-and-info_rsp)."""
     name = "RTRS sg_desc"
     fields_desc = [XLELongField("addr", 0), XLEIntField("key", 0), LEIntField("len", 0)]
 
 
 class RtrsMsgInfoRsp(GuessingPacket):
-    """struct rtrs_msg_info_rsp: the server's chunk table, RC SEND on cid 0 (§3.5).
+    """struct rtrs_msg_info_rsp: the server's chunk table, RC SEND on cid 0
+    (docs/PROTOCOL.md#info_req-and-info_rsp).
 
     8 + 16*sg_cnt bytes; sg_cnt = queue_depth with always_invalidate=Y.
     """
@@ -130,7 +135,8 @@ class RtrsMsgInfoRsp(GuessingPacket):
 
 
 class RtrsMsgRkeyRsp(GuessingPacket):
-    """struct rtrs_msg_rkey_rsp: new rkey of a chunk, SEND WITH IMM payload (§3.6). 8 bytes."""
+    """struct rtrs_msg_rkey_rsp: new rkey of a chunk, SEND WITH IMM payload. 8 bytes
+    (docs/PROTOCOL.md#rkey_rsp)."""
     name = "RTRS rkey_rsp"
     fields_desc = [
         _type_field(RTRS_MSG_RKEY_RSP),
@@ -140,7 +146,8 @@ class RtrsMsgRkeyRsp(GuessingPacket):
 
 
 class RtrsMsgRdmaHdr(TypeDispatcher):
-    """struct rtrs_msg_rdma_hdr: the type shared by both request trailers (§3.7).
+    """struct rtrs_msg_rdma_hdr: the type shared by both request trailers
+    (docs/PROTOCOL.md#request-trailers).
 
     ``RtrsMsgRdmaHdr(raw_trailer)`` returns the read or write trailer.
     """
@@ -149,7 +156,8 @@ class RtrsMsgRdmaHdr(TypeDispatcher):
 
 
 class RtrsMsgRdmaRead(RtrsMsgRdmaHdr, FixedLayer):
-    """struct rtrs_msg_rdma_read: trailer of a READ request (§3.7). 8 + 16*sg_cnt bytes.
+    """struct rtrs_msg_rdma_read: trailer of a READ request, 8 + 16*sg_cnt bytes
+    (docs/PROTOCOL.md#request-trailers).
 
     sg_cnt is 0 or 1; desc[0] is the client buffer the server writes the data to.
     """
@@ -165,7 +173,8 @@ class RtrsMsgRdmaRead(RtrsMsgRdmaHdr, FixedLayer):
 
 
 class RtrsMsgRdmaWrite(RtrsMsgRdmaHdr, FixedLayer):
-    """struct rtrs_msg_rdma_write: trailer at the end of a WRITE request (§3.7). 4 bytes."""
+    """struct rtrs_msg_rdma_write: trailer at the end of a WRITE request. 4 bytes
+    (docs/PROTOCOL.md#request-trailers)."""
     name = "RTRS rdma_write"
     fields_desc = [
         _type_field(RTRS_MSG_WRITE),
@@ -177,33 +186,33 @@ class RtrsMsgRdmaWrite(RtrsMsgRdmaHdr, FixedLayer):
 
 class RtrsMsg(TypeDispatcher):
     """Dispatcher for a whole RTRS SEND message: ``RtrsMsg(data)`` returns
-    info_req, info_rsp or rkey_rsp by the leading type (§3.1)."""
+    info_req, info_rsp or rkey_rsp by the leading type
+    (docs/PROTOCOL.md#constants)."""
     name = "RTRS message"
     fields_desc = [_type_field(RTRS_MSG_INFO_REQ)]
 
 
 
-_read_type = plan(RtrsMsg).reader("type")
 RtrsMsg.dispatch_on({RTRS_MSG_INFO_REQ: RtrsMsgInfoReq, RTRS_MSG_INFO_RSP: RtrsMsgInfoRsp,
-                     RTRS_MSG_RKEY_RSP: RtrsMsgRkeyRsp}, plan(RtrsMsg))
-RtrsMsgRdmaHdr.dispatch_on({RTRS_MSG_READ: RtrsMsgRdmaRead, RTRS_MSG_WRITE: RtrsMsgRdmaWrite},
-                           plan(RtrsMsgRdmaHdr))
-_read_info_rsp_count = plan(RtrsMsgInfoRsp).reader("sg_cnt")
-_read_conn_req_magic = plan(RtrsMsgConnReq).reader("magic")
-_read_conn_rsp_magic = plan(RtrsMsgConnRsp).reader("magic")
-INFO_REQ_SIZE = plan(RtrsMsgInfoReq).size
-INFO_RSP_HDR_SIZE = plan(RtrsMsgInfoRsp).size
-SG_DESC_SIZE = plan(RtrsSgDesc).size
-RKEY_RSP_SIZE = plan(RtrsMsgRkeyRsp).size
-CONN_REQ_SIZE = plan(RtrsMsgConnReq).size
-CONN_RSP_SIZE = plan(RtrsMsgConnRsp).size
+                     RTRS_MSG_RKEY_RSP: RtrsMsgRkeyRsp})
+RtrsMsgRdmaHdr.dispatch_on({RTRS_MSG_READ: RtrsMsgRdmaRead, RTRS_MSG_WRITE: RtrsMsgRdmaWrite})
+_read_info_rsp_count = field_reader(RtrsMsgInfoRsp, "sg_cnt")
+_read_conn_req_magic = field_reader(RtrsMsgConnReq, "magic")
+_read_conn_rsp_magic = field_reader(RtrsMsgConnRsp, "magic")
+INFO_REQ_SIZE = fixed_size(RtrsMsgInfoReq)
+INFO_RSP_HDR_SIZE = fixed_size(RtrsMsgInfoRsp)
+SG_DESC_SIZE = fixed_size(RtrsSgDesc)
+RKEY_RSP_SIZE = fixed_size(RtrsMsgRkeyRsp)
+CONN_REQ_SIZE = fixed_size(RtrsMsgConnReq)
+CONN_RSP_SIZE = fixed_size(RtrsMsgConnRsp)
 
 
 def send_message_class(payload):
-    """The RTRS class of a complete SEND message (SEND ONLY or reassembled), or None (§5.4)."""
-    if len(payload) < plan(RtrsMsg).size:
+    """The RTRS class of a complete SEND message (SEND ONLY or reassembled), or None
+    (docs/PROTOCOL.md#which-operation-carries-what)."""
+    if len(payload) < RtrsMsg.header_size:
         return None
-    kind = _read_type(payload, 0)[0]
+    kind = RtrsMsg.read_type(payload, 0)[0]
     if kind == RTRS_MSG_INFO_REQ and len(payload) == INFO_REQ_SIZE:
         return RtrsMsgInfoReq
     if kind == RTRS_MSG_INFO_RSP and len(payload) >= INFO_RSP_HDR_SIZE:
@@ -225,7 +234,7 @@ def is_conn_rsp(payload):
 
 @register_ib_payload
 def _rtrs_send(bth, payload):
-    if bth.opcode in (RC | 0x04, RC | 0x05):  # SEND ONLY [WITH IMMEDIATE]
+    if bth.opcode in (RC | Operation.SEND_ONLY, RC | Operation.SEND_ONLY_WITH_IMMEDIATE):
         return send_message_class(payload)
     return None
 

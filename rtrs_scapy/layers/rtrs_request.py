@@ -1,14 +1,14 @@
 """A whole client request as the client RDMA-writes it into a server chunk
-(PROTOCOL.md §5.3):
+(docs/PROTOCOL.md#chunks-and-what-the-client-writes):
 
     WRITE:  data | user header | rtrs_msg_rdma_write          (trailer at the end)
     READ:   user header | rtrs_msg_rdma_read + desc[sg_cnt]   (data_len is not sent)
 
 ``RtrsRequest(payload)`` splits a complete (single-packet or reassembled)
 message into its parts without knowing the session, using the trailer checks
-of §6.5; building fills usr_len and sg_cnt, and ``imm_offset``/``imm()`` give
-the IO_REQ immediate.  The user header is decoded by whatever upper layer
-registered itself (RNBD).
+of docs/PROTOCOL.md#request-trailers; building fills usr_len and sg_cnt, and
+``imm_offset``/``imm()`` give the IO_REQ immediate.  The user header is decoded
+by whatever upper layer registered itself (RNBD).
 """
 
 from scapy.compat import raw
@@ -17,16 +17,15 @@ from scapy.fields import PacketField, StrField
 from scapy.packet import Packet
 
 from ..constants import RTRS_MSG_NEED_INVAL_F, RTRS_MSG_READ, RTRS_MSG_WRITE
-from ..fastpath.plan import plan
 from ..imm import encode_io_req
-from .ib import RC, register_ib_payload
-from .rtrs import RtrsMsgRdmaRead, RtrsMsgRdmaWrite, RtrsSgDesc
+from .base import field_reader, fixed_size
+from .ib import RC, Operation, register_ib_payload
+from .rtrs import SG_DESC_SIZE, RtrsMsgRdmaRead, RtrsMsgRdmaWrite
 
-WRITE_TRAILER_SIZE = plan(RtrsMsgRdmaWrite).size
-READ_TRAILER_SIZE = plan(RtrsMsgRdmaRead).size
-SG_DESC_SIZE = plan(RtrsSgDesc).size
-_read_write_trailer = plan(RtrsMsgRdmaWrite).reader("type", "usr_len")
-_read_read_trailer = plan(RtrsMsgRdmaRead).reader("type", "usr_len", "sg_cnt")
+WRITE_TRAILER_SIZE = fixed_size(RtrsMsgRdmaWrite)
+READ_TRAILER_SIZE = fixed_size(RtrsMsgRdmaRead)
+_read_write_trailer = field_reader(RtrsMsgRdmaWrite, "type", "usr_len")
+_read_read_trailer = field_reader(RtrsMsgRdmaRead, "type", "usr_len", "sg_cnt")
 
 _user_header_guessers = []
 
@@ -51,7 +50,8 @@ def user_header(data):
 
 
 def split_write(buf, start=0, end=None):
-    """(data_len, usr_len) of a WRITE request in buf[start:end], or None (§5.3)."""
+    """(data_len, usr_len) of a WRITE request in buf[start:end], or None
+    (docs/PROTOCOL.md#chunks-and-what-the-client-writes)."""
     end = len(buf) if end is None else end
     size = end - start
     if size < WRITE_TRAILER_SIZE:
@@ -63,7 +63,8 @@ def split_write(buf, start=0, end=None):
 
 
 def split_read(buf, start=0, end=None):
-    """(usr_len, sg_cnt) of a READ request in buf[start:end], or None (§6.5 recipe)."""
+    """(usr_len, sg_cnt) of a READ request in buf[start:end], or None
+    (docs/PROTOCOL.md#request-trailers)."""
     end = len(buf) if end is None else end
     size = end - start
     for sg_cnt in (1, 0):
@@ -100,7 +101,8 @@ class _Request(Packet):
 
 
 class RtrsWriteRequest(_Request):
-    """An RTRS WRITE request: data | user header | rtrs_msg_rdma_write (§5.3)."""
+    """An RTRS WRITE request: data | user header | rtrs_msg_rdma_write
+    (docs/PROTOCOL.md#chunks-and-what-the-client-writes)."""
     name = "RTRS WRITE request"
     fields_desc = [
         StrField("data", b""),
@@ -110,7 +112,8 @@ class RtrsWriteRequest(_Request):
 
     @property
     def imm_offset(self):
-        """data_len + usr_len: where the trailer starts in the chunk (§4.2)."""
+        """data_len + usr_len: where the trailer starts in the chunk
+        (docs/PROTOCOL.md#io_req-buf_id-and-offset)."""
         return len(self.data) + len(self._usr_bytes())
 
     def self_build(self):
@@ -130,7 +133,8 @@ class RtrsWriteRequest(_Request):
 
 
 class RtrsReadRequest(_Request):
-    """An RTRS READ request: user header | rtrs_msg_rdma_read + desc (§5.3).
+    """An RTRS READ request: user header | rtrs_msg_rdma_read + desc
+    (docs/PROTOCOL.md#chunks-and-what-the-client-writes).
 
     The data_len bytes reserved in the chunk are not sent; they equal the
     descriptor's len (0 without descriptor, e.g. an RNBD flush).
@@ -190,7 +194,8 @@ def request_class(payload):
 
 @register_ib_payload
 def _single_packet_request(bth, payload):
-    """RDMA WRITE ONLY WITH IMMEDIATE with data is a whole request (§5.4)."""
-    if bth.opcode == RC | 0x0B and payload:
+    """RDMA WRITE ONLY WITH IMMEDIATE with data is a whole request
+    (docs/PROTOCOL.md#which-operation-carries-what)."""
+    if bth.opcode == RC | Operation.RDMA_WRITE_ONLY_WITH_IMMEDIATE and payload:
         return request_class(payload)
     return None

@@ -1,69 +1,346 @@
-"""Rendering of the analyzer's message records: filters, one-line text, the
-session context of a single frame (for ``rtrs-dissect show``)."""
+"""The analyzer's message records as ``rtrs-dissect messages`` shows them: the
+session each belongs to, filters, one text line (with a column header), the JSON
+object per record, and the session context of one frame (``rtrs-dissect show``).
 
-from scapy.config import conf
+A record, as the analyzer builds it: frame, time (epoch s), src, dst, qpn (the
+destination QPN), cid, msg, fields, rnbd, rnbd_reply (OPEN/SESS_INFO), paired_frame,
+latency (s), sess_uuid, client, server.  What the summary knows (session name,
+paths_uuid, device names) and the capture start are added here.
+"""
 
-from ..fastpath.reader import open_capture
+from ..constants import RTRS_MSG_NEW_RKEY_F
+from .words import (
+    SECTOR, access_mode, errno_text, has_sector, json_value, reason_name, rnbd_op, size,
+    utc_iso, version_text,
+)
 
-_KEY_FIELDS = {
-    "conn_req": ("cid", "cid_num", "recon_cnt", "first_conn", "sess_uuid"),
-    "conn_rsp": ("errno", "queue_depth", "max_io_size", "max_hdr_size", "flags"),
-    "conn_rej": ("errno", "reason"),
-    "info_req": ("pathname",),
-    "info_rsp": ("sg_cnt",),
-    "read": ("buf_id", "offset", "usr_len", "data_len"),
-    "write": ("buf_id", "offset", "usr_len", "data_len"),
-    "io_rsp": ("msg_id", "errno", "with_invalidate"),
-    "rkey_rsp": ("msg_id", "errno", "rkey_rsp"),
-    "disconnect": ("cm", "initiator"),
+#: what a record's ``msg`` can be (``--msg``)
+MESSAGE_KINDS = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "read", "write",
+                 "io_rsp", "hb_msg", "hb_ack", "disconnect")
+#: RNBD IO operations and control messages (``--op``)
+RNBD_OPS = ("read", "write", "flush", "discard", "secure_erase", "write_zeroes")
+RNBD_CONTROL = ("sess_info", "open", "close")
+REQUESTS = ("read", "write")
+HEADER = "%6s  %-27s %11s  %-8s %-31s %7s %3s  %-10s %s" % (
+    "frame", "time (UTC)", "+s", "session", "src → dst", "dst_qpn", "cid", "message",
+    "details")
+
+
+class SessionRef:
+    """One session of the summary, as records and ``--session`` refer to it."""
+
+    def __init__(self, session):
+        self.name = session["sessname"]
+        self.paths_uuid = session["paths_uuid"]
+        self.sess_uuids = [p["sess_uuid"] for p in session["paths"] if p["sess_uuid"]]
+        self.unnamed_paths = ["%s → %s" % (p["client"], p["server"]) for p in session["paths"]
+                              if not p["sess_uuid"]]
+        devices = (session.get("rnbd") or {}).get("devices")
+        if devices is not None:
+            self.devices = {str(k): d["name"] for k, d in devices.items() if d.get("name")}
+        else:  # per path (before the session-level RNBD view)
+            self.devices = {str(k): v for p in session["paths"]
+                            for k, v in p.get("devices", {}).items()}
+
+    def selected_by(self, wanted):
+        return wanted in (self.name, self.paths_uuid, *self.sess_uuids)
+
+    def label(self):
+        """How the session is named in an error listing."""
+        ids = ["paths_uuid " + self.paths_uuid] if self.paths_uuid else []
+        ids += ["sess_uuid " + u for u in self.sess_uuids]
+        name = self.name or "(no name in the capture)"
+        if ids:
+            return "%s: %s" % (name, ", ".join(ids))
+        return "%s: handshake not captured (path %s)" % (name, ", ".join(self.unnamed_paths))
+
+
+class MessageView:
+    """The records of one analysis with what the summary knows about them."""
+
+    def __init__(self, summary, records):
+        self.records = records
+        self.first_ts = summary["capture"]["first_ts"]
+        self.sessions = [SessionRef(s) for s in summary["sessions"]]
+        self._by_path = {}
+        for ref, session in zip(self.sessions, summary["sessions"]):
+            for path in session["paths"]:
+                self._by_path[_path_key(path)] = ref
+        self.request_of = {}     # response frame -> request record
+        self.response_of = {}    # request frame -> response record
+        responses = {r["frame"]: r for r in records if r["msg"] == "io_rsp"}
+        for rec in records:
+            if rec["msg"] in REQUESTS and rec["paired_frame"] in responses:
+                self.request_of[rec["paired_frame"]] = rec
+                self.response_of[rec["frame"]] = responses[rec["paired_frame"]]
+
+    # -- sessions ------------------------------------------------------------
+
+    def session_of(self, rec):
+        return self._by_path.get(_path_key(rec))
+
+    def find_session(self, wanted):
+        """The session named ``wanted`` (name, paths_uuid or sess_uuid), or None."""
+        for ref in self.sessions:
+            if ref.selected_by(wanted):
+                return ref
+        return None
+
+    # -- what a record is about ------------------------------------------------
+
+    def rnbd_of(self, rec):
+        """The RNBD message of a request, or of the request a response answers."""
+        if rec["msg"] == "io_rsp":
+            req = self.request_of.get(rec["frame"])
+            return req["rnbd"] if req is not None else None
+        return rec["rnbd"]
+
+    def failed(self, rec):
+        """A reject, a refused connection, a failed IO response or its request."""
+        msg = rec["msg"]
+        if msg == "conn_rej":
+            return True
+        if msg in ("conn_rsp", "io_rsp"):
+            return bool(rec["fields"].get("errno"))
+        if msg in REQUESTS:
+            rsp = self.response_of.get(rec["frame"])
+            return rsp is not None and bool(rsp["fields"]["errno"])
+        return False
+
+    def device_name(self, rec, device_id):
+        ref = self.session_of(rec)
+        return ref.devices.get(str(device_id)) if ref is not None else None
+
+    # -- filters -----------------------------------------------------------------
+
+    def select(self, session=None, kinds=(), errors=False, device=None, op=None,
+               sectors=None, min_latency_us=None):
+        """Records matching every given filter; ``session`` is a SessionRef."""
+        for rec in self.records:
+            if kinds and rec["msg"] not in kinds:
+                continue
+            if session is not None and self.session_of(rec) is not session:
+                continue
+            if errors and not self.failed(rec):
+                continue
+            if min_latency_us is not None and (
+                    rec["latency"] is None or rec["latency"] * 1e6 < min_latency_us):
+                continue
+            if device is not None or op is not None or sectors is not None:
+                rnbd = self.rnbd_of(rec)
+                if rnbd is None:
+                    continue
+                if device is not None and device not in self._device_keys(rec, rnbd):
+                    continue
+                if op is not None and _rnbd_kind(rnbd) != op:
+                    continue
+                if sectors is not None and not _overlaps(rnbd, sectors):
+                    continue
+            yield rec
+
+    def _device_keys(self, rec, rnbd):
+        """What ``--device`` may say for this RNBD message: id and names."""
+        keys = set()
+        if rnbd.get("dev_name"):  # OPEN
+            keys.add(rnbd["dev_name"])
+            reply = self._request(rec).get("rnbd_reply") or {}
+            device_id = reply.get("device_id")
+        else:
+            device_id = rnbd.get("device_id")
+        if device_id is not None:
+            keys.add(str(device_id))
+            name = self.device_name(rec, device_id)
+            if name:
+                keys.add(name)
+        return keys
+
+    def _request(self, rec):
+        return self.request_of.get(rec["frame"], rec) if rec["msg"] == "io_rsp" else rec
+
+    # -- output ------------------------------------------------------------------
+
+    def as_json(self, rec):
+        """The documented JSON object of one record."""
+        ref = self.session_of(rec)
+        out = {
+            "frame": rec["frame"], "time": rec["time"], "time_iso": utc_iso(rec["time"]),
+            "time_rel": round(rec["time"] - self.first_ts, 6),
+            "session": ref.name if ref else None, "paths_uuid": ref.paths_uuid if ref else None,
+            "sess_uuid": rec["sess_uuid"], "client": rec["client"], "server": rec["server"],
+            "src": rec["src"], "dst": rec["dst"], "dst_qpn": rec["qpn"], "cid": rec["cid"],
+            "msg": rec["msg"], "fields": _json_fields(rec["msg"], rec["fields"]),
+            "rnbd": _json_rnbd(rec["rnbd"]), "paired_frame": rec["paired_frame"],
+            "latency_us": None if rec["latency"] is None else round(rec["latency"] * 1e6, 1),
+        }
+        if rec.get("rnbd_reply"):
+            out["rnbd_reply"] = json_value(rec["rnbd_reply"])
+        return out
+
+    def line(self, rec):
+        """One text line under HEADER."""
+        ref = self.session_of(rec)
+        session = (ref.name or (ref.sess_uuids[0][:8] if ref.sess_uuids else None)) \
+            if ref else None
+        text = "%6d  %-27s %11.6f  %-8s %-31s %7s %3s  %-10s %s" % (
+            rec["frame"], utc_iso(rec["time"]), rec["time"] - self.first_ts, session or "-",
+            "%s → %s" % (rec["src"], rec["dst"]), "0x%x" % rec["qpn"],
+            "-" if rec["cid"] is None else rec["cid"], rec["msg"], self.details(rec))
+        return text.rstrip()
+
+    def details(self, rec):
+        fields = rec["fields"]
+        msg = rec["msg"]
+        parts = DETAILS.get(msg, lambda f: [])(fields)
+        if rec["rnbd"]:
+            parts.append(self._rnbd_text(rec))
+        if msg == "io_rsp":
+            req = self.request_of.get(rec["frame"])
+            if req is not None:
+                parts.append("answers frame %d after %.1f µs" % (req["frame"],
+                                                                 rec["latency"] * 1e6))
+                if req["rnbd"]:
+                    parts.append("(%s)" % self._rnbd_text(req))
+        elif rec["paired_frame"] is not None:
+            rsp = self.response_of.get(rec["frame"])
+            result = "" if rsp is None or not rsp["fields"]["errno"] else \
+                ": " + errno_text(rsp["fields"]["errno"])
+            parts.append("answered in frame %d after %.1f µs%s" % (
+                rec["paired_frame"], rec["latency"] * 1e6, result))
+        elif msg in REQUESTS:
+            parts.append("no response in the capture")
+        return "  ".join(p for p in parts if p)
+
+    def _rnbd_text(self, rec):
+        rnbd = rec["rnbd"]
+        kind = rnbd["msg"]
+        if kind == "io":
+            text = "RNBD %s %s" % (rnbd["rw_str"], self._device_text(rec, rnbd["device_id"]))
+            if has_sector(rnbd["rw"]):
+                text += " sector %d" % rnbd["sector"]
+            if rnbd["bi_size"]:
+                text += " len %d" % rnbd["bi_size"]
+            return text
+        if kind == "open":
+            text = "RNBD OPEN %s %s" % (rnbd["dev_name"], access_mode(rnbd["access_mode"]))
+            reply = rec.get("rnbd_reply")
+            if reply:
+                text += " → dev %d, %d sectors (%s)" % (
+                    reply["device_id"], reply["nsectors"], size(reply["nsectors"] * SECTOR))
+            return text
+        if kind == "close":
+            return "RNBD CLOSE %s" % self._device_text(rec, rnbd["device_id"])
+        if kind == "sess_info":
+            reply = rec.get("rnbd_reply")
+            return "RNBD SESS_INFO ver %d%s" % (
+                rnbd["ver"], " → ver %d" % reply["ver"] if reply else "")
+        return "RNBD " + kind.upper()
+
+    def _device_text(self, rec, device_id):
+        name = self.device_name(rec, device_id)
+        return "dev %d%s" % (device_id, " (%s)" % name if name else "")
+
+
+def _path_key(item):
+    """Paths and records share sess_uuid, client, server; a path without handshake has
+    no sess_uuid and is known by its endpoints."""
+    return item["sess_uuid"] or (item["client"], item["server"])
+
+
+def _rnbd_kind(rnbd):
+    return rnbd_op(rnbd["rw"]) if rnbd["msg"] == "io" else rnbd["msg"]
+
+
+def _overlaps(rnbd, sectors):
+    """Does an IO touch sectors FROM..TO (inclusive)?"""
+    if rnbd["msg"] != "io" or not has_sector(rnbd["rw"]):
+        return False
+    first = rnbd["sector"]
+    last = first + max(1, -(-rnbd["bi_size"] // SECTOR)) - 1
+    return first <= sectors[1] and last >= sectors[0]
+
+
+def _json_fields(msg, fields):
+    out = json_value(fields)
+    if msg in ("conn_req", "conn_rsp", "conn_rej"):  # a REJ may carry a conn_rsp
+        if "version" in out:
+            out["version"] = version_text(out["version"])
+        if "magic" in out:
+            out["magic"] = "0x%04x" % out["magic"]
+    if out.get("errno"):
+        out["errno_name"] = errno_text(out["errno"]).split()[1]
+    if out.get("reason") is not None:
+        out["reason_name"] = reason_name(out["reason"])
+    return out
+
+
+def _json_rnbd(rnbd):
+    if rnbd is None:
+        return None
+    out = json_value(rnbd)
+    if rnbd["msg"] == "io":
+        out["op"] = rnbd_op(rnbd["rw"])
+        if not has_sector(rnbd["rw"]):
+            out["sector"] = None  # a FLUSH has none (the wire says (u64)-1)
+    elif rnbd["msg"] == "open":
+        out["access_mode_name"] = access_mode(rnbd["access_mode"])
+    return out
+
+
+def _conn_req(f):
+    return ["cid %d of %d" % (f["cid"], f["cid_num"]), "recon_cnt %d" % f["recon_cnt"],
+            "first_conn" if f["first_conn"] else "", "protocol " + version_text(f["version"]),
+            "sess_uuid " + f["sess_uuid"]]
+
+
+def _conn_rsp(f):
+    if not f:
+        return ["no RTRS conn_rsp"]
+    if f["errno"]:
+        return ["refused: errno " + errno_text(f["errno"])]
+    return ["queue_depth %d" % f["queue_depth"], "max_io_size %d" % f["max_io_size"],
+            "max_hdr_size %d" % f["max_hdr_size"],
+            "always_invalidate %s" % ("Y" if f["flags"] & RTRS_MSG_NEW_RKEY_F else "N")]
+
+
+def _conn_rej(f):
+    parts = ["reason %d %s" % (f["reason"], reason_name(f["reason"]))]
+    if f.get("errno"):
+        parts.append("errno " + errno_text(f["errno"]))
+    if f.get("sender"):
+        parts.append("sent by the " + f["sender"])
+    return parts
+
+
+def _io_rsp(f):
+    parts = ["msg_id %d" % f["msg_id"], "errno " + errno_text(f["errno"]) if f["errno"]
+             else "OK"]
+    if f.get("rkey_rsp"):
+        parts.append("new rkey %d" % f["rkey_rsp"]["rkey"])
+    if f["with_invalidate"]:
+        parts.append("with invalidate")
+    return parts
+
+
+def _request(f):
+    return ["buf_id %d" % f["buf_id"], "offset %d" % f["offset"], "usr_len %d" % f["usr_len"],
+            "data_len %d" % f["data_len"]]
+
+
+def _disconnect(f):
+    return [f["cm"] + (" by the %s" % f["initiator"] if f.get("initiator") else "")]
+
+
+DETAILS = {
+    "conn_req": _conn_req, "conn_rsp": _conn_rsp, "conn_rej": _conn_rej,
+    "info_req": lambda f: ["pathname " + f["pathname"]],
+    "info_rsp": lambda f: ["%d chunks" % f["sg_cnt"]],
+    "read": _request, "write": _request, "io_rsp": _io_rsp, "disconnect": _disconnect,
 }
 
 
-def _paths(result):
-    for session in result.summary["sessions"]:
-        for path in session["paths"]:
-            yield session, path
-
-
-def _matches_session(result, record, wanted):
-    ends = {record["src"], record["dst"]}
-    for session, path in _paths(result):
-        if wanted in (session["sessname"], session["paths_uuid"], path["sess_uuid"]) \
-                and ends == set(path["endpoints"]):
-            return True
-    return False
-
-
-def select(result, session=None, kinds=(), errors=False):
-    for record in result.messages:
-        if kinds and record["msg"] not in kinds:
-            continue
-        if errors and not record["fields"].get("errno"):
-            continue
-        if session and not _matches_session(result, record, session):
-            continue
-        yield record
-
-
-def message_line(record):
-    fields = record["fields"]
-    keys = _KEY_FIELDS.get(record["msg"], ())
-    parts = ["%s=%s" % (k, fields[k]) for k in keys if k in fields]
-    rnbd = record.get("rnbd")
-    if rnbd:
-        if rnbd["msg"] == "io":
-            parts.append("RNBD %s dev %s sector %s len %s" % (
-                rnbd["rw_str"], rnbd["device_id"], rnbd["sector"], rnbd["bi_size"]))
-        else:
-            parts.append("RNBD %s" % rnbd["msg"])
-    if record["paired_frame"] is not None:
-        parts.append("↔ %d (%.0f µs)" % (record["paired_frame"], record["latency"] * 1e6))
-    return "%6d %17.6f %s → %s qp 0x%x cid %s %-10s %s" % (
-        record["frame"], record["time"], record["src"], record["dst"], record["qpn"],
-        "-" if record["cid"] is None else record["cid"], record["msg"], " ".join(parts))
-
-
 def _read_frame(capture, frame_no):
+    from scapy.config import conf
+    from ..capture import open_capture
     with open_capture(capture) as cap:
         for number, _ts, buf, start, end, link_type in cap:
             if number == frame_no:
@@ -79,24 +356,46 @@ def frame_context(result, capture, frame_no):
     packet = _read_frame(capture, frame_no)
     if packet is None:
         return None, []
+    view = MessageView(result.summary, result.messages)
+    paths = {_path_key(p): p for s in result.summary["sessions"] for p in s["paths"]}
     lines = []
     records = [r for r in result.messages if r["frame"] == frame_no]
+    if records:
+        lines.append(HEADER.rstrip())
     for record in records:
-        path = next((p for _, p in _paths(result)
-                     if {record["src"], record["dst"]} == set(p["endpoints"])), None)
+        path = paths.get(_path_key(record))
         if path is not None and ImmDt in packet and path["queue_depth"]:
             packet[ImmDt].queue_depth = path["queue_depth"]
-        lines.append(message_line(record))
+        lines.append(view.line(record))
         if path is not None:
-            lines.append("path %s → %s, queue_depth %s%s" % (
-                path["client"], path["server"], path["queue_depth"],
-                " (inferred)" if path["queue_depth_inferred"] else ""))
-        if record["paired_frame"] is not None:
-            role = "answers the request in" if record["msg"] in ("io_rsp", "rkey_rsp") \
-                else "answered in"
-            lines.append("%s frame %d after %.1f µs" % (role, record["paired_frame"],
-                                                       record["latency"] * 1e6))
+            ref = view.session_of(record)
+            lines.append("session %s, path %s → %s, queue_depth %s" % (
+                ref.label(), path["client"], path["server"], _queue_depth_text(path)))
     if not records:
         lines.append("no RTRS message completes in this frame (ACK, middle packet, "
                      "non-RTRS traffic, or a duplicate)")
     return packet, lines
+
+
+def frame_settled(summary, records, frame_no):
+    """Can the frames after the ones read still change what frame N says?  Not when its
+    requests are answered and its path's queue depth came from the handshake (an
+    inferred one may still narrow down)."""
+    paths = {_path_key(p): p for s in summary["sessions"] for p in s["paths"]}
+    for rec in records:
+        if rec["frame"] != frame_no:
+            continue
+        if rec["msg"] in REQUESTS and rec["paired_frame"] is None:
+            return False
+        path = paths.get(_path_key(rec))
+        if path is not None and path["queue_depth_inferred"]:
+            return False
+    return True
+
+
+def _queue_depth_text(path):
+    if path["queue_depth"] is None:
+        return "unknown (no conn_rsp)"
+    source = path.get("queue_depth_source") or (
+        "inferred" if path["queue_depth_inferred"] else "handshake")
+    return "%d (%s)" % (path["queue_depth"], source)

@@ -1,6 +1,6 @@
 """IB CM layers (rtrs_scapy/layers/cm.py): MAD header, REQ/REP/REJ/RTU/DREQ/
 DREP/MRA and the RDMA CM IP header, against the real CM handshake of the kernel
-captures and the offsets of PROTOCOL.md §2."""
+captures and the offsets of docs/PROTOCOL.md#connection-management."""
 
 
 import pytest
@@ -16,7 +16,7 @@ from rtrs_scapy.layers.ib import BTH, DETH, icrc_ok
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
 
 
-MAD_AT = 62  # §2.1: RoCEv2/IPv4, no VLAN
+MAD_AT = 62  # RoCEv2/IPv4, no VLAN (docs/PROTOCOL.md#cm-mads)
 
 
 def alone(layer):
@@ -38,7 +38,8 @@ def test_real_req():
     assert req.service_id == 0x00000000010604D2 == service_id(1234)
     assert req.local_ca_guid == 0x505400FFFE770002
     assert req.local_qpn == 0x11
-    assert (req.responder_resources, req.initiator_depth) == (0, 0)  # §0: no RDMA READ
+    # no RDMA READ (docs/PROTOCOL.md#cm-req)
+    assert (req.responder_resources, req.initiator_depth) == (0, 0)
     assert req.remote_cm_response_timeout == 20 and req.local_cm_response_timeout == 20
     assert req.transport_service_type == 0 and req.sprintf("%transport_service_type%") == "RC"
     assert req.starting_psn == 4182839
@@ -54,7 +55,7 @@ def test_real_req():
     assert (cma.src, cma.dst) == ("10.77.0.2", "10.77.0.1")
     assert RtrsMsgConnReq in pkt
     assert bytes(pkt) == raw
-    # §2.3/§2.7 offsets: CMA header at MAD 164, conn_req at MAD 200 (magic at 202)
+    # CMA header at MAD 164, conn_req at MAD 200 (magic at 202)
     assert raw[MAD_AT + 164:MAD_AT + 166] == b"\x00\x40"
     assert raw[MAD_AT + 202:MAD_AT + 204] == b"\xbd\x1b"
     assert alone(pkt[RtrsMsgConnReq]) == raw[MAD_AT + 200:MAD_AT + 256]
@@ -72,14 +73,15 @@ def test_real_rep():
     # basic_inval frame 2: CM REP for cid 0
     raw, pkt = real_frame("basic_inval", 2)
     assert pkt[MAD].attribute_id == 0x0013
-    assert pkt[MAD].transaction_id == 0x000000020D5B12EF  # REP reuses the REQ's TID (§2.5)
+    # REP reuses the REQ's TID (docs/PROTOCOL.md#cm-mads)
+    assert pkt[MAD].transaction_id == 0x000000020D5B12EF
     rep = pkt[CMRep]
     assert (rep.local_comm_id, rep.remote_comm_id) == (0xBE098478, 0xEF125B0D)
     assert rep.local_qpn == 0x11
     assert rep.starting_psn == 6030447
     assert rep.target_ack_delay == 15 and rep.rnr_retry_count == 7
     assert rep.local_ca_guid == 0x505400FFFE770001
-    # REP private data starts directly with conn_rsp at MAD 60 (§3.3)
+    # REP private data starts directly with conn_rsp at MAD 60 (docs/PROTOCOL.md#conn_rsp)
     assert alone(pkt[RtrsMsgConnRsp]) == raw[MAD_AT + 60:MAD_AT + 116]
     assert len(bytes(rep.payload)) == 196
     assert bytes(pkt) == raw
@@ -129,7 +131,8 @@ def test_mad_attribute_ids_set_by_the_message():
 
 
 def test_rej_with_conn_rsp_errno():
-    # §3.3: REJ reason 28 "consumer defined", conn_rsp.errno -104 as LE bytes 98 FF at MAD 112
+    # REJ reason 28 "consumer defined", conn_rsp.errno -104 as LE bytes 98 FF at MAD 112
+    # (docs/PROTOCOL.md#conn_rsp)
     mad = (MAD(transaction_id=0x20D5B12EF)
            / CMRej(local_comm_id=0xBE098478, remote_comm_id=0xEF125B0D, message_rejected=0,
                    reason=28)
@@ -146,7 +149,8 @@ def test_rej_with_conn_rsp_errno():
 
 
 def test_rej_without_rtrs_data():
-    # §8 gotcha 25: REJ reason 8 (no listener) with all-zero private data: no conn_rsp
+    # REJ reason 8 (no listener) with all-zero private data: no conn_rsp
+    # (docs/PROTOCOL.md#cm-rep-rej-rtu-dreq-drep-and-mra)
     pkt = MAD(bytes(MAD() / CMRej(reason=8)))
     assert pkt[CMRej].sprintf("%reason%") == "Invalid Service ID"
     assert RtrsMsgConnRsp not in pkt
@@ -177,7 +181,7 @@ def test_req_round_trip_non_default():
                 primary_hop_limit=2, primary_sl=5, primary_subnet_local=1,
                 primary_local_ack_timeout=14, alternate_local_port_lid=7)
     wire = bytes(MAD() / req)
-    # spot checks of §2.3 offsets (MAD = CM + 24)
+    # spot checks of docs/PROTOCOL.md#cm-req offsets (MAD = CM + 24)
     assert wire[56:59] == b"\xab\xcd\xef" and wire[59] == 4
     assert wire[67] == (18 << 3) | (1 << 1) | 1
     assert wire[68:71] == b"\xfe\xdc\xba" and wire[71] == (17 << 3) | 5
@@ -224,7 +228,8 @@ def test_cma_header_ipv6_round_trip():
 
 
 def test_af_ib_req_has_no_cma_header():
-    # §2.7: AF_IB service ID -> conn_req directly at REQ private-data offset 0 (MAD 164)
+    # AF_IB service ID -> conn_req directly at REQ private-data offset 0 (MAD 164)
+    # (docs/PROTOCOL.md#rdma-cm-service-id-and-ip-header)
     sid = AF_IB_SERVICE_ID | 1234
     assert sid == 0x00000000013F04D2 and not is_ip_service_id(sid)
     assert is_ip_service_id(service_id(1234))
@@ -239,7 +244,7 @@ def test_whole_cm_frame_builds_with_icrc():
     frame = (Ether() / IP(src="10.77.0.2", dst="10.77.0.1") / UDP(sport=0xC000, dport=4791)
              / BTH(psn=3) / DETH() / MAD(transaction_id=9) / CMRtu(local_comm_id=1))
     wire = bytes(frame)
-    assert len(wire) == 322  # §2.1
+    assert len(wire) == 322  # docs/PROTOCOL.md#cm-mads
     pkt = Ether(wire)
     assert pkt[BTH].opcode == 0x64 and pkt[BTH].dqpn == 1
     assert pkt[DETH].qkey == 0x80010000 and pkt[DETH].src_qp == 1

@@ -1,6 +1,6 @@
 """InfiniBand transport layers (rtrs_scapy/layers/ib.py) against real frames of
-the kernel captures and PROTOCOL.md §1: BTH extension headers by opcode, pad,
-ICRC/VCRC, RoCEv2 (IPv4/IPv6), RoCEv1 and native IB (link type 247)."""
+the kernel captures and docs/PROTOCOL.md#infiniband-transport: BTH extension headers
+by opcode, pad, ICRC/VCRC, RoCEv2 (IPv4/IPv6), RoCEv1 and native IB (link type 247)."""
 
 import struct
 import zlib
@@ -34,7 +34,8 @@ def test_real_rdma_write_only_with_immediate():
                                                                        0xFFFF, 0)
     assert (pkt[RETH].va, pkt[RETH].rkey, pkt[RETH].dma_len) == (0xFFFF890203380024, 0x3D7, 60)
     assert pkt[ImmDt].imm == 0x00000048
-    assert pkt[ImmDt].decoded(512).offset == 72  # §7.4: SESS_INFO imm offset 72
+    # SESS_INFO imm offset 72 (docs/PROTOCOL.md#rnbd-messages)
+    assert pkt[ImmDt].decoded(512).offset == 72
     assert bth.icrc == 0xCAF0CAFC
     assert bytes(pkt) == raw
     assert pkt[UDP].dport == 4791
@@ -75,7 +76,7 @@ def test_real_ud_send_only_deth():
     assert pkt[BTH].opcode == 0x64 and pkt[BTH].dqpn == 1
     assert pkt[BTH].sprintf("%opcode%") == "UD_SEND_ONLY"
     assert (pkt[DETH].qkey, pkt[DETH].src_qp) == (0x80010000, 1)
-    assert len(pkt) == 322  # §2.1
+    assert len(pkt) == 322  # docs/PROTOCOL.md#cm-mads
     assert bytes(pkt) == raw
 
 
@@ -116,7 +117,8 @@ def test_real_rdma_write_first_middle_last_headers():
 
 @pytest.mark.parametrize("number", [1, 2, 10, 11, 22, 26, 27, 40, 75, 1533])
 def test_icrc_recomputed_equals_the_kernel_value(number):
-    """Rebuilding with icrc=None reproduces the ICRC rxe put on the wire (§1.8)."""
+    """Rebuilding with icrc=None reproduces the ICRC rxe put on the wire
+    (docs/PROTOCOL.md#payload-pad-and-icrc)."""
     raw, pkt = real_frame("basic_inval", number)
     assert icrc_ok(pkt) is True
     pkt[BTH].icrc = None
@@ -124,7 +126,8 @@ def test_icrc_recomputed_equals_the_kernel_value(number):
 
 
 def test_icrc_formula_of_protocol_md():
-    # §1.8: crc32 over 8 x 0xFF + masked IP/UDP + masked BTH + rest, stored LE
+    # crc32 over 8 x 0xFF + masked IP/UDP + masked BTH + rest, stored LE
+    # (docs/PROTOCOL.md#payload-pad-and-icrc)
     raw, pkt = real_frame("basic_inval", 22)
     ip = bytearray(raw[14:34])
     ip[1], ip[8], ip[10:12] = 0xFF, 0xFF, b"\xff\xff"
@@ -287,9 +290,11 @@ def test_bth_round_trip_non_default():
 
 # -- encapsulations ---------------------------------------------------------------
 
-@pytest.mark.parametrize("sport", [53, 67, 123, 4791, 0xC000, 0xFFFF])
-def test_rocev2_recognised_by_dport_only(sport):
-    # scapy's own binding table would turn sport 53 into DNS (ECOSYSTEM.md §1.1)
+@pytest.mark.parametrize("sport", [4791, 0xC000, 0xC123, 0xFFFF])
+def test_rocev2_recognised_by_dport(sport):
+    # RoCEv2 is recognised by the destination port (docs/PROTOCOL.md#capture-encapsulations)
+    # from any entropy source port (0xC000-0xFFFF), where no other Scapy binding sits
+    # (tests/layers/test_scapy_untouched.py)
     frame = (Ether() / IP() / UDP(sport=sport, dport=4791)
              / BTH(opcode=0x11, dqpn=7) / AETH(msn=1))
     pkt = Ether(bytes(frame))
@@ -309,7 +314,8 @@ def test_rocev2_ipv6():
              / BTH(opcode=0x0B, dqpn=0x13, psn=99)
              / RETH(va=0x1000, rkey=0x77, dma_len=0) / ImmDt(imm=0x90000000))
     wire = bytes(frame)
-    assert wire[54 + 8:54 + 9] == b"\x0b"  # §1.2: with IPv6, UDP at 54 and BTH at 62
+    # with IPv6, UDP at 54 and BTH at 62 (docs/PROTOCOL.md#capture-encapsulations)
+    assert wire[54 + 8:54 + 9] == b"\x0b"
     pkt = Ether(wire)
     assert pkt[ImmDt].imm == 0x90000000 and pkt[RETH].rkey == 0x77
     assert icrc_ok(pkt) is True
@@ -343,7 +349,8 @@ def test_native_ib_lrh_lengths_and_crcs():
     assert len(wire) == 8 + 12 + 16 + 4 + 12 + 4 + 2
     pkt = LRH(wire)
     assert pkt.lnh == 2  # IBA local: BTH follows
-    assert pkt.pktlen == (len(wire) - 2) // 4  # words LRH .. ICRC, VCRC excluded (§1.4)
+    # words LRH .. ICRC, VCRC excluded (docs/PROTOCOL.md#capture-encapsulations)
+    assert pkt.pktlen == (len(wire) - 2) // 4
     assert pkt.vcrc is not None and pkt[ImmDt].imm == 8
     assert icrc_ok(pkt) is True
     assert bytes(pkt) == wire
@@ -386,7 +393,8 @@ def test_lrh_and_grh_round_trip_non_default():
 
 
 def test_rocev2_in_vlan():
-    # §1.2: an 802.1Q tag shifts everything by 4; the ICRC still starts at the IP header
+    # an 802.1Q tag shifts everything by 4; the ICRC still starts at the IP header
+    # (docs/PROTOCOL.md#capture-encapsulations)
     from scapy.layers.l2 import Dot1Q
     frame = (Ether() / Dot1Q(vlan=100, prio=3) / IP(src="10.0.0.1", dst="10.0.0.2")
              / UDP(sport=0xC001, dport=4791) / BTH(opcode=0x17, dqpn=0x11) / IETH(rkey=0x304))

@@ -121,7 +121,7 @@ def test_server_send_with_immediate_is_rkey_rsp_iff_always_invalidate(real_captu
         assert sends
         for pkt in sends:
             assert RtrsMsgRkeyRsp in pkt, pkt.summary()
-            # §3.6: buf_id equals the msg_id of the response immediate
+            # docs/PROTOCOL.md#rkey_rsp: buf_id equals the msg_id of the response immediate
             assert pkt[RtrsMsgRkeyRsp].buf_id == pkt[ImmDt].imm & 0x7FFFF
     else:
         assert sends == []
@@ -177,7 +177,8 @@ def test_rtrs_counts_match_truth(real_capture):
 
 def test_starting_psns_as_linux_uses_them(real_capture):
     """Observed on Linux 6.1/rxe: the server's first request PSN on each QP is the
-    REQ's Starting PSN, and the client's is the REP's (the reverse of §2.5)."""
+    REQ's Starting PSN, and the client's is the REP's
+    (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
     _, truth = real_capture
     frames = decoded(real_capture)
     server = server_ip(truth)

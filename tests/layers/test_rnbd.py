@@ -1,4 +1,4 @@
-"""RNBD layers (rtrs_scapy/layers/rnbd.py) against PROTOCOL.md §7 and the real
+"""RNBD layers (rtrs_scapy/layers/rnbd.py) against docs/PROTOCOL.md#rnbd and the real
 RNBD messages of the kernel captures, cross-checked with truth.json."""
 
 import functools
@@ -23,7 +23,7 @@ def truth(capture):
     return real_truth(capture)
 
 
-# -- sizes (§7.2) -------------------------------------------------------------------
+# -- sizes (docs/PROTOCOL.md#rnbd-messages)
 
 @pytest.mark.parametrize("cls, size", [
     (RnbdMsgHdr, 4), (RnbdMsgSessInfo, 36), (RnbdMsgSessInfoRsp, 36), (RnbdMsgOpen, 264),
@@ -43,7 +43,7 @@ def test_type_and_dispatch(cls, kind):
     assert type(RnbdMsgHdr(wire)) is cls
 
 
-# -- rw (§7.3) ------------------------------------------------------------------------
+# -- rw (docs/PROTOCOL.md#the-rw-field)
 
 @pytest.mark.parametrize("rw, text", [
     (0x000, "READ"), (0x001, "WRITE"), (0x101, "WRITE|SYNC"), (0x301, "WRITE|SYNC|FUA"),
@@ -102,7 +102,7 @@ def test_real_open_rsp(capture, number):
     assert rsp.logical_block_size == int(sysfs["/sys/block/rnbd0/queue/logical_block_size"])
     assert rsp.max_segments == int(sysfs["/sys/block/rnbd0/queue/max_segments"])
     assert rsp.physical_block_size == 4096 and rsp.max_hw_sectors == 255
-    assert rsp.max_write_zeroes_sectors == 0  # 6.1 server (§9)
+    assert rsp.max_write_zeroes_sectors == 0  # 6.1 server (docs/PROTOCOL.md#kernel-versions)
     assert rsp.obsolete_rotational == 0 and rsp.cache_policy == 0
     assert reply_class(bytes(rsp)) is RnbdMsgOpenRsp
     assert bytes(pkt) == raw

@@ -1,4 +1,4 @@
-"""RTRS layers (rtrs_scapy/layers/rtrs.py, rtrs_request.py) against PROTOCOL.md §3
+"""RTRS layers (rtrs_scapy/layers/rtrs.py, rtrs_request.py) against docs/PROTOCOL.md#rtrs-messages
 (sizes, default conn_rsp bytes, errno encodings) and real kernel messages."""
 
 
@@ -24,7 +24,7 @@ def alone(layer):
     return bytes(copy)
 
 
-# -- sizes and default bytes (§3.1, §3.3) ------------------------------------------
+# -- sizes and default bytes (docs/PROTOCOL.md#conn_rsp)
 
 @pytest.mark.parametrize("layer, size", [
     (RtrsMsgConnReq(), 56), (RtrsMsgConnRsp(), 56), (RtrsMsgInfoReq(), 272),
@@ -37,7 +37,7 @@ def test_struct_sizes(layer, size):
 
 
 def test_default_conn_rsp_bytes():
-    # §3.3 "Typical default REP bytes"
+    # docs/PROTOCOL.md#conn_rsp: default REP private data
     expected = bytes.fromhex("BD1B 0002 0000 0002 00F00100 00100000 02000000") + b"\0" * 36
     assert bytes(RtrsMsgConnRsp()) == expected
 
@@ -90,7 +90,8 @@ def test_real_conn_rsp(capture, flags):
     assert (rsp.magic, rsp.version, rsp.errno, rsp.queue_depth) == (0x1BBD, 0x0200, 0, 512)
     assert (rsp.max_io_size, rsp.max_hdr_size, rsp.flags) == (126976, 4096, flags)
     if flags:
-        assert alone(rsp) == bytes(RtrsMsgConnRsp())  # §3.3 defaults are what 6.1 sends
+        # the layer's defaults are what 6.1 sends (docs/PROTOCOL.md#conn_rsp)
+        assert alone(rsp) == bytes(RtrsMsgConnRsp())
     assert bytes(pkt) == raw
 
 
@@ -128,7 +129,8 @@ def test_real_info_rsp_reassembled_512_descs():
 
 
 def test_real_rkey_rsp():
-    # basic_inval frame 27: rkey_rsp for buf_id 0, new rkey 0x3d8 (0x3d7 + 1, §3.6)
+    # basic_inval frame 27: rkey_rsp for buf_id 0, new rkey 0x3d8 (0x3d7 + 1,
+    # docs/PROTOCOL.md#rkey_rsp)
     raw, pkt = real_frame("basic_inval", 27)
     rsp = pkt[RtrsMsgRkeyRsp]
     assert (rsp.type, rsp.buf_id, rsp.rkey) == (4, 0, 0x3D8)
@@ -136,7 +138,8 @@ def test_real_rkey_rsp():
 
 
 def test_real_read_request_sess_info():
-    # basic_inval frame 22: RNBD SESS_INFO as an RTRS READ, §7.4 (usr_len 36, len 60, off 72)
+    # basic_inval frame 22: RNBD SESS_INFO as an RTRS READ (usr_len 36, len 60, off 72),
+    # docs/PROTOCOL.md#rnbd-messages
     raw, pkt = real_frame("basic_inval", 22)
     req = pkt[RtrsReadRequest]
     assert isinstance(req.usr, RnbdMsgSessInfo)
@@ -157,7 +160,7 @@ def test_real_read_request_io():
     assert isinstance(req.usr, RnbdMsgIo)
     assert req.data_len == 4096 and req.imm_offset == 4128
     assert req.imm(1, 512) == pkt[ImmDt].imm == 0x00081020
-    assert pkt[RETH].dma_len == len(bytes(req)) == 56  # §8 gotcha 26
+    assert pkt[RETH].dma_len == len(bytes(req)) == 56  # docs/PROTOCOL.md#found-in-real-captures
     assert bytes(pkt) == raw
 
 
@@ -198,7 +201,8 @@ def test_rtrs_request_splits_real_payloads(number):
 
 
 def test_real_open_request():
-    # basic_inval frame 30: OPEN of /dev/ram0, §7.4 (usr_len 264, len 288, imm offset 320)
+    # basic_inval frame 30: OPEN of /dev/ram0 (usr_len 264, len 288, imm offset 320),
+    # docs/PROTOCOL.md#rnbd-messages
     _, pkt = real_frame("basic_inval", 30)
     req = pkt[RtrsReadRequest]
     assert isinstance(req.usr, RnbdMsgOpen)
@@ -218,7 +222,7 @@ def test_write_request_build():
     assert wire[4096:4128] == bytes(io)
     assert wire[4128:] == bytes.fromhex("0200 2000")  # type WRITE, usr_len 32 filled in
     assert req.imm_offset == 0x1020
-    # §4.2 worked examples
+    # docs/PROTOCOL.md#io_req-buf_id-and-offset: worked examples
     assert req.imm(5, 128) == 0x00A01020
     assert req.imm(5, 512) == 0x00281020
     assert req.imm(127, 128) == 0x0FE01020
@@ -248,7 +252,8 @@ def test_read_request_build():
 
 
 def test_read_request_without_descriptor():
-    # RNBD flush: RTRS READ with sg_cnt 0, flags 0 (§3.7, §7.4: length 40, offset 32)
+    # RNBD flush: RTRS READ with sg_cnt 0, flags 0 (length 40, offset 32,
+    # docs/PROTOCOL.md#rnbd-messages)
     req = RtrsReadRequest(usr=RnbdMsgIo(rw=2), trailer=RtrsMsgRdmaRead(flags=0))
     wire = bytes(req)
     assert len(wire) == 40 and req.imm_offset == 32

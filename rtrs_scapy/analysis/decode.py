@@ -1,0 +1,149 @@
+"""What completed messages say, decoded for many at once (numpy).
+
+The transport hands over message rows with the bytes the analysis reads: the
+tail of a request (docs/PROTOCOL.md#request-trailers: an RDMA WRITE request
+ends with its RNBD header and the rtrs_msg_rdma_write trailer; a READ request
+is the RNBD header followed by rtrs_msg_rdma_read and its descriptors) and the
+head of SENDs and READ data.  Fields are gathered by fancy indexing with the
+plans' column readers; every offset comes from the layouts in wire.py.
+"""
+
+import numpy as np
+
+from ..constants import (
+    RNBD_MSG_IO, RNBD_OP_MASK, RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM,
+    RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM, RTRS_MSG_READ, RTRS_MSG_RKEY_RSP, RTRS_MSG_WRITE,
+)
+from ..engine import transport as T
+from ..imm import ERRNO_MASK, IMM_PAYLOAD_MASK, IMM_TYPE_SHIFT, MSG_ID_BITS, MSG_ID_MASK
+from ..plans import plan
+
+WRITE_TRAILER = plan("RtrsMsgRdmaWrite")
+READ_TRAILER = plan("RtrsMsgRdmaRead")
+SG_DESC = plan("RtrsSgDesc")
+RKEY_RSP = plan("RtrsMsgRkeyRsp")
+RNBD_HDR = plan("RnbdMsgHdr")
+RNBD_IO = plan("RnbdMsgIo")
+
+# message kinds of a row
+(K_REQUEST, K_RESPONSE, K_HB_MSG, K_HB_ACK, K_UNKNOWN_IMM, K_INVALIDATE, K_SEND, K_DATA) = range(8)
+
+
+def kinds(rows):
+    """The kind of every row (K_*), from its immediate, IETH and opcode."""
+    imm = rows[:, T.R_IMM]
+    itype = np.where(imm >= 0, imm >> IMM_TYPE_SHIFT, -1)
+    out = np.where(rows[:, T.R_SEND] == 1, K_SEND, K_DATA)
+    out = np.where(rows[:, T.R_IETH] >= 0, K_INVALIDATE, out)
+    out = np.where(imm >= 0, K_UNKNOWN_IMM, out)
+    for value, kind in ((RTRS_IO_REQ_IMM, K_REQUEST), (RTRS_IO_RSP_IMM, K_RESPONSE),
+                        (RTRS_IO_RSP_W_INV_IMM, K_RESPONSE), (RTRS_HB_MSG_IMM, K_HB_MSG),
+                        (RTRS_HB_ACK_IMM, K_HB_ACK)):
+        out = np.where(itype == value, kind, out)
+    return out
+
+
+def _u(arena, base, layout, name, valid):
+    """Field ``name`` of ``layout`` at arena offsets ``base`` where ``valid``."""
+    at = np.where(valid, base, 0)
+    return np.where(valid, layout.column(np, arena, at, name), 0)
+
+
+def requests(rows, arena):
+    """Trailer and RNBD header of request rows: a dict of columns.
+
+    ``op`` is "read"/"write" (None: no trailer fits, the caller reports it),
+    ``offset`` the trailer's place in the chunk (data_len + usr_len, -1 when the
+    beginning of the message is not in the capture: the immediate tells then),
+    ``usr_at``/``usr_len`` where the user (RNBD) header sits in the arena.
+    """
+    length = rows[:, T.R_LEN]
+    toff, tlen = rows[:, T.R_TAIL_OFF], rows[:, T.R_TAIL_LEN]
+    tend = toff + tlen
+    partial = rows[:, T.R_PARTIAL] != 0
+    whole = (tlen == length) & ~partial
+    n = len(rows)
+    # READ: usr | rtrs_msg_rdma_read | sg_cnt descriptors, the whole message (1 or 0 desc)
+    is_read = np.zeros(n, dtype=bool)
+    usr_len = np.zeros(n, dtype=np.int64)
+    sg_cnt = np.zeros(n, dtype=np.int64)
+    for count in (1, 0):
+        ulen = length - READ_TRAILER.size - SG_DESC.size * count
+        can = whole & ~is_read & (ulen >= 0)
+        at = toff + np.where(can, ulen, 0)
+        ok = can & (_u(arena, at, READ_TRAILER, "type", can) == RTRS_MSG_READ) \
+            & (_u(arena, at, READ_TRAILER, "usr_len", can) == ulen) \
+            & (_u(arena, at, READ_TRAILER, "sg_cnt", can) == count)
+        is_read |= ok
+        usr_len = np.where(ok, ulen, usr_len)
+        sg_cnt = np.where(ok, count, sg_cnt)
+    desc_at = toff + usr_len + READ_TRAILER.size
+    has_desc = is_read & (sg_cnt > 0)
+    desc_key = np.where(has_desc, _u(arena, desc_at, SG_DESC, "key", has_desc), -1)
+    desc_len = _u(arena, desc_at, SG_DESC, "len", has_desc)
+    desc_addr = _u(arena, desc_at, SG_DESC, "addr", has_desc)
+    read_flags = _u(arena, toff + usr_len, READ_TRAILER, "flags", is_read)
+    # WRITE: ... usr | rtrs_msg_rdma_write at the very end
+    can = ~is_read & (tlen >= WRITE_TRAILER.size)
+    wat = tend - WRITE_TRAILER.size
+    wtype = _u(arena, wat, WRITE_TRAILER, "type", can)
+    wusr = _u(arena, wat, WRITE_TRAILER, "usr_len", can)
+    visible = np.where(partial, tlen, length) - WRITE_TRAILER.size
+    is_write = can & (wtype == RTRS_MSG_WRITE) & (wusr <= visible)
+    usr_len = np.where(is_write, wusr, usr_len)
+    usr_at = np.where(is_read, toff, wat - wusr)
+    usr_seen = np.where(is_read, usr_len, np.minimum(wusr, np.maximum(tlen - WRITE_TRAILER.size,
+                                                                       0)))
+    op = np.where(is_read, 1, np.where(is_write, 2, 0))       # 0 none, 1 read, 2 write
+    data_len = np.where(is_read, desc_len, np.where(is_write, length - WRITE_TRAILER.size - wusr,
+                                                    0))
+    offset = np.where(is_read, usr_len + desc_len, np.where(is_write & ~partial,
+                                                            length - WRITE_TRAILER.size, -1))
+    out = {"op": op, "usr_len": usr_len, "data_len": data_len, "offset": offset,
+           "sg_cnt": sg_cnt, "desc_key": desc_key, "desc_len": desc_len,
+           "desc_addr": desc_addr, "read_flags": read_flags, "usr_at": usr_at,
+           "usr_seen": usr_seen}
+    out.update(rnbd(arena, usr_at, usr_seen))
+    return out
+
+
+def rnbd(arena, usr_at, usr_seen):
+    """The RNBD header of user messages: type, and the IO fields of RNBD_MSG_IO
+    (fields beyond what the capture shows read as 0)."""
+    has_hdr = usr_seen >= RNBD_HDR.size
+    kind = np.where(has_hdr, _u(arena, usr_at, RNBD_HDR, "type", has_hdr), -1)
+    io = kind == RNBD_MSG_IO
+    out = {"rnbd_type": kind}
+    for name in ("device_id", "sector", "rw", "bi_size", "prio"):
+        spec = RNBD_IO.layout.field(name)
+        fits = io & (usr_seen >= spec.offset + spec.size)
+        out[name] = _u(arena, usr_at, RNBD_IO, name, fits)
+    out["rnbd_op"] = np.where(io, out["rw"] & RNBD_OP_MASK, -1)
+    return out
+
+
+def responses(rows, arena):
+    """msg_id, errno (negative), with-invalidate, and the rkey_rsp a SEND carries."""
+    imm = rows[:, T.R_IMM]
+    payload = imm & IMM_PAYLOAD_MASK
+    hoff, hlen = rows[:, T.R_HEAD_OFF], rows[:, T.R_HEAD_LEN]
+    is_rkey = (rows[:, T.R_SEND] == 1) & (rows[:, T.R_LEN] == RKEY_RSP.size) & (
+        hlen >= RKEY_RSP.size)
+    is_rkey &= _u(arena, hoff, RKEY_RSP, "type", is_rkey) == RTRS_MSG_RKEY_RSP
+    return {"msg_id": payload & MSG_ID_MASK,
+            "errno": -((payload >> MSG_ID_BITS) & ERRNO_MASK),
+            "with_invalidate": (imm >> IMM_TYPE_SHIFT) == RTRS_IO_RSP_W_INV_IMM,
+            "rkey_rsp": is_rkey,
+            "rkey_buf_id": _u(arena, hoff, RKEY_RSP, "buf_id", is_rkey),
+            "rkey": _u(arena, hoff, RKEY_RSP, "rkey", is_rkey)}
+
+
+def head_bytes(rows, arena, i):
+    """The kept head of row ``i`` as bytes."""
+    off = int(rows[i, T.R_HEAD_OFF])
+    return arena[off:off + int(rows[i, T.R_HEAD_LEN])].tobytes()
+
+
+def tail_bytes(rows, arena, i):
+    off = int(rows[i, T.R_TAIL_OFF])
+    return arena[off:off + int(rows[i, T.R_TAIL_LEN])].tobytes()

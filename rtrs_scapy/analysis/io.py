@@ -1,0 +1,286 @@
+"""The IO of one batch of rows: requests counted, paired with their responses,
+latencies and errors, path by path once the path's queue depth is known.
+
+A path without a handshake feeds its requests and responses to its queue depth
+rule (qdepth.py) and keeps them here until the rule decides
+(docs/PROTOCOL.md#queue-depth-inference); everything else is settled at once.
+"""
+
+import numpy as np
+
+from ..constants import errno_name
+from ..engine import transport as T
+from ..imm import IMM_PAYLOAD_MASK
+from . import decode as D
+from . import iorows, pairing, rnbd
+
+OPS = ("read", "write")
+READ, WRITE = 1, 2
+
+
+class IoBatch:
+    def __init__(self, an, rows, arena, req, rsp, path_id, record):
+        self.an = an
+        reqs = D.requests(rows[req], arena)
+        bad = reqs["op"] == 0
+        for i in np.flatnonzero(bad).tolist():
+            an.anomaly(int(rows[req[i], T.R_LAST_FRAME]), "bad_trailer",
+                       "IO_REQ message of %d bytes without an RTRS read/write trailer"
+                       % rows[req[i], T.R_LEN])
+        req = req[~bad]
+        self.reqs = {k: v[~bad] for k, v in reqs.items()}
+        self.req_rows = rows[req]
+        self.req_path = path_id[req]
+        self.rsps = D.responses(rows[rsp], arena)
+        self.rsp_rows = rows[rsp]
+        self.rsp_path = path_id[rsp]
+        self.rsp_record = record[rsp] if record is not None else None
+        self.usr = self._user_headers(arena)
+        self.req_record = record[req] if record is not None else np.full(len(req), -1,
+                                                                         dtype=np.int64)
+        self._control_reads()
+        self._rkeys()
+        self.waiting = set()
+        self.settled = set()
+
+    def _user_headers(self, arena):
+        """RNBD header bytes that are needed after the arena is reused: all of them
+        for message records, else those of control reads (SESS_INFO, OPEN)."""
+        reqs = self.reqs
+        if self.an.records is not None:
+            wanted = np.arange(len(reqs["op"]))
+        else:
+            wanted = np.flatnonzero(np.isin(reqs["rnbd_type"], rnbd.CONTROL_READS)
+                                    & (reqs["op"] == READ))
+        return {i: arena[reqs["usr_at"][i]:reqs["usr_at"][i] + reqs["usr_seen"][i]].tobytes()
+                for i in wanted.tolist()}
+
+    def _control_reads(self):
+        """SESS_INFO/OPEN reads: their reply arrives as READ data with the rkey of
+        the request's descriptor (docs/PROTOCOL.md#rnbd-session-life-cycle)."""
+        reqs = self.reqs
+        for i in np.flatnonzero(np.isin(reqs["rnbd_type"], rnbd.CONTROL_READS)
+                                & (reqs["op"] == READ)).tolist():
+            self.an.control_read(int(reqs["desc_key"][i]), int(self.req_path[i]),
+                                 rnbd.decode(self.usr[i]) or {}, int(self.req_record[i]))
+
+    def _rkeys(self):
+        paths, rows = self.an.path_list, self.rsp_rows
+        for pid in np.unique(self.rsp_path).tolist():
+            path = paths[pid]
+            mine = self.rsp_path == pid
+            refreshes = int(np.count_nonzero(self.rsps["rkey_rsp"][mine]))
+            path.rkey_refreshes += refreshes
+            if path.always_invalidate is None:
+                if refreshes:
+                    path.always_invalidate = True
+                elif np.any(rows[mine, T.R_SEND] == 0):
+                    path.always_invalidate = False
+
+    def run(self):
+        paths = self.an.path_list
+        involved = np.unique(np.concatenate((self.req_path, self.rsp_path))).tolist()
+        for pid in involved:
+            if paths[pid].inference is not None:
+                self._wait(paths[pid])
+        ready = [p for p in involved if p not in self.waiting and p not in self.settled]
+        self._settle(ready)
+
+    def _wait(self, path):
+        """Feed the path's queue depth rule in capture order; keep the rows until
+        it decides."""
+        rule = path.inference
+        mine_req = np.flatnonzero(self.req_path == path.id)
+        mine_rsp = np.flatnonzero(self.rsp_path == path.id)
+        frames = np.concatenate((self.req_rows[mine_req, T.R_LAST_FRAME],
+                                 self.rsp_rows[mine_rsp, T.R_LAST_FRAME]))
+        payload = self.req_rows[:, T.R_IMM] & IMM_PAYLOAD_MASK
+        self.waiting.add(path.id)
+        path.waiting.append(self)
+        for k in np.argsort(frames, kind="stable").tolist():
+            if rule.decided:
+                break
+            if k < len(mine_req):
+                i = mine_req[k]
+                offset = int(self.reqs["offset"][i])
+                if not rule.request(int(payload[i]), offset if offset >= 0 else None):
+                    self.an.anomaly(int(self.req_rows[i, T.R_LAST_FRAME]), "offset_mismatch",
+                                    "request offset %d fits no queue depth" % offset)
+            else:
+                rule.response(int(self.rsps["msg_id"][mine_rsp[k - len(mine_req)]]))
+        if rule.decided:
+            self.an.decided(path)
+
+    def settle_path(self, path):
+        self.waiting.discard(path.id)
+        self._settle([path.id])
+
+    def _settle(self, pids):
+        pids = [p for p in pids if p not in self.settled]
+        if not pids:
+            return
+        self.settled.update(pids)
+        req = np.flatnonzero(np.isin(self.req_path, pids))
+        rsp = np.flatnonzero(np.isin(self.rsp_path, pids))
+        new = self._requests(req)
+        self._pair(new, rsp)
+
+    # -- requests ------------------------------------------------------------------
+
+    def _requests(self, req):
+        """Counters of the requests ``req``; returns them as a pairing table."""
+        an = self.an
+        paths = an.path_list
+        rows = self.req_rows[req]
+        reqs = {k: v[req] for k, v in self.reqs.items()}
+        rpath = self.req_path[req]
+        bits = np.array([p.mem_bits or 0 for p in paths], dtype=np.int64)[rpath]
+        payload = rows[:, T.R_IMM] & IMM_PAYLOAD_MASK
+        buf_id = payload >> bits
+        offset = payload & ((np.int64(1) << bits) - 1)
+        known = reqs["offset"] >= 0
+        for i in np.flatnonzero(known & (offset != reqs["offset"])).tolist():
+            if paths[rpath[i]].queue_depth_source == "handshake":
+                an.anomaly(int(rows[i, T.R_LAST_FRAME]), "offset_mismatch",
+                           "immediate offset %d, message says %d" % (offset[i],
+                                                                    reqs["offset"][i]))
+        # a request cut at the capture start: the immediate says where its trailer was
+        data_len = np.where(known, reqs["data_len"], np.maximum(offset - reqs["usr_len"], 0))
+        size = data_len + reqs["usr_len"]
+        for pid in np.unique(rpath).tolist():
+            path, mine = paths[pid], rpath == pid
+            for op, code in (("read", READ), ("write", WRITE)):
+                hit = mine & (reqs["op"] == code)
+                path.io[op].count += int(np.count_nonzero(hit))
+                path.io[op].bytes += int(size[hit].sum())
+            path.partial_requests += int(np.count_nonzero(mine & ~known))
+        cid = an.cid_of(rows[:, T.R_CONN])
+        record = self.req_record[req]
+        if an.records is not None:
+            for k, i in enumerate(req.tolist()):
+                self._record(k, rows, reqs, buf_id, offset, data_len, record, self.usr[i])
+        return {"sess": an.session_of(rpath), "key": buf_id, "frame": rows[:, T.R_LAST_FRAME],
+                "stamp": rows[:, T.R_LAST_TS], "first_frame": rows[:, T.R_LAST_FRAME],
+                "first_stamp": rows[:, T.R_LAST_TS], "path": rpath, "op": reqs["op"],
+                "cid": cid, "bytes": size, "partial": (~known).astype(np.int64),
+                "request_first": np.where(known, rows[:, T.R_FIRST_FRAME], -1),
+                "rnbd_type": reqs["rnbd_type"], "device_id": reqs["device_id"],
+                "sector": reqs["sector"], "bi_size": reqs["bi_size"], "rnbd_op": reqs["rnbd_op"],
+                "record": record}
+
+    def _record(self, k, rows, reqs, buf_id, offset, data_len, record, usr):
+        an = self.an
+        is_read = reqs["op"][k] == READ
+        if record[k] >= 0:
+            info = {"buf_id": int(buf_id[k]), "offset": int(offset[k]),
+                    "usr_len": int(reqs["usr_len"][k]), "data_len": int(data_len[k]),
+                    "sg_cnt": int(reqs["sg_cnt"][k]),
+                    "first_frame": int(rows[k, T.R_FIRST_FRAME])}
+            if reqs["offset"][k] < 0:
+                info["partial"] = True
+            if is_read and reqs["sg_cnt"][k]:
+                info["desc"] = {"addr": int(reqs["desc_addr"][k]),
+                                "key": int(reqs["desc_key"][k]), "len": int(reqs["desc_len"][k])}
+            an.records.request(int(record[k]), "read" if is_read else "write", info, usr)
+
+    # -- responses -----------------------------------------------------------------
+
+    def _pair(self, new, rsp):
+        an = self.an
+        paths = an.path_list
+        table = pairing.concat(an.carry, new)
+        rows = self.rsp_rows[rsp]
+        spath = self.rsp_path[rsp]
+        msg_id = self.rsps["msg_id"][rsp]
+        result = pairing.pair(table, an.session_of(spath), msg_id, rows[:, T.R_LAST_FRAME])
+        for j in np.flatnonzero(result.reused).tolist():
+            old = int(np.flatnonzero(result.replaced_by == j)[0])
+            an.anomaly(int(table["frame"][j]), "buf_id_reused",
+                       "buf_id %d still pending from frame %d" % (table["key"][j],
+                                                                  table["frame"][old]))
+        for j in np.flatnonzero(result.failover).tolist():   # counted where it went
+            path = paths[table["path"][j]]
+            path.failovers += 1
+            path.failover_delays.append((table["stamp"][j] - result.first_stamp[j]) / 1e9)
+        answered = result.response_request >= 0
+        req_of = result.response_request[answered]
+        latency = rows[answered, T.R_LAST_TS] - result.first_stamp[req_of]
+        ops = table["op"][req_of]
+        apath = spath[answered]
+        for pid in np.unique(apath).tolist():
+            mine = apath == pid
+            for op, code in (("read", READ), ("write", WRITE)):
+                paths[pid].latencies[op].extend((latency[mine & (ops == code)] / 1e9).tolist())
+        errno = self.rsps["errno"][rsp]
+        for k in np.flatnonzero(errno != 0).tolist():
+            self._error(rows[k], int(spath[k]), int(errno[k]), int(result.response_request[k]),
+                        table)
+        for k in np.flatnonzero(~answered).tolist():
+            path = paths[spath[k]]
+            if path.sess_uuid is not None:
+                an.anomaly(int(rows[k, T.R_LAST_FRAME]), "unmatched_response",
+                           "no pending request for msg_id %d" % msg_id[k])
+            else:
+                an.unmatched_responses += 1
+                path.responses_without_request += 1
+        if an.records is not None:
+            self._records(rsp, rows, msg_id, errno, result, table, answered, latency)
+        if an.io_sink is not None:
+            self._io_rows(table, result, rows, answered, req_of, latency, errno)
+        an.carry = pairing.take(table, result.pending)
+        an.carry["first_frame"] = result.first_frame[result.pending]
+        an.carry["first_stamp"] = result.first_stamp[result.pending]
+
+    def _io_rows(self, table, result, rows, answered, req_of, latency, errno):
+        """IO rows of the requests whose fate this batch decided."""
+        done = iorows.from_requests(table, req_of, iorows.ANSWERED)
+        done.update(response_frame=rows[answered, T.R_LAST_FRAME],
+                    response_ns=rows[answered, T.R_LAST_TS], latency_ns=latency,
+                    errno=errno[answered])
+        done["failover_from"] = np.where(result.first_frame[req_of] != table["frame"][req_of],
+                                         result.first_frame[req_of], -1)
+        replaced = np.flatnonzero(result.replaced_by >= 0)
+        self.an.io_sink(iorows.concat([done, iorows.from_requests(table, replaced,
+                                                                  iorows.REPLACED)]))
+
+    def _error(self, row, pid, errno, request, table):
+        path = self.an.path_list[pid]
+        if request < 0:
+            return
+        op = "read" if table["op"][request] == READ else "write"
+        path.io[op].errors += 1
+        error = {"frame": int(row[T.R_LAST_FRAME]), "time": int(row[T.R_LAST_TS]) / 1e9,
+                 "op": op, "errno": errno, "name": errno_name(errno),
+                 "request_frame": int(table["frame"][request]),
+                 "cid": int(table["cid"][request]) if table["cid"][request] >= 0 else None}
+        kind = int(table["rnbd_type"][request])
+        if kind >= 0:
+            error["rnbd"] = rnbd.kind_name(kind)
+            if error["rnbd"] == "io":
+                error.update(device_id=int(table["device_id"][request]),
+                             rnbd_op=rnbd.op_name(int(table["rnbd_op"][request])),
+                             sector=int(table["sector"][request]),
+                             bi_size=int(table["bi_size"][request]))
+        path.errors.append(error)
+
+    def _records(self, rsp, rows, msg_id, errno, result, table, answered, latency):
+        records = self.an.records
+        rkey = self.rsps["rkey_rsp"][rsp]
+        for k, index in enumerate(self.rsp_record[rsp].tolist()):
+            if index < 0:
+                continue
+            fields = {"msg_id": int(msg_id[k]), "errno": int(errno[k]),
+                      "with_invalidate": bool(self.rsps["with_invalidate"][rsp][k])}
+            records.response(index, fields, {"buf_id": int(self.rsps["rkey_buf_id"][rsp][k]),
+                                             "rkey": int(self.rsps["rkey"][rsp][k])}
+                             if rkey[k] else None)
+        for j in np.flatnonzero(result.failover).tolist():
+            if table["record"][j] >= 0:
+                records.list[int(table["record"][j])]["fields"]["failover_from"] = \
+                    int(result.first_frame[j])
+        for k, j in zip(np.flatnonzero(answered).tolist(),
+                        result.response_request[answered].tolist()):
+            req_rec, rsp_rec = int(table["record"][j]), int(self.rsp_record[rsp][k])
+            if req_rec >= 0 and rsp_rec >= 0:
+                records.pair(req_rec, rsp_rec, (int(rows[k, T.R_LAST_TS])
+                                                - int(result.first_stamp[j])) / 1e9)

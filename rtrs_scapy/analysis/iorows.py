@@ -1,0 +1,61 @@
+"""One row per RTRS request, as columns: what the IO table, the RNBD view, the
+report and the live view are made of.
+
+Every request the summary counts becomes exactly one row, once its fate is
+known: answered (with its response), replaced by a newer request with the same
+buf_id (failed over or reused), aborted by a reconnect of its path, or still in
+flight when the capture ends.  Rows come out in batches of numpy columns
+(``COLUMNS``); names (session, device) are resolved by whoever writes them.
+"""
+
+import numpy as np
+
+#: (name, meaning) of the numeric columns of a batch of IO rows
+COLUMNS = (
+    ("time_ns", "capture time of the request (its immediate), ns since the epoch"),
+    ("frame", "frame of the request's immediate"),
+    ("first_frame", "frame of the request's first packet (-1: before the capture)"),
+    ("path", "path id (Analyzer.path_list)"),
+    ("cid", "connection id (-1: handshake not captured)"),
+    ("op", "1 read, 2 write"),
+    ("buf_id", "the permit (chunk) of the request"),
+    ("bytes", "data_len + usr_len, the kernel's stats/rdma accounting"),
+    ("partial", "1: the request's first packets precede the capture"),
+    ("rnbd_type", "RNBD message type of the user header (-1: none)"),
+    ("rnbd_op", "RNBD IO operation (-1: not an IO)"),
+    ("device_id", "RNBD device id of an IO (-1: not an IO)"),
+    ("sector", "first 512-byte sector of an IO"),
+    ("bi_size", "bytes of an IO"),
+    ("outcome", "0 answered, 1 replaced by a newer request, 2 aborted, 3 in flight at end"),
+    ("response_frame", "frame of the response (-1: none)"),
+    ("response_ns", "capture time of the response (-1: none)"),
+    ("latency_ns", "response time minus the first send (-1: none)"),
+    ("errno", "the response's errno, negative (0: success or no response)"),
+    ("failover_from", "frame of the first send of a request failed over (-1: none)"),
+)
+NAMES = tuple(name for name, _ in COLUMNS)
+ANSWERED, REPLACED, ABORTED, IN_FLIGHT = range(4)
+OUTCOMES = ("answered", "replaced", "aborted", "in_flight")
+
+
+def from_requests(table, index, outcome):
+    """Rows of the requests ``index`` of a pairing table, without a response."""
+    n = len(index)
+    none = np.full(n, -1, dtype=np.int64)
+    return {
+        "time_ns": table["stamp"][index], "frame": table["frame"][index],
+        "first_frame": table["request_first"][index], "path": table["path"][index],
+        "cid": table["cid"][index], "op": table["op"][index], "buf_id": table["key"][index],
+        "bytes": table["bytes"][index], "partial": table["partial"][index],
+        "rnbd_type": table["rnbd_type"][index], "rnbd_op": table["rnbd_op"][index],
+        "device_id": np.where(table["rnbd_op"][index] >= 0, table["device_id"][index], -1),
+        "sector": table["sector"][index], "bi_size": table["bi_size"][index],
+        "outcome": np.full(n, outcome, dtype=np.int64), "response_frame": none,
+        "response_ns": none, "latency_ns": none, "errno": np.zeros(n, dtype=np.int64),
+        "failover_from": none,
+    }
+
+
+def concat(batches):
+    """One batch from several (all columns)."""
+    return {name: np.concatenate([b[name] for b in batches]) for name in NAMES}

@@ -1,0 +1,121 @@
+"""Message records: one dict per RTRS/RNBD message, for ``rtrs-dissect
+messages``, ``show`` and the Scapy session (only built when asked for).
+
+A record: frame, time, src, dst, qpn (destination QP), cid, msg, fields,
+rnbd, rnbd_reply (OPEN/SESS_INFO reads), paired_frame, latency (s), and the
+sess_uuid, client and server of its path (they tell sessions between the same
+hosts apart).
+"""
+
+import numpy as np
+
+from ..engine import transport as T
+from ..plans import plan
+from . import decode as D
+from . import rnbd
+
+_info_req = plan("RtrsMsgInfoReq")
+_info_rsp = plan("RtrsMsgInfoRsp")
+
+
+class Records:
+    def __init__(self, an):
+        self.an = an
+        self.list = []
+        self.reads = {}       # desc key -> record of the READ request (invalidation links)
+        self.pathless = []    # (record index, src, dst) of records whose path came later
+
+    def add(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd_fields=None, path=None):
+        an = self.an
+        if path is None and conn is not None:
+            path = conn.path
+        rec = {"frame": frame, "time": ts, "src": an.text(src), "dst": an.text(dst),
+               "qpn": qpn, "cid": conn.cid if conn is not None else None, "msg": msg,
+               "fields": fields, "rnbd": rnbd_fields, "paired_frame": None, "latency": None,
+               "sess_uuid": path.sess_uuid if path is not None else None,
+               "client": path.client if path is not None else None,
+               "server": path.server if path is not None else None}
+        self.list.append(rec)
+        return rec
+
+    def rows(self, rows, arena, kind, path_id):
+        """Records of a batch of rows (requests and responses get their pairing later);
+        returns each row's record index (-1: none)."""
+        an = self.an
+        index = np.full(len(rows), -1, dtype=np.int64)
+        names = {D.K_HB_MSG: "hb_msg", D.K_HB_ACK: "hb_ack"}
+        for i in range(len(rows)):
+            row = rows[i]
+            k = int(kind[i])
+            conn = an.conns[int(row[T.R_CONN])][0] if row[T.R_CONN] >= 0 else None
+            src = (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO]))
+            dst = (int(row[T.R_DST_HI]), int(row[T.R_DST_LO]))
+            frame, ts = int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]) / 1e9
+            qpn = int(row[T.R_QPN])
+            bound = row[T.R_CONN] >= 0 or k not in names   # heartbeats: CM-bound only
+            path = an.path_list[path_id[i]] if path_id[i] >= 0 and bound else None
+            if k in names:
+                rec = self.add(frame, ts, src, dst, qpn, conn, names[k], {}, path=path)
+            elif k == D.K_SEND:
+                data = D.head_bytes(rows, arena, i)
+                mtype = int.from_bytes(data[:2], "little") if len(data) >= 2 else None
+                if mtype == 0 and len(data) == _info_req.size:
+                    fields = _info_req.decode(data, 0, len(data))
+                    rec = self.add(frame, ts, src, dst, qpn, conn, "info_req",
+                                   {"pathname": fields["pathname"]}, path=path)
+                elif mtype == 1 and len(data) >= _info_rsp.size:
+                    rec = self.add(frame, ts, src, dst, qpn, conn, "info_rsp",
+                                   {"sg_cnt": _info_rsp.reader("sg_cnt")(data, 0)[0]},
+                                   path=path)
+                else:
+                    continue
+            elif k in (D.K_REQUEST, D.K_RESPONSE):
+                rec = self.add(frame, ts, src, dst, qpn, conn, "pending", {}, path=path)
+            else:
+                continue
+            index[i] = len(self.list) - 1
+            if path is None:
+                self.pathless.append((index[i], int(row[T.R_SLOT]), int(row[T.R_GEN]), src,
+                                      dst))
+        return index
+
+    def close(self):
+        """Records whose stream was tied to a path only later get its names (the
+        same whatever batches the capture was read in)."""
+        for index, slot, gen, src, dst in self.pathless:
+            path = self.an.stream_path(-1, slot, gen) or self.an.path_between(src, dst)
+            if path is not None:
+                self.list[index].update(sess_uuid=path.sess_uuid, client=path.client,
+                                        server=path.server)
+        self.list = [r for r in self.list if r["msg"] != "pending"]
+
+    def request(self, index, op, fields, usr):
+        rec = self.list[index]
+        rec["msg"] = op
+        rec["fields"] = fields
+        rec["rnbd"] = rnbd.decode(usr)
+        if fields.get("desc"):
+            self.reads[fields["desc"]["key"]] = rec
+
+    def response(self, index, fields, rkey):
+        rec = self.list[index]
+        rec["msg"] = "io_rsp"          # named after what it answers; the rkey is an attribute
+        if rkey is not None:
+            fields["rkey_rsp"] = rkey
+        rec["fields"] = fields
+
+    def pair(self, request, response, latency):
+        req, rsp = self.list[request], self.list[response]
+        req["paired_frame"], req["latency"] = rsp["frame"], latency
+        rsp["paired_frame"], rsp["latency"] = req["frame"], latency
+
+    def reply(self, request, frame, reply):
+        if request >= 0:
+            rec = self.list[request]
+            rec["fields"]["reply_frame"] = frame
+            rec["rnbd_reply"] = reply
+
+    def invalidate(self, rkey, frame):
+        rec = self.reads.get(rkey)
+        if rec is not None:
+            rec["fields"]["invalidate_frame"] = frame

@@ -1,0 +1,295 @@
+"""Link layers: where the InfiniBand transport sits in each frame (numba).
+
+One pass over a chunk's records gives, per frame, the kind of encapsulation,
+the offset of the IB headers (BTH for RoCEv2, GRH for RoCEv1, LRH on native
+IB), the offset of the BTH, the end of the IB packet (after the ICRC; Ethernet
+padding and FCS, and the IB VCRC, excluded) and the source and destination
+addresses (docs/PROTOCOL.md#capture-encapsulations).
+
+Addresses are 128-bit (hi, lo) pairs: IPv4 as its IPv4-mapped IPv6 form (the
+GID RoCE derives from it), IPv6 and GIDs as they are, LIDs with ``hi`` all
+ones.  ``address_text`` turns a pair back into text.
+
+Link types: Ethernet (1) with any number of 802.1Q/802.1ad tags, Linux cooked
+v1 (113) and v2 (276), raw IP (101, 12, 14: version nibble; 228 IPv4; 229
+IPv6), InfiniBand (247) and ERF (197: Ethernet and InfiniBand records).  IPv4
+options are honoured, fragments rejected; IPv6 must carry UDP directly.
+"""
+
+import socket
+
+import numpy as np
+from numba import njit
+
+from .. import wire
+
+NONE, ROCEV2, ROCEV1, IB = 0, 1, 2, 3
+KIND_NAMES = {ROCEV2: "rocev2", ROCEV1: "rocev1", IB: "ib"}
+
+ROCE_UDP_PORT = wire.ROCEV2_PORT
+ETH_P_IP, ETH_P_IPV6, ETH_P_ROCEV1 = wire.ETHERTYPE_IPV4, wire.ETHERTYPE_IPV6, \
+    wire.ROCEV1_ETHERTYPE
+VLAN_A, VLAN_B, VLAN_C = wire.VLAN_ETHERTYPES
+IP_PROTO_UDP = wire.IP_PROTO_UDP
+GRH_NEXT_BTH = wire.GRH_NEXT_HEADER_BTH
+ERF_TYPE_ETH, ERF_TYPE_INFINIBAND = 2, 21
+LID_HI = np.uint64(0xFFFFFFFFFFFFFFFF)
+V4_MAPPED = np.uint64(0xFFFF00000000)
+
+LINK_NAMES = {
+    0: "null", 1: "ethernet", 12: "raw_ip", 14: "raw_ip", 101: "raw_ip", 113: "linux_sll",
+    197: "erf", 228: "ipv4", 229: "ipv6", 247: "infiniband", 276: "linux_sll2",
+}
+#: Link types that the locator can look into.
+SUPPORTED_LINK_TYPES = frozenset((1, 12, 14, 101, 113, 197, 228, 229, 247, 276))
+
+
+def link_name(link_type):
+    """Short name of a LINKTYPE_ value, ``"unknown(N)"`` when not known."""
+    return LINK_NAMES.get(link_type, "unknown(%d)" % link_type)
+
+
+def _field(layout, name):
+    """(offset, size, shift, width) of a field of a layer, from wire.py."""
+    spec = next(f for f in wire.LAYOUTS[layout].fields if f.name == name)
+    shift = spec.shift if spec.shift is not None else 0
+    width = spec.width if spec.width is not None and spec.width <= 32 else 8 * spec.size
+    return spec.offset, spec.size, shift, width
+
+
+# header geometry from the layers' layouts (wire.py), not written by hand
+BTH_SIZE = wire.LAYOUTS["BTH"].fixed_size
+ICRC_SIZE = wire.LAYOUTS["BTH"].trailer_size
+MIN_PACKET = BTH_SIZE + ICRC_SIZE
+GRH_SIZE = wire.LAYOUTS["GRH"].fixed_size
+LRH_SIZE = wire.LAYOUTS["LRH"].fixed_size
+_GEO = [BTH_SIZE, ICRC_SIZE, GRH_SIZE, LRH_SIZE, wire.LNH_IBA_LOCAL, wire.LNH_IBA_GLOBAL]
+for _layer, _name in (("GRH", "ipver"), ("GRH", "paylen"), ("GRH", "nexthdr"), ("GRH", "sgid"),
+                      ("GRH", "dgid"), ("LRH", "lnh"), ("LRH", "pktlen"), ("LRH", "dlid"),
+                      ("LRH", "slid")):
+    _GEO.extend(_field(_layer, _name))
+GEOMETRY = np.array(_GEO, dtype=np.int64)
+# indexes into GEOMETRY: sizes, LNH values, then (offset, size, shift, width) per field
+(G_BTH, G_ICRC, G_GRH, G_LRH, G_LOCAL, G_GLOBAL) = range(6)
+G_IPVER, G_PAYLEN, G_NEXTHDR, G_SGID, G_DGID, G_LNH, G_PKTLEN, G_DLID, G_SLID = range(6, 42, 4)
+
+
+@njit(inline="always")
+def _uint(buf, p, geo, at):
+    """The field described at geo[at:at+4] of the header at p (big-endian)."""
+    v = np.int64(0)
+    for k in range(geo[at + 1]):
+        v = (v << 8) | np.int64(buf[p + geo[at] + k])
+    return (v >> geo[at + 2]) & ((np.int64(1) << geo[at + 3]) - 1)
+
+
+@njit(inline="always")
+def _be16(buf, p):
+    return (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
+
+
+@njit(inline="always")
+def _be64(buf, p):
+    v = np.uint64(0)
+    for i in range(8):
+        v = (v << np.uint64(8)) | np.uint64(buf[p + i])
+    return v
+
+
+@njit(inline="always")
+def _v4(buf, p):
+    return V4_MAPPED | np.uint64(_be16(buf, p) << 16 | _be16(buf, p + 2))
+
+
+@njit(inline="always")
+def _grh(buf, p, end, g):
+    """(end of the IB packet, or -1) of a GRH at p that carries a BTH."""
+    grh_size = g[G_GRH]
+    if end - p < grh_size:
+        return -1
+    paylen = _uint(buf, p, g, G_PAYLEN)
+    if (_uint(buf, p, g, G_IPVER) != 6 or _uint(buf, p, g, G_NEXTHDR) != GRH_NEXT_BTH
+            or p + grh_size + paylen > end):
+        return -1
+    return p + grh_size + paylen
+
+
+@njit(inline="always")
+def _lrh(buf, p, end, g, out, i):
+    """Native IB: LRH (and GRH) at p."""
+    lrh_size, grh_size, min_packet = g[G_LRH], g[G_GRH], g[G_BTH] + g[G_ICRC]
+    if end - p < lrh_size:
+        return
+    lnh = _uint(buf, p, g, G_LNH)
+    ib_end = p + _uint(buf, p, g, G_PKTLEN) * 4
+    if lnh == g[G_LOCAL]:
+        bth = p + lrh_size
+    elif lnh == g[G_GLOBAL] and _grh(buf, p + lrh_size, end, g) >= 0:
+        bth = p + lrh_size + grh_size
+    else:
+        return
+    if ib_end - bth < min_packet or ib_end > end:
+        return
+    out[i, 0] = IB
+    out[i, 1] = p
+    out[i, 2] = bth
+    out[i, 3] = ib_end
+    out[i, 4] = np.int64(LID_HI)
+    out[i, 5] = _uint(buf, p, g, G_SLID)
+    out[i, 6] = np.int64(LID_HI)
+    out[i, 7] = _uint(buf, p, g, G_DLID)
+
+
+@njit(inline="always")
+def _ethertype(buf, p, end, et, g, out, i):
+    min_packet = g[G_BTH] + g[G_ICRC]
+    if et == ETH_P_IP:
+        if end - p < 20:
+            return
+        vihl = np.int64(buf[p])
+        ihl = (vihl & 0x0F) * 4
+        if vihl >> 4 != 4 or ihl < 20 or buf[p + 9] != IP_PROTO_UDP:
+            return
+        if ((np.int64(buf[p + 6]) & 0x3F) << 8) | np.int64(buf[p + 7]):
+            return                              # a fragment
+        total = _be16(buf, p + 2)
+        u = p + ihl
+        if end - u < 8:
+            return
+        ulen = _be16(buf, u + 4)
+        if total and ulen > total - ihl:
+            return
+        src_hi, src_lo = np.uint64(0), _v4(buf, p + 12)
+        dst_hi, dst_lo = np.uint64(0), _v4(buf, p + 16)
+    elif et == ETH_P_IPV6:
+        if end - p < 40:
+            return
+        if np.int64(buf[p]) >> 4 != 6 or buf[p + 6] != IP_PROTO_UDP:
+            return
+        u = p + 40
+        if end - u < 8:
+            return
+        ulen = _be16(buf, u + 4)
+        plen = _be16(buf, p + 4)
+        if plen and ulen > plen:
+            return
+        src_hi, src_lo = _be64(buf, p + 8), _be64(buf, p + 16)
+        dst_hi, dst_lo = _be64(buf, p + 24), _be64(buf, p + 32)
+    elif et == ETH_P_ROCEV1:
+        ib_end = _grh(buf, p, end, g)
+        if ib_end < 0 or ib_end - p - g[G_GRH] < min_packet:
+            return
+        sgid, dgid = p + g[G_SGID], p + g[G_DGID]
+        out[i, 0] = ROCEV1
+        out[i, 1] = p
+        out[i, 2] = p + g[G_GRH]
+        out[i, 3] = ib_end
+        out[i, 4] = np.int64(_be64(buf, sgid))
+        out[i, 5] = np.int64(_be64(buf, sgid + 8))
+        out[i, 6] = np.int64(_be64(buf, dgid))
+        out[i, 7] = np.int64(_be64(buf, dgid + 8))
+        return
+    else:
+        return
+    if _be16(buf, u + 2) != ROCE_UDP_PORT:
+        return
+    ib_end = u + ulen
+    if ulen < 8 + min_packet or ib_end > end:
+        return
+    out[i, 0] = ROCEV2
+    out[i, 1] = u + 8
+    out[i, 2] = u + 8
+    out[i, 3] = ib_end
+    out[i, 4] = np.int64(src_hi)
+    out[i, 5] = np.int64(src_lo)
+    out[i, 6] = np.int64(dst_hi)
+    out[i, 7] = np.int64(dst_lo)
+
+
+@njit(inline="always")
+def _locate_one(buf, start, end, link, g, out, i):
+    if link == 197:                             # ERF: Ethernet or InfiniBand records
+        kind = _erf_type(buf, start, end)
+        p = _erf_payload(buf, start, end)
+        if kind == ERF_TYPE_INFINIBAND:
+            _lrh(buf, p, end, g, out, i)
+            return
+        if kind != ERF_TYPE_ETH or end - p < 2:
+            return
+        link, start = 1, p + 2                  # 2 bytes offset/pad, then Ethernet
+    if link == 1:
+        if end - start < 14:
+            return
+        p = start + 14
+        et = _be16(buf, start + 12)
+        while et == VLAN_A or et == VLAN_B or et == VLAN_C:
+            if end - p < 4:
+                return
+            et = _be16(buf, p + 2)
+            p += 4
+        _ethertype(buf, p, end, et, g, out, i)
+    elif link == 113:
+        if end - start >= 16:
+            _ethertype(buf, start + 16, end, _be16(buf, start + 14), g, out, i)
+    elif link == 276:
+        if end - start >= 20:
+            _ethertype(buf, start + 20, end, _be16(buf, start), g, out, i)
+    elif link == 101 or link == 12 or link == 14 or link == 228 or link == 229:
+        if end - start < 1:
+            return
+        version = np.int64(buf[start]) >> 4
+        if version == 4 and link != 229:
+            _ethertype(buf, start, end, ETH_P_IP, g, out, i)
+        elif version == 6 and link != 228:
+            _ethertype(buf, start, end, ETH_P_IPV6, g, out, i)
+    elif link == 247:
+        _lrh(buf, start, end, g, out, i)
+
+
+@njit(inline="always")
+def _erf_type(buf, start, end):
+    """ERF record type, -1 when the header or its extension headers are cut."""
+    if end - start < 16 or _erf_payload(buf, start, end) < 0:
+        return -1
+    return np.int64(buf[start + 8]) & 0x7F
+
+
+@njit(inline="always")
+def _erf_payload(buf, start, end):
+    """After the 16-byte ERF header and its extension headers (-1: cut)."""
+    if end - start < 16:
+        return -1
+    p = start + 16
+    more = np.int64(buf[start + 8]) & 0x80
+    while more:
+        if end - p < 8:
+            return -1
+        more = np.int64(buf[p]) & 0x80
+        p += 8
+    return p
+
+
+def address_text(raw):
+    """Text of an address: IPv4 (also from its IPv4-mapped form), IPv6/GID, or LID.
+
+    ``raw`` is a (hi, lo) pair as the engine carries addresses, or the bytes a
+    header holds (4, 16, or 2 for a LID)."""
+    if isinstance(raw, tuple):
+        raw = address_bytes(*raw)
+    raw = bytes(raw)
+    if len(raw) == 4:
+        return socket.inet_ntop(socket.AF_INET, raw)
+    if len(raw) == 16:
+        text = socket.inet_ntop(socket.AF_INET6, raw)
+        return text[7:] if text.startswith("::ffff:") and "." in text else text
+    return "LID 0x%04x" % int.from_bytes(raw, "big")
+
+
+def address_bytes(hi, lo):
+    """The address as the packet carries it: 4 bytes (IPv4), 2 (LID) or 16."""
+    hi, lo = int(hi) & 0xFFFFFFFFFFFFFFFF, int(lo) & 0xFFFFFFFFFFFFFFFF
+    if hi == int(LID_HI):
+        return lo.to_bytes(2, "big")
+    if hi == 0 and lo >> 32 == 0xFFFF:
+        return (lo & 0xFFFFFFFF).to_bytes(4, "big")
+    return hi.to_bytes(8, "big") + lo.to_bytes(8, "big")

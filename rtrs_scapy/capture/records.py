@@ -1,0 +1,165 @@
+"""The record walks of pcap and pcapng, compiled (numba).
+
+Finding where each record starts is a serial pointer chase: every length
+decides where the next header is.  Python does it at about 2 M records/s; these
+loops do it at memory speed and fill columns (record offset, captured length,
+timestamp in ns, link type) for the columnar engine, and decode each record's
+IB headers (ib.decode_one) while its first bytes are in the cache.  A load a
+few records ahead of the chase (``_ahead``) lets the memory system fetch the
+next headers while the current one is decoded.
+
+Each walk stops at the end of the bytes it was given, at a record it cannot
+trust, or at a block Python handles itself (pcapng section and interface
+headers, which change byte order, link types and clocks); it returns the
+number of records found, where it stopped and why.  The caller turns a stop
+into a refill or a problem (see files.py).
+"""
+
+import numpy as np
+from numba import njit
+
+from .ib import P_COLUMNS, decode_one
+
+# why a walk stopped
+FULL = 0           # the output columns are full
+NEED = 1           # the bytes end inside a header or a record (value: bytes needed)
+BAD_LENGTH = 2     # pcap: incl_len above the limit (value: incl_len)
+SECTION = 3        # pcapng: a section header block at the position
+INTERFACE = 4      # pcapng: an interface description block at the position
+BAD_BLOCK = 5      # pcapng: block length < 12, unaligned or too large (value: length)
+BAD_TRAILER = 6    # pcapng: trailing length differs (value: trailing length)
+SHORT_PACKET = 7   # pcapng: EPB/PB shorter than 32 bytes or SPB shorter than 16 (value: length)
+CAPLEN = 8         # pcapng: captured length beyond the block (value: caplen)
+NO_INTERFACE = 9   # pcapng: packet on an undescribed interface (value: interface id)
+
+SHB_TYPE = 0x0A0D0D0A
+MAX_BLOCK = 16 * 1024 * 1024
+NS = 1_000_000_000
+AHEAD = 2048       # bytes ahead of the walk that are loaded early
+
+
+@njit(inline="always")
+def _ahead(buf, p, end):
+    """A load the CPU issues early (its value is kept, so it is not optimised away)."""
+    return np.int64(buf[min(p + AHEAD, end - 1)])
+
+
+@njit(inline="always")
+def u32(buf, p, big):
+    if big:
+        return ((np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16)
+                | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3]))
+    return (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8)
+            | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 3]) << 24))
+
+
+@njit(inline="always")
+def u16(buf, p, big):
+    if big:
+        return (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
+    return np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8)
+
+
+@njit(cache=True, nogil=True)
+def walk_pcap(buf, pos, end, big, nano, limit, link, offs, caplens, stamps, links, packets,
+              geometry, optable, fields):
+    """pcap records from ``pos``: returns (count, position, why, value, touched)."""
+    n = 0
+    room = offs.shape[0]
+    scale = 1 if nano else 1000
+    touched = 0
+    while n < room:
+        if end - pos < 16:
+            return n, pos, NEED, 16, touched
+        touched += _ahead(buf, pos, end)
+        incl = u32(buf, pos + 8, big)
+        if incl > limit:
+            return n, pos, BAD_LENGTH, incl, touched
+        if end - pos - 16 < incl:
+            return n, pos, NEED, 16 + incl, touched
+        offs[n] = pos + 16
+        caplens[n] = incl
+        stamps[n] = u32(buf, pos, big) * NS + u32(buf, pos + 4, big) * scale
+        links[n] = link
+        packets[n, :] = 0
+        decode_one(buf, pos + 16, incl, link, geometry, optable, fields, packets, n)
+        pos += 16 + incl
+        n += 1
+    return n, pos, FULL, 0, touched
+
+
+@njit(inline="always")
+def _stamp(units, mode, exp, offset_ns):
+    """Interface timestamp units -> ns: resolution 10**-exp (mode 10) or 2**-exp."""
+    if mode == 10:
+        if exp <= 9:
+            ns = units * 10 ** (9 - exp)
+        else:
+            ns = units // 10 ** (exp - 9)
+    else:
+        whole = units >> exp
+        frac = units - (whole << exp)
+        ns = whole * NS + np.int64(frac * (NS / 2.0 ** exp))
+    return ns + offset_ns
+
+
+@njit(cache=True, nogil=True)
+def walk_pcapng(buf, pos, end, big, if_link, if_mode, if_exp, if_offset, if_snap, n_if,
+                last_stamp, offs, caplens, stamps, links, packets, geometry, optable, fields):
+    """pcapng packet blocks from ``pos``; returns (count, position, why, value, last_stamp)."""
+    n = 0
+    room = offs.shape[0]
+    while n < room:
+        if end - pos < 12:
+            return n, pos, NEED, 12, last_stamp
+        btype = u32(buf, pos, big)
+        if btype == SHB_TYPE:
+            return n, pos, SECTION, 0, last_stamp
+        blen = u32(buf, pos + 4, big)
+        if blen < 12 or blen & 3 or blen > MAX_BLOCK:
+            return n, pos, BAD_BLOCK, blen, last_stamp
+        if end - pos < blen:
+            return n, pos, NEED, blen, last_stamp
+        trailer = u32(buf, pos + blen - 4, big)
+        if trailer != blen:
+            return n, pos, BAD_TRAILER, trailer, last_stamp
+        if btype == 6 or btype == 2:                  # EPB, obsolete packet block
+            if blen < 32:
+                return n, pos, SHORT_PACKET, blen, last_stamp
+            if btype == 6:
+                iface = u32(buf, pos + 8, big)
+            else:
+                iface = u16(buf, pos + 8, big)
+            caplen = u32(buf, pos + 20, big)
+            if caplen > blen - 32:
+                return n, pos, CAPLEN, caplen, last_stamp
+            if iface >= n_if:
+                return n, pos, NO_INTERFACE, iface, last_stamp
+            units = (u32(buf, pos + 12, big) << 32) | u32(buf, pos + 16, big)
+            last_stamp = _stamp(units, if_mode[iface], if_exp[iface], if_offset[iface])
+            offs[n] = pos + 28
+            caplens[n] = caplen
+            stamps[n] = last_stamp
+            links[n] = if_link[iface]
+            packets[n, :] = 0
+            decode_one(buf, pos + 28, caplen, links[n], geometry, optable, fields, packets, n)
+            n += 1
+        elif btype == 3:                              # simple packet block
+            if blen < 16:
+                return n, pos, SHORT_PACKET, blen, last_stamp
+            if n_if == 0:
+                return n, pos, NO_INTERFACE, -1, last_stamp
+            caplen = min(u32(buf, pos + 8, big), blen - 16)
+            if if_snap[0] and caplen > if_snap[0]:
+                caplen = if_snap[0]
+            offs[n] = pos + 12
+            caplens[n] = caplen
+            stamps[n] = last_stamp
+            links[n] = if_link[0]
+            packets[n, :] = 0
+            decode_one(buf, pos + 12, caplen, links[n], geometry, optable, fields, packets, n)
+            n += 1
+        elif btype == 1:
+            return n, pos, INTERFACE, 0, last_stamp
+        pos += blen
+    return n, pos, FULL, 0, last_stamp

@@ -1,0 +1,91 @@
+"""The columnar engine: capture chunks → IB packets located → RC transport →
+message rows, anomaly rows and CM MADs, handed to a consumer in capture order.
+
+The consumer (the analysis) receives, in capture order:
+
+* ``frames_seen(chunk, packets)``: the chunk's records and their IB headers;
+* ``messages_done(rows, arena)``: completed messages (transport.R_* columns)
+  whose bytes of interest sit in ``arena``; ``events(rows)``: anomalies;
+* ``cm_mad(frame, stamp, src, dst, data, start, end)``: one CM MAD, in order with
+  the rows around it, so that the handshake binds streams before what follows
+  (the consumer calls ``bind()`` back);
+and the consumer calls ``flush()`` at the end.  Rows of several chunks are
+handed over together (numpy works best on long columns), but never across a CM
+MAD.
+"""
+
+import numpy as np
+
+from ..capture import ib
+from . import transport as T
+
+ROWS = 1 << 14
+ARENA = 1 << 22
+EVENTS = 1 << 12
+
+
+class Engine:
+    def __init__(self, consumer, max_streams=16384):
+        self.consumer = consumer
+        consumer.engine = self
+        self.streams = T.TransportState(max_streams)
+        self.rows = np.zeros((ROWS, T.R_COLUMNS), dtype=np.int64)
+        self.arena = np.zeros(ARENA, dtype=np.uint8)
+        self.events = np.zeros((EVENTS, T.E_COLUMNS), dtype=np.int64)
+        self.nr = self.na = self.ne = 0
+        self.last_rows = 0          # rows of the last flush (rows[:last_rows])
+        self.packet_seq = None      # per packet of the last chunk: its message, -1 none
+
+    def feed(self, chunk):
+        """One chunk of records (capture.Chunk)."""
+        packets = chunk.decoded().packets
+        self.consumer.frames_seen(chunk, packets)
+        st = self.streams
+        self.packet_seq = packet_seq = np.empty(len(chunk), dtype=np.int64)
+        start, n = 0, len(chunk)
+        while start < n:
+            start, why, self.nr, self.na, self.ne, st.nfree = T.run(
+                chunk.buf, packets, chunk.stamps, chunk.first_frame, start, ib.OPCODE_TABLE,
+                st.table, st.state, st.ring, st.head, st.tail, st.free, st.nfree,
+                st.counters, st.touched, self.rows, self.nr, self.arena, self.na, self.events,
+                self.ne,
+                packet_seq)
+            if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
+                self.flush()
+            if why == T.STOP_CM:
+                self._cm(chunk, packets, start)
+                start += 1
+        T.materialize(chunk.buf, st.state, st.ring, st.tail)
+
+    def flush(self):
+        """Hand the rows and events gathered so far to the consumer."""
+        if self.ne:
+            self.consumer.events(self.events[:self.ne])
+        if self.nr:
+            self.consumer.messages_done(self.rows[:self.nr], self.arena)
+        self.last_rows, self.nr, self.na, self.ne = self.nr, 0, 0, 0
+
+    def _cm(self, chunk, packets, i):
+        column = packets[i].tolist()
+        self.consumer.cm_mad(chunk.first_frame + i, int(chunk.stamps[i]),
+                             (column[ib.P_SRC_HI], column[ib.P_SRC_LO]),
+                             (column[ib.P_DST_HI], column[ib.P_DST_LO]), chunk.data,
+                             column[ib.P_START], column[ib.P_STOP])
+
+    def touched(self):
+        """The slots that got new packets since the last call (and their state rows)."""
+        st = self.streams
+        count = int(st.counters[T.G_TOUCHED])
+        slots = st.touched[:count].copy()
+        st.state[slots, T.TOUCHED] = 0
+        st.counters[T.G_TOUCHED] = 0
+        return slots, st.state[slots]
+
+    def bind(self, address, qpn, conn, next_psn, frame):
+        """Bind the stream to ``address``/``qpn`` to connection ``conn`` (CM REP).
+
+        Addresses are (hi, lo) pairs of signed 64-bit ints, as the rows carry them."""
+        st = self.streams
+        slot, st.nfree = T.bind(st.table, st.state, st.free, st.nfree, st.counters,
+                                address[0], address[1], qpn, conn, next_psn, frame)
+        return slot

@@ -1,0 +1,48 @@
+"""Reading ahead on the other core.
+
+Walking the records and decoding their headers (numba, without the GIL) and
+decompressing gzip (zlib, without the GIL) run in a thread of their own while
+the main thread runs the transport and the analysis on the chunks already
+read.  A bounded queue keeps at most ``depth`` chunks in memory.
+"""
+
+import queue
+import threading
+
+_END = object()
+
+
+def ahead(iterable, depth=4):
+    """Iterate ``iterable`` in a background thread; items come out in order, an
+    exception comes out where it happened.  Stopping early stops the thread."""
+    items = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce():
+        try:
+            for item in iterable:
+                while not stop.is_set():
+                    try:
+                        items.put((item, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            items.put((_END, None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            items.put((_END, exc))
+
+    thread = threading.Thread(target=produce, name="rtrs-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, exc = items.get()
+            if exc is not None:
+                raise exc
+            if item is _END:
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()

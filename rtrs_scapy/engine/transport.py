@@ -1,0 +1,514 @@
+"""The RC transport, compiled: per QP stream PSN continuity and message assembly.
+
+One loop over a chunk's packets in capture order does what every packet needs
+(docs/PROTOCOL.md#psn-sequence-and-retransmissions): find its stream (one
+direction of one QP pair, keyed by destination address and QP), check the PSN
+(a duplicate is a go-back-N retransmission: counted and dropped; a jump is a
+gap: the message in progress is abandoned, never completed with invented
+bytes), count ACKs, NAKs and CNPs, and assemble SEND and RDMA WRITE messages
+from their FIRST/MIDDLE/LAST packets.  What it emits is small: one row per
+completed message (with the few bytes the analysis reads: the head of SENDs and
+READ data, the tail of requests, where RTRS puts trailer and RNBD header,
+docs/PROTOCOL.md#chunks-and-what-the-client-writes), one row per anomaly, and a
+stop at every CM MAD so that Python sees the handshake in order.
+
+A message keeps at most HEAD_SEND (SEND) or HEAD_WRITE (RDMA WRITE) bytes of
+its start and the locations of its last RING packets; the bytes those packets
+hold are copied into the stream's carry only when they must outlive the
+buffer (chunk end) or the ring, so the bulk of RDMA WRITE data is never copied.
+A message whose beginning was not seen (the capture started inside it, or a
+gap cut it) still completes at its last packet, flagged partial.
+
+Streams live in a bounded table: when it is full, the least recently used
+quarter is evicted (counted; a message in progress there is lost).
+"""
+
+import numpy as np
+from numba import njit
+
+from .. import wire
+from ..capture.ib import (
+    C_ACK, C_CNP, C_DATA, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
+    P_IETH, P_IMM, P_KIND, P_LAST, P_MIDDLE, P_ONLY, P_OPCODE, P_PSN, P_QPN, P_RKEY, P_SRC_HI,
+    P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, S_HEADERS, S_OK, S_SHORT,
+    T_CLASS, T_POS, T_SEND,
+)
+from ..constants import RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM
+from ..imm import IMM_TYPE_SHIFT
+
+GSI_QPN = wire.GSI_QPN
+PSN_MASK = 0xFFFFFF
+HALF_PSN = 0x800000
+HEAD_SEND = 1024     # info_req (272 B), rkey_rsp, the start of info_rsp
+HEAD_WRITE = 64      # RNBD replies at the start of READ data (open_rsp: 56 B)
+TAIL_CAP = 512       # a request's user header and trailer (RNBD OPEN: 264 + 4 B)
+RING = 4             # packet locations kept per stream before their bytes are copied
+MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
+
+# stream state columns
+(K_HI, K_LO, K_QPN, USED, GEN, SRC_HI, SRC_LO, NEXT_PSN, SYNCED, SEEN, DUPS, ACKS, NAKS,
+ RNRS, CNPS, FIRST_FRAME, LAST_FRAME, CONN, ACTIVE, M_SEND, M_FIRST_FRAME, M_FIRST_TS, M_LEN,
+ M_PKTS, M_VA, M_RKEY, M_DMALEN, M_HEAD_LEN, M_HEAD_CAP, M_TAIL_LEN, M_RING_N, M_PARTIAL,
+ M_SEQ, FIRST_PSN, FRESH_FRAME, FRESH_TS, LAST_TS, TOUCHED, S_COLUMNS) = range(39)
+
+# message row columns
+(R_SLOT, R_GEN, R_CONN, R_FIRST_FRAME, R_LAST_FRAME, R_FIRST_TS, R_LAST_TS, R_OPCODE, R_SEND,
+ R_IMM, R_IETH, R_VA, R_RKEY, R_DMALEN, R_LEN, R_PKTS, R_PARTIAL, R_HEAD_OFF, R_HEAD_LEN,
+ R_TAIL_OFF, R_TAIL_LEN, R_SEQ, R_SRC_HI, R_SRC_LO, R_DST_HI, R_DST_LO, R_QPN,
+ R_COLUMNS) = range(28)
+
+# event row columns and kinds
+(E_KIND, E_FRAME, E_SLOT, E_GEN, E_CONN, E_A, E_B, E_QPN, E_DST_HI, E_DST_LO, E_SRC_HI,
+ E_SRC_LO, E_COLUMNS) = range(13)
+(EV_PSN_GAP, EV_PARTIAL_MESSAGE, EV_NAK, EV_RNR, EV_UNKNOWN_OPCODE, EV_FOREIGN_OPCODE,
+ EV_TRUNCATED, EV_CNP) = range(8)
+
+# partial flags of a message row
+PARTIAL_START = 1    # the message's first packets are not in the capture
+PARTIAL_LOST = 2     # a LAST without its FIRST on a stream that was in sync
+
+# why the loop stopped
+STOP_END, STOP_CM, STOP_FULL = range(3)
+
+# global counters
+G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_TOUCHED, G_COLUMNS = range(6)
+
+_AETH_NAK, _AETH_RNR, _AETH_KIND = 0x60, 0x20, 0x60
+
+
+@njit(inline="always")
+def _hash(hi, lo, qpn, mask):
+    h = np.uint64(hi) * np.uint64(0x9E3779B97F4A7C15)
+    h ^= np.uint64(lo) + np.uint64(0x632BE59BD9B4E019) + (h << np.uint64(6)) + (h >> np.uint64(2))
+    h ^= np.uint64(qpn) * np.uint64(0xC2B2AE3D27D4EB4F)
+    h ^= h >> np.uint64(29)
+    return np.int64(h & np.uint64(mask))
+
+
+@njit(inline="always")
+def _find(table, state, hi, lo, qpn):
+    mask = table.shape[0] - 1
+    h = _hash(hi, lo, qpn, mask)
+    while True:
+        slot = table[h]
+        if slot < 0:
+            return -1, h
+        if state[slot, K_QPN] == qpn and state[slot, K_LO] == lo and state[slot, K_HI] == hi:
+            return slot, h
+        h = (h + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def rebuild(table, state):
+    """The hash index from the used slots (after evictions)."""
+    table[:] = -1
+    mask = table.shape[0] - 1
+    for slot in range(state.shape[0]):
+        if state[slot, USED]:
+            h = _hash(state[slot, K_HI], state[slot, K_LO], state[slot, K_QPN], mask)
+            while table[h] >= 0:
+                h = (h + 1) & mask
+            table[h] = slot
+
+
+@njit(inline="always")
+def _evict(table, state, free, nfree, counters):
+    """Free the least recently used quarter of the streams (their per-stream
+    counters are lost, the eviction is counted); returns the free count."""
+    order = np.argsort(state[:, LAST_FRAME])
+    quota = max(1, state.shape[0] // 4)
+    for k in range(quota):
+        slot = order[k]
+        if state[slot, ACTIVE]:
+            counters[G_EVICTED_MESSAGES] += 1
+        state[slot, USED] = 0
+        state[slot, ACTIVE] = 0
+        state[slot, GEN] += 1
+        free[nfree] = slot
+        nfree += 1
+    counters[G_EVICTIONS] += quota
+    counters[G_STREAMS] -= quota
+    rebuild(table, state)
+    return nfree
+
+
+@njit(inline="always")
+def _event(events, ne, kind, frame, slot, state, a, b, qpn, dhi, dlo, shi, slo):
+    row = events[ne]
+    row[E_KIND] = kind
+    row[E_FRAME] = frame
+    row[E_SLOT] = slot
+    row[E_GEN] = state[slot, GEN] if slot >= 0 else -1
+    row[E_CONN] = state[slot, CONN] if slot >= 0 else -1
+    row[E_A] = a
+    row[E_B] = b
+    row[E_QPN] = qpn
+    row[E_DST_HI] = dhi
+    row[E_DST_LO] = dlo
+    row[E_SRC_HI] = shi
+    row[E_SRC_LO] = slo
+    return ne + 1
+
+
+@njit(inline="always")
+def _carry(tail, tail_len, slot, buf, off, n):
+    """The carry of a stream followed by buf[off:off+n], last TAIL_CAP bytes kept;
+    returns the new carry length."""
+    cap = tail.shape[1]
+    if n >= cap:
+        tail[slot, :] = buf[off + n - cap:off + n]
+        return cap
+    if tail_len + n > cap:
+        keep = cap - n
+        tail[slot, :keep] = tail[slot, tail_len - keep:tail_len].copy()
+        tail_len = keep
+    tail[slot, tail_len:tail_len + n] = buf[off:off + n]
+    return tail_len + n
+
+
+@njit(inline="always")
+def _ring_push(state, ring, tail, slot, buf, off, n):
+    """Remember a packet of the message in progress; older packets' bytes move to
+    the carry only when the ring is full and they still belong to the tail."""
+    cap = tail.shape[1]
+    count = state[slot, M_RING_N]
+    if n >= cap:                       # this packet alone is the whole tail
+        state[slot, M_TAIL_LEN] = 0
+        count = 0
+    elif count == ring.shape[1]:
+        newer = n
+        for k in range(1, count):
+            newer += ring[slot, k, 1]
+        if newer < cap:
+            o, ln = ring[slot, 0, 0], ring[slot, 0, 1]
+            need = min(ln, cap - newer)
+            state[slot, M_TAIL_LEN] = _carry(tail, state[slot, M_TAIL_LEN], slot, buf,
+                                             o + ln - need, need)
+        else:
+            state[slot, M_TAIL_LEN] = 0
+        for k in range(1, count):
+            ring[slot, k - 1, 0] = ring[slot, k, 0]
+            ring[slot, k - 1, 1] = ring[slot, k, 1]
+        count -= 1
+    ring[slot, count, 0] = off
+    ring[slot, count, 1] = n
+    state[slot, M_RING_N] = count + 1
+
+
+@njit(cache=True, nogil=True)
+def materialize(buf, state, ring, tail):
+    """Chunk end: the ring's packets of every message in progress go to the carry."""
+    for slot in range(state.shape[0]):
+        count = state[slot, M_RING_N]
+        if state[slot, USED] and state[slot, ACTIVE] and count:
+            for k in range(count):
+                state[slot, M_TAIL_LEN] = _carry(tail, state[slot, M_TAIL_LEN], slot, buf,
+                                                 ring[slot, k, 0], ring[slot, k, 1])
+            state[slot, M_RING_N] = 0
+
+
+@njit(inline="always")
+def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
+    """Copy the last ``want`` bytes of the message (carry + ring) to arena[at:]."""
+    count = state[slot, M_RING_N]
+    in_ring = 0
+    for k in range(count):
+        in_ring += ring[slot, k, 1]
+    from_carry = min(state[slot, M_TAIL_LEN], max(0, want - in_ring))
+    w = at
+    if from_carry:
+        tl = state[slot, M_TAIL_LEN]
+        arena[w:w + from_carry] = tail[slot, tl - from_carry:tl]
+        w += from_carry
+    skip = max(0, in_ring - (want - from_carry))
+    for k in range(count):
+        o, ln = ring[slot, k, 0], ring[slot, k, 1]
+        if skip >= ln:
+            skip -= ln
+            continue
+        arena[w:w + ln - skip] = buf[o + skip:o + ln]
+        w += ln - skip
+        skip = 0
+    return w - at
+
+
+@njit(inline="always")
+def _wants(send, imm):
+    """(head bytes, tail bytes) the analysis reads of a completed message."""
+    if imm >= 0:
+        kind = imm >> IMM_TYPE_SHIFT
+        if kind == RTRS_IO_REQ_IMM:
+            return 0, TAIL_CAP
+        if send and (kind == RTRS_IO_RSP_IMM or kind == RTRS_IO_RSP_W_INV_IMM):
+            return 16, 0
+        return 0, 0
+    return (HEAD_SEND if send else HEAD_WRITE), 0
+
+
+@njit(cache=True, nogil=True)
+def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, head, tail,
+        free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq):
+    """Packets ``start`` … of a chunk (``packets``: capture.ib columns), appending to
+    ``rows[nr:]``, ``arena[na:]`` and ``events[ne:]``; returns (next packet, why,
+    rows, arena bytes, events, free slots)."""
+    n = packets.shape[0]
+    row_room = rows.shape[0]
+    event_room = events.shape[0] - 2
+    arena_room = arena.shape[0] - MAX_ROW_BYTES
+    for i in range(start, n):
+        if nr >= row_room or ne >= event_room or na >= arena_room:
+            return i, STOP_FULL, nr, na, ne, nfree
+        packet_seq[i] = -1
+        if packets[i, P_KIND] == 0:
+            continue
+        frame = first_frame + i
+        dhi, dlo = packets[i, P_DST_HI], packets[i, P_DST_LO]
+        shi, slo = packets[i, P_SRC_HI], packets[i, P_SRC_LO]
+        status = packets[i, P_STATUS]
+        opcode = packets[i, P_OPCODE]
+        qpn = packets[i, P_QPN]
+        if status != S_OK:
+            kind = EV_UNKNOWN_OPCODE if status > S_HEADERS else EV_TRUNCATED
+            ne = _event(events, ne, kind, frame, -1, state, opcode, status == S_HEADERS, qpn,
+                        dhi, dlo, shi, slo)
+            continue
+        cls = optable[opcode, T_CLASS]
+        if cls == C_UD_SEND:
+            if qpn == GSI_QPN:
+                return i, STOP_CM, nr, na, ne, nfree
+            continue
+        if cls == C_OTHER:
+            continue
+        psn = packets[i, P_PSN]
+        slot, bucket = _find(table, state, dhi, dlo, qpn)
+        if cls == C_ACK:
+            if slot >= 0:
+                state[slot, ACKS] += 1
+                syndrome = packets[i, P_SYNDROME]
+                if syndrome & _AETH_KIND == _AETH_NAK:
+                    state[slot, NAKS] += 1
+                    ne = _event(events, ne, EV_NAK, frame, slot, state, syndrome, 0, qpn,
+                                dhi, dlo, shi, slo)
+                elif syndrome & _AETH_KIND == _AETH_RNR:
+                    state[slot, RNRS] += 1
+            continue
+        if cls == C_CNP:
+            ne = _event(events, ne, EV_CNP, frame, slot, state, 0, 0, qpn, dhi, dlo, shi, slo)
+            if slot >= 0:
+                state[slot, CNPS] += 1
+            continue
+        if cls == C_FOREIGN:
+            if slot >= 0:
+                ne = _event(events, ne, EV_FOREIGN_OPCODE, frame, slot, state, opcode, 0,
+                            qpn, dhi, dlo, shi, slo)
+            continue
+        # -- RC SEND / RDMA WRITE ------------------------------------------------
+        if slot < 0:
+            if nfree == 0:
+                nfree = _evict(table, state, free, nfree, counters)
+                slot, bucket = _find(table, state, dhi, dlo, qpn)
+            nfree -= 1
+            slot = free[nfree]
+            table[bucket] = slot
+            s = state[slot]
+            gen, touched_flag = s[GEN], s[TOUCHED]   # the slot may sit in the touched list
+            s[:] = 0
+            s[GEN], s[TOUCHED] = gen, touched_flag
+            s[USED] = 1
+            s[K_HI], s[K_LO], s[K_QPN] = dhi, dlo, qpn
+            s[SRC_HI], s[SRC_LO] = shi, slo
+            s[NEXT_PSN] = -1
+            s[CONN] = -1
+            s[FRESH_FRAME] = -1
+            s[FIRST_FRAME] = frame
+            s[FIRST_PSN] = psn
+            counters[G_STREAMS] += 1
+        s = state[slot]
+        if s[SRC_HI] == 0 and s[SRC_LO] == 0:     # bound by the CM before its first packet
+            s[SRC_HI], s[SRC_LO] = shi, slo
+        s[LAST_FRAME] = frame
+        s[SEEN] += 1
+        expected = s[NEXT_PSN]
+        if expected >= 0 and psn != expected:
+            if (psn - expected) & PSN_MASK >= HALF_PSN:
+                s[DUPS] += 1            # go-back-N retransmission: counted, dropped
+                continue
+            ne = _event(events, ne, EV_PSN_GAP, frame, slot, state, psn, expected, qpn,
+                        dhi, dlo, shi, slo)
+            s[ACTIVE] = 0
+            s[SYNCED] = 0
+        s[NEXT_PSN] = (psn + 1) & PSN_MASK
+        if s[FRESH_FRAME] < 0:               # the first new packet since the stream was bound
+            s[FRESH_FRAME], s[FRESH_TS] = frame, stamps[i]
+        s[LAST_TS] = stamps[i]
+        if not s[TOUCHED]:                    # the analysis looks at touched streams only
+            s[TOUCHED] = 1
+            touched[counters[G_TOUCHED]] = slot
+            counters[G_TOUCHED] += 1
+        pos = optable[opcode, T_POS]
+        send = optable[opcode, T_SEND]
+        p_start, p_end = packets[i, P_START], packets[i, P_STOP]
+        n_bytes = p_end - p_start
+        if pos == P_FIRST or (pos == P_MIDDLE and not s[ACTIVE] and not s[SYNCED]):
+            s[SYNCED] = pos == P_FIRST
+            s[ACTIVE] = 1
+            s[M_SEND] = send
+            s[M_FIRST_FRAME] = frame
+            s[M_FIRST_TS] = stamps[i]
+            s[M_LEN] = 0
+            s[M_PKTS] = 0
+            s[M_HEAD_LEN] = 0
+            s[M_HEAD_CAP] = HEAD_SEND if send else HEAD_WRITE
+            s[M_TAIL_LEN] = 0
+            s[M_RING_N] = 0
+            s[M_PARTIAL] = 0 if pos == P_FIRST else PARTIAL_START
+            s[M_SEQ] = counters[G_SEQ]
+            counters[G_SEQ] += 1
+            s[M_VA], s[M_RKEY], s[M_DMALEN] = (packets[i, P_VA], packets[i, P_RKEY],
+                                               packets[i, P_DMALEN])
+        if pos == P_FIRST or pos == P_MIDDLE:
+            if s[ACTIVE]:
+                packet_seq[i] = s[M_SEQ]
+                s[M_LEN] += n_bytes
+                s[M_PKTS] += 1
+                have = s[M_HEAD_LEN]
+                if have < s[M_HEAD_CAP] and n_bytes:
+                    take = min(n_bytes, s[M_HEAD_CAP] - have)
+                    head[slot, have:have + take] = buf[p_start:p_start + take]
+                    s[M_HEAD_LEN] = have + take
+                if n_bytes:
+                    _ring_push(state, ring, tail, slot, buf, p_start, n_bytes)
+            continue
+        # LAST or ONLY: a message completes
+        imm = packets[i, P_IMM]
+        want_head, want_tail = _wants(send, imm)
+        row = rows[nr]
+        if pos == P_ONLY or not s[ACTIVE]:
+            partial = 0
+            if pos == P_LAST:
+                if s[SYNCED]:
+                    partial = PARTIAL_LOST
+                    ne = _event(events, ne, EV_PARTIAL_MESSAGE, frame, slot, state, 0, 0, qpn,
+                                dhi, dlo, shi, slo)
+                else:
+                    partial = PARTIAL_START
+            else:
+                s[SYNCED] = 1
+            s[ACTIVE] = 0
+            seq = counters[G_SEQ]
+            counters[G_SEQ] += 1
+            row[R_FIRST_FRAME] = frame
+            row[R_FIRST_TS] = stamps[i]
+            row[R_VA], row[R_RKEY], row[R_DMALEN] = (packets[i, P_VA], packets[i, P_RKEY],
+                                                     packets[i, P_DMALEN])
+            row[R_LEN] = n_bytes
+            row[R_PKTS] = 1
+            row[R_PARTIAL] = partial
+            take = min(n_bytes, want_head)
+            row[R_HEAD_OFF] = na
+            row[R_HEAD_LEN] = take
+            arena[na:na + take] = buf[p_start:p_start + take]
+            na += take
+            take = min(n_bytes, want_tail)
+            row[R_TAIL_OFF] = na
+            row[R_TAIL_LEN] = take
+            arena[na:na + take] = buf[p_end - take:p_end]
+            na += take
+        else:
+            seq = s[M_SEQ]
+            s[M_LEN] += n_bytes
+            s[M_PKTS] += 1
+            if n_bytes:
+                have = s[M_HEAD_LEN]
+                if have < s[M_HEAD_CAP]:
+                    take = min(n_bytes, s[M_HEAD_CAP] - have)
+                    head[slot, have:have + take] = buf[p_start:p_start + take]
+                    s[M_HEAD_LEN] = have + take
+                _ring_push(state, ring, tail, slot, buf, p_start, n_bytes)
+            s[ACTIVE] = 0
+            row[R_FIRST_FRAME] = s[M_FIRST_FRAME]
+            row[R_FIRST_TS] = s[M_FIRST_TS]
+            row[R_VA], row[R_RKEY], row[R_DMALEN] = s[M_VA], s[M_RKEY], s[M_DMALEN]
+            row[R_LEN] = s[M_LEN]
+            row[R_PKTS] = s[M_PKTS]
+            row[R_PARTIAL] = s[M_PARTIAL]
+            take = min(s[M_HEAD_LEN], want_head)
+            row[R_HEAD_OFF] = na
+            row[R_HEAD_LEN] = take
+            arena[na:na + take] = head[slot, :take]
+            na += take
+            take = _tail_bytes(state, ring, tail, slot, buf, arena, na,
+                               min(want_tail, s[M_LEN]))
+            row[R_TAIL_OFF] = na
+            row[R_TAIL_LEN] = take
+            na += take
+            s[M_RING_N] = 0
+            s[M_TAIL_LEN] = 0
+        packet_seq[i] = seq
+        row[R_SLOT] = slot
+        row[R_GEN] = s[GEN]
+        row[R_CONN] = s[CONN]
+        row[R_LAST_FRAME] = frame
+        row[R_LAST_TS] = stamps[i]
+        row[R_OPCODE] = opcode
+        row[R_SEND] = send
+        row[R_IMM] = imm
+        row[R_IETH] = packets[i, P_IETH]
+        row[R_SEQ] = seq
+        row[R_SRC_HI], row[R_SRC_LO] = s[SRC_HI], s[SRC_LO]
+        row[R_DST_HI], row[R_DST_LO] = dhi, dlo
+        row[R_QPN] = qpn
+        nr += 1
+    return n, STOP_END, nr, na, ne, nfree
+
+
+@njit(cache=True, nogil=True)
+def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame):
+    """The CM bound a stream to a connection (after a REP); returns (slot, nfree).
+
+    A stream that belonged to another connection starts afresh (a QP number can
+    come back with a new connection)."""
+    slot, bucket = _find(table, state, hi, lo, qpn)
+    if slot >= 0 and state[slot, CONN] != conn and state[slot, CONN] >= 0:
+        state[slot, ACTIVE] = 0
+        state[slot, SYNCED] = 0
+    if slot < 0:
+        if nfree == 0:
+            nfree = _evict(table, state, free, nfree, counters)
+            slot, bucket = _find(table, state, hi, lo, qpn)
+        nfree -= 1
+        slot = free[nfree]
+        table[bucket] = slot
+        s = state[slot]
+        gen, touched_flag = s[GEN], s[TOUCHED]
+        s[:] = 0
+        s[GEN], s[TOUCHED] = gen, touched_flag
+        s[USED] = 1
+        s[K_HI], s[K_LO], s[K_QPN] = hi, lo, qpn
+        s[SRC_HI], s[SRC_LO] = 0, 0
+        s[FIRST_FRAME] = frame
+        s[FIRST_PSN] = -1
+        counters[G_STREAMS] += 1
+    state[slot, CONN] = conn
+    state[slot, NEXT_PSN] = next_psn
+    state[slot, LAST_FRAME] = frame
+    state[slot, FRESH_FRAME] = -1
+    return slot, nfree
+
+
+class TransportState:
+    """The streams of a capture, carried from chunk to chunk."""
+
+    def __init__(self, max_streams=16384):
+        size = 1
+        while size < 2 * max_streams:
+            size *= 2
+        self.table = np.full(size, -1, dtype=np.int64)
+        self.state = np.zeros((max_streams, S_COLUMNS), dtype=np.int64)
+        self.ring = np.zeros((max_streams, RING, 2), dtype=np.int64)
+        self.head = np.zeros((max_streams, HEAD_SEND), dtype=np.uint8)
+        self.tail = np.zeros((max_streams, TAIL_CAP), dtype=np.uint8)
+        self.free = np.arange(max_streams - 1, -1, -1, dtype=np.int64)
+        self.nfree = max_streams
+        self.counters = np.zeros(G_COLUMNS, dtype=np.int64)
+        self.touched = np.zeros(max_streams, dtype=np.int64)   # slots with new packets

@@ -1,0 +1,69 @@
+"""Small formatters shared by the renderers: sizes, times, errno and RNBD names,
+so that no Python representation (None, bytes, dicts) reaches the output."""
+
+from datetime import datetime, timezone
+
+from ..constants import (
+    RNBD_OP_FLUSH, RNBD_OP_MASK, errno_name, rnbd_access_mode, rnbd_io_op, short_name,
+)
+from ..wire import ENUMS
+
+SECTOR = 512  # RNBD counts 512-byte sectors whatever the block size (docs/PROTOCOL.md#rnbd)
+
+
+def size(n):
+    """Bytes as '4.0 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return "%d %s" % (n, unit) if unit == "B" else "%.1f %s" % (n, unit)
+        n /= 1024.0
+
+
+def plural(count, word, words=None):
+    return "%d %s" % (count, word if count == 1 else (words or word + "s"))
+
+
+def utc_iso(ts):
+    """Epoch seconds as UTC ISO 8601 with microseconds: 2026-11-29T12:34:56.123456Z."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def errno_text(errno):
+    """-5 -> '-5 EIO'."""
+    return "%d %s" % (errno, errno_name(errno))
+
+
+def reason_name(reason):
+    """IBTA CM REJ reason name (8 -> 'Invalid Service ID')."""
+    return ENUMS["cm_rej_reasons"].get(reason, "reason %d" % reason)
+
+
+def rnbd_op(rw):
+    """rnbd_msg_io.rw -> 'read', 'write', 'flush', 'discard', 'secure_erase', 'write_zeroes'."""
+    return short_name(rnbd_io_op, rw & RNBD_OP_MASK, "RNBD_OP_").lower()
+
+
+def has_sector(rw):
+    """A FLUSH carries no sector: the kernel sends blk_rq_pos() of a flush, (u64)-1."""
+    return rw & RNBD_OP_MASK != RNBD_OP_FLUSH
+
+
+def access_mode(mode):
+    """enum rnbd_access_mode -> 'ro', 'rw', 'migration'."""
+    return short_name(rnbd_access_mode, mode, "RNBD_ACCESS_").lower()
+
+
+def version_text(version):
+    """The 16-bit RTRS protocol version (major << 8 | minor) as '2.0'."""
+    return "%d.%d" % (version >> 8, version & 0xFF)
+
+
+def json_value(value):
+    """Bytes as hex strings (recursively), everything else unchanged."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, dict):
+        return {k: json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    return value

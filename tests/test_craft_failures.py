@@ -1,0 +1,100 @@
+"""The crafted failure sequences on the wire, read back with the Scapy layers (not
+the analyzer): what the kernel's CM and RTRS timers put there.
+
+* a reconnect whose REP never reaches the client: the same REQ (comm ID, TID) every
+  ~6 s, the server's REP again for each, then after 30 s (RTRS_CONNECT_TIMEOUT_MS) a
+  client REJ with reason Timeout, message "other", the client's CA GUID as additional
+  reject information and no private data (cm.c: ib_destroy_cm_id() in REQ_SENT);
+  the next attempt 31 s later (reconnect_delay_sec + RTRS_RECONNECT_BACKOFF);
+* the server's heartbeat timer: DREQs 6 intervals after its last heartbeat
+  (hb_work(): more than RTRS_HB_MISSED_MAX ticks), sent again with the same IDs;
+* crossed DREQs at unmap: the server's own DREQs on cids 1.. with its own comm IDs.
+"""
+
+import collections
+
+from rtrs_scapy.constants import HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_HB_MSG_IMM
+from rtrs_scapy.craft import craft_scenario
+from rtrs_scapy.imm import decode as decode_imm
+from rtrs_scapy.layers.cm import MAD, CMDreq, CMRej, CMRep, CMReq, cm_rej_reasons, msg_kinds
+from rtrs_scapy.layers.ib import ImmDt
+from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
+
+REJ_TIMEOUT = {name: code for code, name in cm_rej_reasons.items()}["Timeout"]
+
+
+def _ip(pkt):
+    return pkt["IP"].src
+
+
+def test_reconnect_whose_rep_never_arrives():
+    packets, truth = craft_scenario("reconnect_timeout", seed=3)
+    client = truth["paths"][1]["client_addr"]
+    reqs = [p for p in packets if RtrsMsgConnReq in p and p[RtrsMsgConnReq].recon_cnt > 1]
+    by_attempt = collections.defaultdict(list)
+    for p in reqs:
+        by_attempt[p[RtrsMsgConnReq].recon_cnt].append(p)
+    assert sorted(by_attempt) == [2, 3]
+    rejs = [p for p in packets if CMRej in p and _ip(p) == client]
+    assert len(rejs) == 2
+    for attempt, rej in zip(sorted(by_attempt), rejs):
+        sent = by_attempt[attempt]
+        assert {p[CMReq].local_comm_id for p in sent} == {sent[0][CMReq].local_comm_id}
+        assert {p[MAD].transaction_id for p in sent} == {sent[0][MAD].transaction_id}
+        assert {p[RtrsMsgConnReq].cid for p in sent} == {0}  # the attempt never got further
+        times = [float(p.time) for p in sent]
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert len(sent) == 5 and all(5.9 < g < 6.2 for g in gaps)
+        reps = [p for p in packets if CMRep in p
+                and p[CMRep].remote_comm_id == sent[0][CMReq].local_comm_id]
+        assert len(reps) == len(sent)
+        assert len({bytes(p[CMRep]) for p in reps}) == 1
+        r = rej[CMRej]
+        assert (r.reason, msg_kinds[r.message_rejected], r.remote_comm_id) == \
+            (REJ_TIMEOUT, "other", 0)
+        assert r.local_comm_id == sent[0][CMReq].local_comm_id
+        assert r.additional_reject_information[:r.reject_info_length] == \
+            sent[0][CMReq].local_ca_guid.to_bytes(8, "big")
+        assert RtrsMsgConnRsp not in rej
+        assert 30.0 <= float(rej.time) - times[0] < 30.1
+    first, second = (float(p.time) for p in rejs)
+    assert 60.9 < second - first < 61.2
+    assert truth["paths"][1]["kernel"]["reconnects"] == {"successful": 0, "failed": 2}
+
+
+def test_server_heartbeat_timer():
+    packets, truth = craft_scenario("server_hb_loss", seed=3)
+    server = truth["paths"][0]["server_addr"]
+    beats = [p for p in packets if ImmDt in p and _ip(p) == server
+             and decode_imm(p[ImmDt].imm).type == RTRS_HB_MSG_IMM]
+    dreqs = [p for p in packets if CMDreq in p]
+    assert dreqs and {_ip(p) for p in dreqs} == {server}
+    timeout = HEARTBEAT_INTERVAL_S * (RTRS_HB_MISSED_MAX + 1)
+    silence = float(dreqs[0].time) - float(beats[-1].time)
+    assert timeout <= silence < timeout * 1.05
+    sent = collections.Counter((p[CMDreq].local_comm_id, p[MAD].transaction_id) for p in dreqs)
+    assert len(sent) == truth["config"]["cid_num"] and min(sent.values()) > 1
+    assert truth["paths"][0]["heartbeat_lost"] == 1
+
+
+def test_crossed_dreqs_at_unmap():
+    packets, truth = craft_scenario("reconnect_third_try", seed=3)
+    path = truth["paths"][0]
+    last = max(p[RtrsMsgConnReq].recon_cnt for p in packets if RtrsMsgConnReq in p)
+    conns = {p[CMReq].local_comm_id: p[RtrsMsgConnReq].cid for p in packets
+             if RtrsMsgConnReq in p and p[RtrsMsgConnReq].recon_cnt == last}
+    server_ids = {p[CMRep].local_comm_id: conns[p[CMRep].remote_comm_id] for p in packets
+                  if CMRep in p and p[CMRep].remote_comm_id in conns}
+    dreqs = [p for p in packets if CMDreq in p and float(p.time) > float(packets[-1].time) - 1]
+    by_side = collections.defaultdict(set)
+    for p in dreqs:
+        side = "client" if _ip(p) == path["client_addr"] else "server"
+        ids = conns if side == "client" else server_ids
+        by_side[side].add(ids[p[CMDreq].local_comm_id])
+    assert by_side == {"client": {0, 1, 2}, "server": {1, 2}}
+    server_tids = {p[MAD].transaction_id for p in dreqs if _ip(p) == path["server_addr"]}
+    assert not server_tids & {p[MAD].transaction_id for p in packets if CMReq in p}
+    assert path["disconnects"][-2:] == [{"initiator": "client", "crossed": True},
+                                        {"initiator": "server", "crossed": True}]
+    assert path["kernel"]["reconnects"] == {"successful": 1, "failed": 2}
+    assert path["lost_requests"] == truth["params"]["in_flight"]

@@ -1,0 +1,301 @@
+"""Failover, reconnects, rejects and disconnects as the kernel counts them and as
+Wireshark's own InfiniBand dissector shows them.
+
+* real captures (pcaps/real/): per path, successful and failed reconnects equal the
+  client's sysfs ``stats/reconnects`` and failovers equal ``stats/rdma``
+  failover_cnt (the last dump that shows the path, in ``rtrs_stats``);
+* real and crafted captures: every CM REJ tshark decodes is a reject with its
+  sender and reason, every DREQ sender is an initiator of the path's disconnects,
+  and the CM messages tshark sees again with the same comm IDs are exactly the
+  ``cm_retransmissions``; the same on captures cut in the middle;
+* crafted fixtures of the failure sequences: failover latency from the first
+  send, failover delay apart, connections established without RTU, the REJ record
+  of ``messages``.
+"""
+
+import functools
+import json
+import subprocess
+import tempfile
+
+import pytest
+from scapy.utils import RawPcapReader
+
+from rtrs_scapy.analysis import analyze
+from rtrs_scapy.craft import craft_scenario, write_capture
+from rtrs_scapy.layers.cm import CMRtu, cm_attribute_ids, cm_rej_reasons
+
+from conftest import PROJECT_PCAPS, REAL_ALL
+from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
+
+CM_ATTR = {name: attr for attr, name in cm_attribute_ids.items()}
+ROCEV2_CORPUS = sorted(
+    p.name[:-len(".truth.json")] for p in PROJECT_PCAPS.glob("*.truth.json")
+    if json.loads(p.read_text())["config"]["encap"].startswith("RoCEv2"))
+REAL_NAMES = [name for name, _, _ in REAL_ALL]
+REAL_PCAP = {name: pcap for name, pcap, _ in REAL_ALL}
+REAL_TRUTH = {name: truth for name, _, truth in REAL_ALL}
+
+
+@functools.lru_cache(maxsize=None)
+def summary_of(pcap):
+    return analyze(str(pcap), keep_messages=False).summary
+
+
+def paths_of(summary):
+    return [p for session in summary["sessions"] for p in session["paths"]]
+
+
+# -- tshark's view of the CM exchange ------------------------------------------
+
+CM_FIELDS = ["frame.number", "ip.src", "ipv6.src", "infiniband.mad.attributeid",
+             "infiniband.cm.req", "infiniband.cm.rep", "infiniband.cm.rej.localcommid",
+             "infiniband.cm.rej.remotecommid", "infiniband.cm.rej.reason",
+             "infiniband.cm.dreq.localcommid"]
+
+
+@functools.lru_cache(maxsize=None)
+def tshark_cm(pcap):
+    """Every CM MAD: dicts of CM_FIELDS (the source address under "src")."""
+    cmd = [TSHARK, "-n", "-r", str(pcap), *TSHARK_OPTIONS, "-Y", "infiniband.mad.mgmtclass == 7",
+           "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
+    for field in CM_FIELDS:
+        cmd += ["-e", field]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env())
+    assert done.returncode == 0, done.stderr
+    rows = []
+    for line in done.stdout.splitlines():
+        row = dict(zip(CM_FIELDS, line.split("\t")))
+        row["frame"] = int(row["frame.number"])
+        row["src"] = row["ip.src"] or row["ipv6.src"]
+        row["attr"] = int(row["infiniband.mad.attributeid"], 16)
+        rows.append(row)
+    return rows
+
+
+def first_sends(rows, attr, *key_fields):
+    """The MADs of one attribute sent for the first time: (frame, row) per key; the
+    others (same sender, same comm IDs) are retransmissions."""
+    seen = {}
+    for row in rows:
+        if row["attr"] == attr:
+            seen.setdefault((row["src"],) + tuple(row[f] for f in key_fields), row)
+    return list(seen.values())
+
+
+def retransmissions(rows):
+    """REQ, REP, REJ and DREQ sent again by the same side with the same comm IDs."""
+    count = 0
+    for name, fields in (("ConnectRequest", ("infiniband.cm.req",)),
+                         ("ConnectReply", ("infiniband.cm.rep",)),
+                         ("ConnectReject", ("infiniband.cm.rej.localcommid",
+                                            "infiniband.cm.rej.remotecommid")),
+                         ("DisconnectRequest", ("infiniband.cm.dreq.localcommid",))):
+        attr = CM_ATTR[name]
+        count += sum(1 for r in rows if r["attr"] == attr) - len(first_sends(rows, attr, *fields))
+    return count
+
+
+def check_against_tshark(pcap):
+    """Rejects, disconnect initiators and CM retransmissions of the analyzer against
+    tshark's CM fields of the same capture."""
+    summary = summary_of(pcap)
+    rows = tshark_cm(pcap)
+    paths = paths_of(summary)
+    address = {"client": 0, "server": 1}
+    # every REJ: frame, sender and IBTA reason
+    rejs = first_sends(rows, CM_ATTR["ConnectReject"], "infiniband.cm.rej.localcommid",
+                       "infiniband.cm.rej.remotecommid")
+    want = sorted((r["frame"], r["src"], int(r["infiniband.cm.rej.reason"], 16)) for r in rejs)
+    got = sorted((j["frame"], p["endpoints"][address[j["sender"]]], j["reason"])
+                 for p in paths for j in p["rejects"])
+    assert got == want
+    for p in paths:
+        for j in p["rejects"]:
+            assert j["reason_name"] == cm_rej_reasons[j["reason"]]
+    # every side that sent a DREQ is an initiator of that path's disconnects, crossed
+    # when the other side sent one too before the next REQ between the two
+    dreqs = first_sends(rows, CM_ATTR["DisconnectRequest"], "infiniband.cm.dreq.localcommid")
+    reqs = [r["frame"] for r in first_sends(rows, CM_ATTR["ConnectRequest"], "infiniband.cm.req")]
+    known = {frozenset(p["endpoints"]) for p in paths}
+    senders = {(key, r["src"]) for r in dreqs for key in known if r["src"] in key}
+    initiators = {(frozenset(p["endpoints"]), p["endpoints"][address[d["initiator"]]])
+                  for p in paths for d in p["disconnects"]}
+    assert initiators == senders
+    for p in paths:
+        for d in p["disconnects"]:
+            before = max([f for f in reqs if f < d["frame"]], default=0)
+            after = min([f for f in reqs if f > d["frame"]], default=float("inf"))
+            other = p["endpoints"][1 - address[d["initiator"]]]
+            assert d["crossed"] == any(r["src"] == other and before < r["frame"] < after
+                                       for r in dreqs)
+    assert summary["capture"]["cm_retransmissions"] == retransmissions(rows)
+    return summary
+
+
+# -- real captures: the kernel's counters -------------------------------------------
+
+def kernel_paths(truth):
+    """{(session, client, server): the last client sysfs dump that shows the path}."""
+    found = {}
+    for dump in truth["rtrs_stats"]["client"].values():
+        for key, stats in dump.items():
+            sessname, addresses = key.split("/", 1)
+            client, server = (a.split(":", 1)[1] for a in addresses.split("@"))
+            found[(sessname, client, server)] = stats
+    return found
+
+
+@pytest.mark.parametrize("name", REAL_NAMES)
+def test_real_reconnects_and_failovers_equal_the_kernel(name):
+    summary = summary_of(REAL_PCAP[name])
+    found = {(s["sessname"], p["client"], p["server"]): p
+             for s in summary["sessions"] for p in s["paths"]}
+    kernel = kernel_paths(REAL_TRUTH[name])
+    assert kernel
+    for key, stats in kernel.items():
+        path = found[key]
+        assert path["reconnects"] == stats["reconnects"]["successful"]
+        assert path["reconnect_attempts"] - path["reconnects"] == stats["reconnects"]["failed"]
+        assert path["failovers"] == stats["rdma"]["failover_cnt"]
+
+
+@pytest.mark.parametrize("name", REAL_NAMES)
+def test_real_cm_exchange_equals_tshark(name):
+    check_against_tshark(REAL_PCAP[name])
+
+
+def test_real_errors_capture_story():
+    """errors.pcap (Linux 6.1): the REJ reason 8 of session labrej (nothing listens on
+    port 4321), the sysfs reconnect of lab1, the server's disconnect and the automatic
+    reconnect ~30 s later (RNBD reconnect_delay_sec), the crossed DREQs at unmap."""
+    summary = summary_of(REAL_PCAP["errors"])
+    by_name = {s["sessname"]: s["paths"][0] for s in summary["sessions"]}
+    (reject,) = by_name[None]["rejects"]
+    assert (reject["sender"], reject["reason"], reject["reason_name"], reject["errno"]) == \
+        ("server", 8, "Invalid Service ID", None)
+    lab1 = by_name["lab1"]
+    sysfs, server = [o for o in lab1["outages"]]
+    assert (sysfs["cause"], server["cause"]) == ("client_disconnect", "server_disconnect")
+    assert sysfs["duration_s"] < 2 and 30 < server["duration_s"] < 33
+    assert [(d["initiator"], d["crossed"]) for d in lab1["disconnects"]] == \
+        [("client", False), ("server", False), ("client", True), ("server", True)]
+    assert [e["kind"] for e in lab1["events"] if e["kind"] != "disconnect"] == \
+        ["connect", "outage", "reconnect", "outage", "reconnect"]
+
+
+def test_real_remove_path():
+    """multipath.pcap: remove_path of the second path is a disconnect, no outage and no
+    reconnect; the unmap closes the first path with crossed DREQs."""
+    first, second = paths_of(summary_of(REAL_PCAP["multipath"]))
+    assert [(d["initiator"], d["crossed"]) for d in second["disconnects"]] == [("client", False)]
+    assert [(d["initiator"], d["crossed"]) for d in first["disconnects"]] == \
+        [("client", True), ("server", True)]
+    assert first["outages"] == second["outages"] == []
+
+
+# -- captures cut in the middle: disconnects from CM messages alone -------------------
+
+def _cut(src, dst, first):
+    frames = [(meta.sec + meta.usec / 1e6, data)
+              for i, (data, meta) in enumerate(RawPcapReader(str(src)), 1) if i >= first]
+    write_capture(dst, frames)
+    return dst
+
+
+@pytest.mark.parametrize("name,first", [("errors", cut) for cut in range(100, 424, 50)]
+                         + [("multipath", cut) for cut in range(100, 1088, 200)])
+def test_cut_real_capture_cm_equals_tshark(tmp_path, name, first):
+    check_against_tshark(_cut(REAL_PCAP[name], tmp_path / "cut.pcap", first))
+
+
+def test_mid_session_server_dreqs():
+    """server_hb_loss cut after the handshake: the server's DREQs (and the ones it sends
+    again) belong to the path known from IO, started by the server."""
+    packets, truth = craft_scenario("server_hb_loss", seed=5, mid_session=True)
+    assert truth["capture_start"] is not None
+    summary = analyze_packets(packets)
+    (path,) = paths_of(summary)
+    assert path["sess_uuid"] is None
+    assert [(d["initiator"], d["crossed"]) for d in path["disconnects"]] == \
+        [(d["initiator"], d["crossed"]) for d in truth["paths"][0]["disconnects"]]
+    assert summary["capture"]["cm_retransmissions"] > 0
+
+
+# -- crafted fixtures -----------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ROCEV2_CORPUS)
+def test_corpus_cm_exchange_equals_tshark(name):
+    check_against_tshark(PROJECT_PCAPS / name)
+
+
+def analyze_packets(packets):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = tmp + "/x.pcap"
+        write_capture(path, packets)
+        return analyze(path, keep_messages=False).summary
+
+
+def test_failover_latency_from_the_first_send():
+    """failover_inflight: the requests re-sent on path 0 count there (failover_cnt); the
+    latency of each runs from its first send on path 1, the failover delay is the time
+    from the first send to the re-send, as the crafter's truth has them."""
+    pcap = PROJECT_PCAPS / "failover_inflight.pcap"
+    truth = json.loads((PROJECT_PCAPS / "failover_inflight.pcap.truth.json").read_text())
+    result = analyze(str(pcap))
+    first = {r["frame"]: r for r in result.messages}
+    moved = [r for r in result.messages if "failover_from" in r["fields"]]
+    assert len(moved) == truth["paths"][0]["kernel"]["failover_cnt"] == 4
+    for rec in moved:
+        original = first[rec["fields"]["failover_from"]]
+        answer = first[rec["paired_frame"]]
+        assert original["fields"]["buf_id"] == rec["fields"]["buf_id"]
+        assert rec["latency"] == pytest.approx(answer["time"] - original["time"])
+    unanswered = {io["buf_id"]: io for io in truth["ios"] if io["errno"] is None}
+    delays = sorted(round((io["t"] - unanswered[io["buf_id"]]["t"]) * 1e6, 1)
+                    for io in truth["ios"] if io["failover"])
+    path0 = paths_of(result.summary)[0]
+    assert path0["failover_delay_us"]["count"] == len(delays)
+    # the truth has the first packet of each send, the analyzer the immediate's (last)
+    assert path0["failover_delay_us"]["min"] == pytest.approx(delays[0], abs=50)
+    assert path0["failover_delay_us"]["max"] == pytest.approx(delays[-1], abs=50)
+
+
+def test_connection_established_by_traffic_without_rtu():
+    """Without any RTU in the capture, the first RC packets on the QPs establish the
+    connections: the reconnect of multipath_failover still counts."""
+    packets, truth = craft_scenario("multipath_failover", seed=2)
+    summary = analyze_packets([p for p in packets if CMRtu not in p])
+    second = paths_of(summary)[1]
+    assert second["reconnects"] == truth["paths"][1]["kernel"]["reconnects"]["successful"] == 1
+    assert {c["state"] for c in second["connections"]} == {"disconnected"}
+
+
+def test_reject_records_of_messages():
+    """The conn_rej message records carry what the rejects say (``messages --errors``)."""
+    result = analyze(str(PROJECT_PCAPS / "reconnect_third_try.pcap"))
+    (path,) = paths_of(result.summary)
+    records = [r for r in result.messages if r["msg"] == "conn_rej"]
+    keys = ("frame", "sender", "reason", "reason_name", "errno", "name", "attempt_frame")
+    assert [{k: r["fields"][k] if k != "frame" else r["frame"] for k in keys}
+            for r in records] == [{k: j[k] for k in keys} for j in path["rejects"]]
+    assert [(j["sender"], j["name"]) for j in path["rejects"]] == \
+        [("client", "Timeout"), ("server", "ECONNRESET")]
+
+
+def test_rej_reasons_are_the_kernel_enum():
+    """cm_rej_reasons is numbered like enum ib_cm_rej_reason (include/rdma/ib_cm.h)."""
+    kernel = {"IB_CM_REJ_NO_QP": 1, "IB_CM_REJ_TIMEOUT": 4, "IB_CM_REJ_INVALID_COMM_ID": 6,
+              "IB_CM_REJ_INVALID_SERVICE_ID": 8, "IB_CM_REJ_STALE_CONN": 10,
+              "IB_CM_REJ_PORT_CM_REDIRECT": 24, "IB_CM_REJ_PORT_REDIRECT": 25,
+              "IB_CM_REJ_INVALID_MTU": 26, "IB_CM_REJ_CONSUMER_DEFINED": 28,
+              "IB_CM_REJ_DUPLICATE_LOCAL_COMM_ID": 30, "IB_CM_REJ_INVALID_CLASS_VERSION": 31,
+              "IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED": 35}
+    assert sorted(cm_rej_reasons) == list(range(1, 34)) + [35]
+    names = {code: cm_rej_reasons[code] for code in kernel.values()}
+    assert names == {1: "No QP available", 4: "Timeout", 6: "Invalid Communication ID",
+                     8: "Invalid Service ID", 10: "Stale Connection",
+                     24: "Port and CM Redirection", 25: "Port Redirection",
+                     26: "Invalid Path MTU", 28: "Consumer Reject",
+                     30: "Duplicate Local Communication ID", 31: "Invalid Class Version",
+                     35: "Vendor Option Not Supported"}
