@@ -435,6 +435,7 @@ def shown_rejects(pcap):
 
 REJECT_CAPTURES = [path for _n, path, _t in REAL_ALL if _n == "errors"] + [
     c[1] for c in TSHARK_CORPUS if c[2].get("rejects")]
+CORPUS_REJECTS = [c for c in TSHARK_CORPUS if c[2].get("rejects")]
 
 
 @pytest.mark.parametrize("pcap", REJECT_CAPTURES, ids=lambda p: p.name)
@@ -448,6 +449,14 @@ def test_every_cm_rej_is_shown_as_a_reject(pcap):
         assert "from " + sender in info
         if errno is not None:
             assert "errno %d (%s)" % (errno, errno_name(errno)) in info
+
+
+@pytest.mark.parametrize("name,pcap,truth", CORPUS_REJECTS, ids=[c[0] for c in CORPUS_REJECTS])
+def test_rejects_equal_the_crafters_truth(name, pcap, truth):
+    """In capture order: reason, sender and errno (0 without RTRS data) of each REJ."""
+    shown = shown_rejects(pcap)
+    got = [(shown[n][0], shown[n][1], shown[n][2] or 0) for n in sorted(shown)]
+    assert got == [(r["reason"], r["sender"], r["errno"]) for r in truth["rejects"]]
 
 
 def _rej_frame(template, reason, comm_ids, private=b""):
