@@ -24,6 +24,7 @@ from . import decode as D
 from . import iorows, pairing, rnbd
 from .cm_tracker import CmTracker
 from .io import IoBatch
+from .linking import link_reconnected
 from .model import Path, Session
 from .qdepth import MemBitsInference
 from .records import Records
@@ -243,6 +244,8 @@ class Analyzer:
                 path = self.path_list[pid]
             if row[T.FRESH_FRAME] >= 0:
                 self.cm.rc_traffic(path, conn, c2s, row[T.FRESH_FRAME], row[T.FRESH_TS] / 1e9)
+                if path.first_traffic is None or row[T.FRESH_FRAME] < path.first_traffic:
+                    path.first_traffic = row[T.FRESH_FRAME]
             path.last_traffic[c2s] = max(path.last_traffic.get(c2s, 0.0), row[T.LAST_TS] / 1e9)
 
     def events(self, rows):
@@ -456,10 +459,13 @@ class Analyzer:
                 c2s = src == path.client_raw
             self.count_heartbeat(path, c2s, is_msg, frame, stamp / 1e9)
             self.cm.heartbeat(path, frame, stamp / 1e9)
+        link_reconnected(self)
         if len(self.carry["key"]):
             self.io_rows(iorows.from_requests(self.carry, np.arange(len(self.carry["key"])),
                                               iorows.IN_FLIGHT))
         for path in self.path_list:
+            if path.linked_to is not None:
+                continue
             path.in_flight_at_end = int(np.count_nonzero(self.carry["path"] == path.id))
             self._io_events(path)
             path.errors.sort(key=lambda e: e["frame"])
@@ -507,4 +513,5 @@ class Analyzer:
 
     @property
     def rtrs_packets(self):
-        return self.cm.rtrs_frames + sum(p.rtrs_packets for p in self.path_list)
+        return self.cm.rtrs_frames + sum(p.rtrs_packets for p in self.path_list
+                                         if p.linked_to is None)

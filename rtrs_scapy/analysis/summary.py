@@ -72,6 +72,7 @@ def path_summary(path):
         "events": _events(path),
         "transport": dict(path.transport),
         "devices": {str(k): v for k, v in sorted(path.devices.items())},
+        "link": path.link,
     }
 
 
