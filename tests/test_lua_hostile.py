@@ -1,5 +1,5 @@
 """tshark + the generated plugin on hostile captures: every table of the
-plugin's state is bounded (rtrs_scapy/wireshark/limits.py), so a file that
+plugin's state is bounded (rtrs_scapy/limits.py), so a file that
 opens a new QP, CM transaction or unanswered response per packet runs without a
 Lua error and within twice the memory of tshark without the plugin, and the
 evictions are shown (rtrs.limit.*).
@@ -21,7 +21,7 @@ from rtrs_scapy.imm import encode_io_rsp
 from rtrs_scapy.layers.cm import CMReq, CmaIpHdr, MAD, service_id
 from rtrs_scapy.layers.ib import BTH, DETH, ImmDt, RETH, ROCEV2_PORT, opcode_value
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq
-from rtrs_scapy.wireshark.limits import limit
+from rtrs_scapy.limits import limit
 
 from conftest import REPO
 from tshark_util import TSHARK, tshark_env

@@ -26,8 +26,8 @@ def link_reconnected(an):
     """Merge every inferred path into the handshake path it continues; returns the
     number merged.  Run at the end of the capture, before the last IO rows."""
     merged = 0
-    for inferred in [p for p in an.path_list if _is_inferred(p)]:
-        candidates = [p for p in an.path_list
+    for inferred in [p for p in an.live() if _is_inferred(p)]:
+        candidates = [p for p in an.live()
                       if p.sess_uuid is not None and p.linked_to is None
                       and (p.client_raw, p.server_raw)
                       == (inferred.client_raw, inferred.server_raw)]

@@ -58,6 +58,7 @@ class FilePart:
     tails: dict = field(default_factory=dict)   # stream key -> tail bytes of its open message
     problems: list = field(default_factory=list)
     truncated: bool = False
+    counters: np.ndarray = None      # the transport's global counters (evictions)
 
 
 class _Recorder:
@@ -108,6 +109,7 @@ def map_file(path):
         part.problems = list(capture.problems)
         part.truncated = capture.truncated
     st = engine.streams
+    part.counters = st.counters.copy()
     used = np.flatnonzero(st.state[:, T.USED])
     part.streams = st.state[np.ix_(used, EDGE)].copy()
     for slot in used[st.state[used, T.ACTIVE] == 1].tolist():
@@ -126,6 +128,7 @@ class _Streams:
         self.ids = {}                 # (hi, lo, qpn) -> global slot
         self.state = np.zeros((0, T.S_COLUMNS), dtype=np.int64)
         self.touched_ids = set()
+        self.counters = np.zeros(T.G_COLUMNS, dtype=np.int64)   # summed over the parts
 
     def slot(self, key):
         slot = self.ids.get(key)
@@ -207,6 +210,8 @@ class _Reducer:
 
     def add(self, part):
         an, offset = self.an, self.frames
+        if part.counters is not None:
+            self.binder.streams.counters += part.counters
         firsts = {}
         if part.streams is not None:
             for row in part.streams:

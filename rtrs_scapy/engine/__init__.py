@@ -17,15 +17,17 @@ MAD.
 import numpy as np
 
 from ..capture import ib
+from ..limits import limit
 from . import transport as T
 
 ROWS = 1 << 14
 ARENA = 1 << 22
 EVENTS = 1 << 12
+NONE_TOUCHED = (np.zeros(0, dtype=np.int64), np.zeros((0, T.S_COLUMNS), dtype=np.int64))
 
 
 class Engine:
-    def __init__(self, consumer, max_streams=16384):
+    def __init__(self, consumer, max_streams=limit("streams")):
         self.consumer = consumer
         consumer.engine = self
         self.streams = T.TransportState(max_streams)
@@ -53,8 +55,10 @@ class Engine:
             if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
                 self.flush()
             if why == T.STOP_CM:
-                self._cm(chunk, packets, start)
-                start += 1
+                end = T.cm_run(packets, start, ib.OPCODE_TABLE, packet_seq)
+                for i in range(start, end):
+                    self._cm(chunk, packets, i)
+                start = end
         T.materialize(chunk.buf, st.state, st.ring, st.tail)
 
     def flush(self):
@@ -76,6 +80,8 @@ class Engine:
         """The slots that got new packets since the last call (and their state rows)."""
         st = self.streams
         count = int(st.counters[T.G_TOUCHED])
+        if not count:
+            return NONE_TOUCHED
         slots = st.touched[:count].copy()
         st.state[slots, T.TOUCHED] = 0
         st.counters[T.G_TOUCHED] = 0
