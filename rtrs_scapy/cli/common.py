@@ -15,9 +15,10 @@ queue_depth_option = click.option(
     help="Queue depth for paths whose handshake is not in the capture (else inferred).")
 
 
-def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame=None):
+def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame=None,
+                    io_sink=None):
     """Run the analyzer with a progress bar on a terminal; one-line errors, exit 1.
-    ``until_frame``: stop reading soon after that frame."""
+    ``until_frame``: stop reading soon after that frame; ``io_sink``: gets the IO rows."""
     from ..analysis import CaptureError, analyze
     from ..capture import SUPPORTED_LINK_TYPES, link_name, open_capture
     try:
@@ -29,7 +30,7 @@ def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame
     try:
         if not show_bar:
             result = analyze(capture, keep_messages=keep_messages, queue_depth=queue_depth,
-                             until_frame=until_frame)
+                             until_frame=until_frame, io_sink=io_sink)
         else:
             with click.progressbar(length=total, file=sys.stderr, label="reading") as bar:
                 done = [0]
@@ -39,7 +40,7 @@ def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame
                     done[0] = position
                 result = analyze(capture, keep_messages=keep_messages,
                                  queue_depth=queue_depth, progress=progress,
-                                 until_frame=until_frame)
+                                 until_frame=until_frame, io_sink=io_sink)
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from None
     unsupported = result.link_types - SUPPORTED_LINK_TYPES
