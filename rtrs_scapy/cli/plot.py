@@ -6,15 +6,6 @@ import click
 from .common import quiet_option, queue_depth_option
 from .report import capture_view, captures_argument
 
-KINDS = {
-    "timeline": "IOPS, throughput and latency p50/p99 over time, with the events",
-    "latency": "latency histogram (log axis) and CDF, by RNBD operation and by path",
-    "inflight": "requests in flight over time per path, against the queue depth",
-    "load": "requests and bytes per path and connection (cid)",
-    "sizes": "IO size histogram per RNBD device",
-    "heatmap": "access pattern (sector × time) per RNBD device",
-    "ladder": "CM handshake and teardown of each path (REQ/REP/RTU, info, DREQ/DREP, REJ)",
-}
 FORMATS = ("png", "svg")
 
 
@@ -24,8 +15,11 @@ def _output(ctx, param, value):
     return value
 
 
-@click.command(epilog="Kinds: " + "; ".join("%s: %s" % kv for kv in KINDS.items()) + ".")
-@click.argument("kind", type=click.Choice(list(KINDS)))
+KINDS = ("timeline", "latency", "inflight", "load", "sizes", "heatmap", "ladder")
+
+
+@click.command()
+@click.argument("kind", metavar="KIND", type=click.Choice(KINDS))
 @captures_argument
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               callback=_output, help="The image: FILE.png or FILE.svg.")
@@ -36,7 +30,17 @@ def _output(ctx, param, value):
 @quiet_option
 @queue_depth_option
 def plot(kind, captures, output, session, path_, device, quiet, queue_depth):
-    """Draw one KIND of figure of CAPTURE into an image (PNG or SVG)."""
+    """Draw one KIND of figure of CAPTURE into an image (PNG or SVG).
+
+    \b
+    timeline  IOPS, throughput and latency p50/p99 over time, with the events
+    latency   latency histogram (log axis) and CDF, by RNBD operation and by path
+    inflight  requests in flight over time per path, against the queue depth
+    load      requests and bytes per path and connection (cid)
+    sizes     IO size histogram per RNBD device
+    heatmap   access pattern (sector × time) per RNBD device
+    ladder    CM handshake and teardown of each path (REQ/REP/RTU, info, DREQ/DREP, REJ)
+    """
     from ..report import plots
     from ..report.view import Selection
     view = capture_view(captures, quiet, queue_depth)
@@ -44,11 +48,4 @@ def plot(kind, captures, output, session, path_, device, quiet, queue_depth):
         chosen = Selection(view, session=session, path=path_, device=device)
     except LookupError as exc:
         raise click.UsageError(str(exc)) from None
-    paths, devices = chosen.paths, chosen.devices
-    if kind in ("sizes", "heatmap"):
-        fig = getattr(plots, kind)(view, devices[:plots.MAX_PANELS], chosen.title)
-    elif kind == "ladder":
-        fig = plots.ladder(view, paths[:plots.MAX_PANELS], chosen.title)
-    else:
-        fig = getattr(plots, kind)(view, chosen.rows, paths, chosen.title)
-    plots.save(fig, output)
+    plots.save(plots.draw(kind, view, chosen), output)

@@ -5,7 +5,8 @@ import click
 
 from .common import analyze_capture, quiet_option, queue_depth_option
 
-captures_argument = click.argument("captures", nargs=-1, required=True, type=click.Path())
+captures_argument = click.argument("captures", metavar="CAPTURE...", nargs=-1, required=True,
+                                   type=click.Path())
 
 
 def capture_view(captures, quiet, queue_depth):

@@ -140,11 +140,10 @@ def ladder(capture, ld):
     arrows = []
     for i, step in enumerate(ld.steps):
         start, end = (0, 1) if step.from_client else (1, 0)
-        red = step.label.startswith(("REJ", "DREQ")) or "refused" in step.label
         arrows.append({"x": end, "y": -i - 0.3, "ax": start, "ay": -i, "xref": "x",
                        "yref": "y", "axref": "x", "ayref": "y", "showarrow": True,
                        "arrowhead": 2, "arrowwidth": 1.5, "text": "",
-                       "arrowcolor": "#d62728" if red else "#1f77b4"})
+                       "arrowcolor": "#d62728" if step.alarm else "#1f77b4"})
     lifelines = [{"type": "line", "x0": x, "x1": x, "y0": 0.6, "y1": -n + 0.2,
                   "line": {"color": "#444444", "width": 2}} for x in (0, 1)]
     times = [capture.clock.at(s.time) if s.time is not None else "" for s in ld.steps]
@@ -164,7 +163,7 @@ def ladder(capture, ld):
                      side="top", showgrid=False, zeroline=False)
     fig.update_yaxes(range=[-n + 0.1, 1.0], visible=False)
     shown = "" if ld.total == n else " (first %d of %d)" % (n, ld.total)
-    _layout(fig, ld.title + shown, height=110 + 34 * n)
+    _layout(fig, ld.title + shown, height=max(220, 110 + 34 * n))
     fig.update_layout(showlegend=False)
     return fig
 

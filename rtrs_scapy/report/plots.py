@@ -13,8 +13,10 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from . import figures as F
 from .words import size
 
-#: at most this many devices or paths side by side in one image
+#: at most this many devices or paths side by side in one image, lines or bar groups
 MAX_PANELS = 4
+MAX_LINES = 8
+MAX_BARS = 12
 #: marker shapes of figures.EVENT_STYLE in matplotlib's names
 MARKERS = {"triangle-up": "^", "triangle-down": "v", "x": "X", "square": "s",
            "diamond": "D", "star": "*", "circle": "o"}
@@ -34,8 +36,8 @@ def _x_label(capture):
     return "seconds since the capture start (%s)" % capture.start
 
 
-def timeline(capture, rows, paths, title):
-    tl = F.Timeline(capture, rows, paths, title)
+def timeline(capture, chosen):
+    tl = F.Timeline(capture, chosen.rows, chosen.paths, chosen.title)
     lanes = tl.lanes
     ratios = [3, 3, 3] + ([max(1.2, 0.35 * len(lanes) + 0.6)] if lanes else [])
     fig = Figure(figsize=(11, 2.3 * 3 + (ratios[-1] if lanes else 0) * 0.8),
@@ -81,14 +83,13 @@ def _more_events(tl):
         if tl.event_total > len(tl.events) else ""
 
 
-def latency(capture, rows, paths, title):
-    figs = [F.latency_by_op(rows, "RNBD IO by operation"),
-            F.latency_by_path(paths, "RTRS requests by path")]
+def latency(capture, chosen):
+    figs = [F.latency_by_op(chosen.rows, "RNBD IO by operation"),
+            F.latency_by_path(_busiest(chosen.paths, MAX_LINES), "RTRS requests by path")]
     figs = [f for f in figs if f.groups]
     fig = Figure(figsize=(11, 3.6 * max(len(figs), 1)), layout="constrained")
     if not figs:
-        fig.text(0.5, 0.5, "no answered requests", ha="center")
-        return fig
+        return _nothing(fig, "no answered request in %s" % chosen.title)
     axes = fig.subplots(len(figs), 2, squeeze=False)
     for (hist, cdf), lat in zip(axes, figs):
         for label, count, edges, counts, x, shares in lat.groups:
@@ -104,12 +105,13 @@ def latency(capture, rows, paths, title):
         cdf.set_ylabel("share of requests")
         cdf.set_title("%s: CDF" % lat.title, fontsize="medium")
         hist.legend(fontsize="small")
-    fig.suptitle(title)
+    fig.suptitle(chosen.title)
     return fig
 
 
-def inflight(capture, rows, paths, title):
-    fl = F.InFlight(capture, paths, title)
+def inflight(capture, chosen):
+    fl = F.InFlight(capture, _busiest(chosen.paths, MAX_LINES),
+                    "requests in flight, " + chosen.title)
     fig = Figure(figsize=(11, 4), layout="constrained")
     ax = fig.subplots()
     for i, (label, peaks, depth) in enumerate(fl.paths):
@@ -130,8 +132,8 @@ def inflight(capture, rows, paths, title):
     return fig
 
 
-def load(capture, rows, paths, title):
-    ld = F.Load(paths, title)
+def load(capture, chosen):
+    ld = F.Load(_busiest(chosen.paths, MAX_BARS), "load per path and cid, " + chosen.title)
     fig = Figure(figsize=(11, 5), layout="constrained")
     axes = fig.subplots(1, 2)
     labels = [ld.label(p, cid) for p, cid, _ in ld.bars]
@@ -149,9 +151,17 @@ def load(capture, rows, paths, title):
     return fig
 
 
-def sizes(capture, devices, title):
+def _devices(chosen):
+    """The devices with IO of a selection (at most MAX_PANELS)."""
+    return [d for d in chosen.devices if len(d.rows)][:MAX_PANELS]
+
+
+def sizes(capture, chosen):
+    devices = _devices(chosen)
     fig = Figure(figsize=(11, 3.2 * max(len(devices), 1)), layout="constrained")
-    axes = fig.subplots(max(len(devices), 1), 1, squeeze=False)[:, 0]
+    if not devices:
+        return _nothing(fig, "no RNBD IO in " + chosen.title)
+    axes = fig.subplots(len(devices), 1, squeeze=False)[:, 0]
     for ax, device in zip(axes, devices):
         sz = F.Sizes(device)
         distinct = sorted({int(s) for _, values, _ in sz.ops for s in values})
@@ -165,15 +175,17 @@ def sizes(capture, devices, title):
         ax.set_ylabel("requests")
         ax.set_title(sz.title, fontsize="medium")
         ax.grid(axis="y", alpha=0.3)
-        if sz.ops:
-            ax.legend(fontsize="small")
-    fig.suptitle(title)
+        ax.legend(fontsize="small")
+    fig.suptitle(chosen.title)
     return fig
 
 
-def heatmap(capture, devices, title):
+def heatmap(capture, chosen):
+    devices = _devices(chosen)
     fig = Figure(figsize=(11, 3.6 * max(len(devices), 1)), layout="constrained")
-    axes = fig.subplots(max(len(devices), 1), 1, squeeze=False)[:, 0]
+    if not devices:
+        return _nothing(fig, "no RNBD IO in " + chosen.title)
+    axes = fig.subplots(len(devices), 1, squeeze=False)[:, 0]
     for ax, device in zip(axes, devices):
         hm = F.Heatmap(capture, device)
         counts = hm.counts.astype(float)
@@ -187,22 +199,24 @@ def heatmap(capture, devices, title):
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%d" % v))
         ax.set_xlabel(_x_label(capture))
         ax.set_title("%s (buckets of %g s)" % (hm.title, hm.buckets.width), fontsize="medium")
-    fig.suptitle(title)
+    fig.suptitle(chosen.title)
     return fig
 
 
-def ladder(capture, paths, title):
-    ladders = [F.Ladder(p) for p in paths]
+def ladder(capture, chosen):
+    ladders = [ld for ld in (F.Ladder(p) for p in chosen.paths) if ld.steps][:MAX_PANELS]
     rows = max([len(ld.steps) for ld in ladders] + [1])
-    fig = Figure(figsize=(5.5 * max(len(ladders), 1), 1.2 + 0.32 * rows),
+    fig = Figure(figsize=(max(7.0, 5.5 * len(ladders)), 1.2 + 0.32 * rows),
                  layout="constrained")
-    axes = fig.subplots(1, max(len(ladders), 1), squeeze=False)[0]
+    if not ladders:
+        return _nothing(fig, "no CM message in " + chosen.title)
+    axes = fig.subplots(1, len(ladders), squeeze=False)[0]
     for ax, ld in zip(axes, ladders):
         for x in (0, 1):
             ax.axvline(x, color="#444444", linewidth=1.5)
         for i, step in enumerate(ld.steps):
             start, end = (0, 1) if step.from_client else (1, 0)
-            colour = "#d62728" if step.label.startswith(("REJ", "DREQ")) else "#1f77b4"
+            colour = "#d62728" if step.alarm else "#1f77b4"
             ax.annotate("", xy=(end, -i - 0.25), xytext=(start, -i),
                         arrowprops={"arrowstyle": "->", "color": colour})
             ax.text(0.5, -i + 0.05, step.label, ha="center", va="bottom", fontsize=7)
@@ -217,9 +231,31 @@ def ladder(capture, paths, title):
             ax.spines[side].set_visible(False)
         shown = "" if ld.total == len(ld.steps) else " (first %d of %d)" % (len(ld.steps),
                                                                               ld.total)
-        ax.set_title("client → server%s" % shown, fontsize="medium", pad=18)
-    fig.suptitle(title)
+        ax.set_title(ld.title + shown, fontsize="medium", pad=18)
+    fig.suptitle(chosen.title)
     return fig
+
+
+def _busiest(paths, limit):
+    """The ``limit`` paths with the most requests, in their own order."""
+    chosen = set(id(p) for p in sorted(paths, key=lambda p: p.busy, reverse=True)[:limit])
+    return [p for p in paths if id(p) in chosen]
+
+
+def _nothing(fig, text):
+    """A figure that says why it is empty."""
+    fig.text(0.5, 0.5, text, ha="center", va="center", fontsize="large")
+    return fig
+
+
+#: what ``rtrs-dissect plot KIND`` draws
+KINDS = {"timeline": timeline, "latency": latency, "inflight": inflight, "load": load,
+         "sizes": sizes, "heatmap": heatmap, "ladder": ladder}
+
+
+def draw(kind, capture, chosen):
+    """The matplotlib Figure of ``kind`` for a view.Selection."""
+    return KINDS[kind](capture, chosen)
 
 
 def save(fig, path):

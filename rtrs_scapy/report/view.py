@@ -70,11 +70,12 @@ class Event:
 
 
 class Step:
-    """One arrow of a ladder: a CM or info message between client and server."""
+    """One arrow of a ladder: a CM or info message between client and server;
+    ``alarm``: it refuses or ends the connection (REJ, refused REP, DREQ)."""
 
-    def __init__(self, frame, time, from_client, label, detail):
+    def __init__(self, frame, time, from_client, label, detail, alarm=False):
         self.frame, self.time, self.from_client = frame, time, from_client
-        self.label, self.detail = label, detail
+        self.label, self.detail, self.alarm = label, detail, alarm
 
 
 class PathView:
@@ -274,6 +275,8 @@ def _step(rec, path):
     from_client = rec["src"] in (path["client"], path["endpoints"][0])
     msg, cid = rec["msg"], rec["cid"]
     label, detail = msg, ""
+    alarm = msg == "conn_rej" or (msg == "disconnect" and f.get("cm") == "DREQ") or (
+        msg == "conn_rsp" and bool(f.get("errno")))
     if msg == "conn_req":
         label = "REQ cid %s" % cid
         detail = "recon_cnt %s, cid_num %s" % (f.get("recon_cnt"), f.get("cid_num"))
@@ -294,7 +297,7 @@ def _step(rec, path):
         label, detail = "INFO_RSP", "sg_cnt %s" % f.get("sg_cnt")
     elif msg == "disconnect":
         label = "%s cid %s" % (f.get("cm", "DREQ"), cid)
-    return Step(rec["frame"], rec["time"], from_client, label.strip(), detail)
+    return Step(rec["frame"], rec["time"], from_client, label.strip(), detail, alarm)
 
 
 class Selection:
@@ -308,7 +311,7 @@ class Selection:
             sessions = [s for s in sessions if session in (
                 s.name, s.summary["paths_uuid"], *(p.summary["sess_uuid"] for p in s.paths))]
             if not sessions:
-                raise LookupError("no session %r in the capture; its sessions: %s" % (
+                raise LookupError("no session %s in the capture; its sessions: %s" % (
                     session, ", ".join(s.label for s in capture.sessions) or "none"))
         paths = [p for s in sessions for p in s.paths]
         if path is not None:
@@ -316,7 +319,7 @@ class Selection:
             chosen = [p for p in paths if wanted in (
                 p.summary["sess_uuid"], p.summary["client"], p.label.replace(" ", ""))]
             if not chosen:
-                raise LookupError("no path %r; the paths: %s" % (
+                raise LookupError("no path %s in the selection; its paths: %s" % (
                     path, ", ".join(p.label for p in paths) or "none"))
             paths = chosen
             sessions = list(dict.fromkeys(p.session for p in paths))
@@ -324,7 +327,7 @@ class Selection:
         if device is not None:
             chosen = [d for d in devices if device in (str(d.id), d.name)]
             if not chosen:
-                raise LookupError("no device %r; the devices: %s" % (
+                raise LookupError("no device %s in the selection; its devices: %s" % (
                     device, ", ".join(d.label for d in devices) or "none"))
             devices = chosen
         self.sessions, self.paths, self.devices = sessions, paths, devices
