@@ -11,7 +11,7 @@ from .view import EVENT_KINDS
 #: time buckets of the over-time figures, and of the access heatmaps
 MAX_BUCKETS = 300
 HEATMAP_BUCKETS = 120
-#: event markers of one figure (a capture of a thousand flapping paths has more)
+#: event markers (and outages) of one figure (a thousand flapping paths have more)
 MAX_EVENTS = 1000
 #: colour and marker shape of each event kind (both renderers); others are grey dots
 EVENT_STYLE = {
@@ -47,7 +47,7 @@ class Timeline:
         events.sort(key=lambda e: e.time)
         self.event_total = len(events)
         self.events = events[:MAX_EVENTS]
-        self.outages = [span for path in paths for span in path.outages()]
+        self.outages = sorted(span for path in paths for span in path.outages())[:MAX_EVENTS]
         self.lanes = list(dict.fromkeys(e.lane for e in sorted(self.events, key=_lane_order)))
 
 

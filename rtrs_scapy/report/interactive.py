@@ -37,9 +37,10 @@ def timeline(capture, rows, paths, title):
             name=kind, marker={"color": colour, "symbol": shape, "size": 10},
             text=[e.text for e in group], customdata=[e.frame for e in group],
             hovertemplate="%{text}<extra></extra>", showlegend=False), row=4, col=1)
-    for down, up in tl.outages:
-        fig.add_vrect(x0=down, x1=up, fillcolor="#999999", opacity=0.25, line_width=0,
-                      row="all", col=1)
+    fig.update_layout(shapes=[  # outages shaded across every row, set at once
+        {"type": "rect", "xref": "x", "yref": "paper", "x0": down, "x1": up, "y0": 0, "y1": 1,
+         "fillcolor": "#999999", "opacity": 0.25, "line": {"width": 0}, "layer": "below"}
+        for down, up in tl.outages])
     fig.update_yaxes(title_text="requests/s", row=1, col=1)
     fig.update_yaxes(title_text="MiB/s", row=2, col=1)
     fig.update_yaxes(title_text="latency µs", type="log", row=3, col=1)
