@@ -3,8 +3,8 @@ an image (matplotlib), for terminals, CI artifacts and bug reports."""
 
 import click
 
-from .common import quiet_option, queue_depth_option
-from .report import capture_view, captures_argument
+from .common import captures_argument, quiet_option, queue_depth_option
+from .report import capture_view
 
 FORMATS = ("png", "svg")
 
@@ -30,7 +30,9 @@ KINDS = ("timeline", "latency", "inflight", "load", "sizes", "heatmap", "ladder"
 @quiet_option
 @queue_depth_option
 def plot(kind, captures, output, session, path_, device, quiet, queue_depth):
-    """Draw one KIND of figure of CAPTURE into an image (PNG or SVG).
+    """Draw one KIND of figure of CAPTURES into an image (PNG or SVG).
+
+    CAPTURES: files, - for standard input, directories; several are one capture.
 
     \b
     timeline  IOPS, throughput and latency p50/p99 over time, with the events

@@ -3,10 +3,7 @@
 
 import click
 
-from .common import analyze_capture, quiet_option, queue_depth_option
-
-captures_argument = click.argument("captures", metavar="CAPTURE...", nargs=-1, required=True,
-                                   type=click.Path())
+from .common import analyze_capture, captures_argument, quiet_option, queue_depth_option
 
 
 def capture_view(captures, quiet, queue_depth):
@@ -14,9 +11,8 @@ def capture_view(captures, quiet, queue_depth):
     several captures are handed to the analyzer together."""
     from ..report.view import CaptureView
     batches = []
-    result = analyze_capture(captures[0] if len(captures) == 1 else list(captures), quiet,
-                             keep_messages=True, queue_depth=queue_depth,
-                             io_sink=batches.append)
+    result = analyze_capture(list(captures), quiet, keep_messages=True,
+                             queue_depth=queue_depth, io_sink=batches.append)
     return CaptureView(result, batches)
 
 
@@ -27,11 +23,14 @@ def capture_view(captures, quiet, queue_depth):
 @quiet_option
 @queue_depth_option
 def report(captures, output, quiet, queue_depth):
-    """An HTML report of CAPTURE: for the capture, each session, path and RNBD
+    """An HTML report of CAPTURES: for the capture, each session, path and RNBD
     device, the summary's figures, failed IOs, latency distributions, IOPS,
     throughput and latency over time with the events, requests in flight, load
     per connection, IO sizes, access pattern and the CM ladder.  One file, no
-    network: it opens from file:// on an offline machine."""
+    network: it opens from file:// on an offline machine.
+
+    CAPTURES: pcap/pcapng files (gzip too), - for standard input, directories; several
+    are one capture, merged in time order (a ring buffer, or the files of two hosts)."""
     from ..report.html import render
     view = capture_view(captures, quiet, queue_depth)
     with open(output, "w", encoding="utf-8") as out:

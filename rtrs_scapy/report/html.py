@@ -13,6 +13,7 @@ json``, so that a test can hold them equal.
 
 import html
 import json
+import shlex
 from importlib.metadata import version
 from importlib.resources import files
 
@@ -143,8 +144,13 @@ class Page:
     def capture_section(self):
         capture, cap = self.capture, self.capture.summary["capture"]
         self.heading(2, "capture ", capture.name, "capture")
-        rows = [("file", _esc(cap["path"])), ("format", "%s, %s" % (
-            _esc(cap["format"]), _esc(cap["link_type"])))]
+        rows = [("file", _esc(cap["path"]))] if len(capture.files) == 1 else [
+            ("files", "<br>".join(_esc(f) for f in capture.files) + "<br><small>one capture "
+             "in time order: frame numbers count its frames (frames in two files once)"
+             "</small>"),
+            ("frames in two files", self.summary_value(cap.get("capture_duplicates", 0),
+                                                       "capture/capture_duplicates"))]
+        rows.append(("format", "%s, %s" % (_esc(cap["format"]), _esc(cap["link_type"]))))
         if cap["first_ts"] is not None:
             rows.append(("first frame", utc_iso(cap["first_ts"])))
             rows.append(("last frame", utc_iso(cap["last_ts"])))
@@ -383,17 +389,27 @@ class Page:
 
     def html(self):
         template = pio.templates[TEMPLATE].to_plotly_json()
-        cap = self.capture.summary["capture"]
         nav = "".join('<li class="l%d"><a href="#%s">%s</a></li>' % (level, anchor, _esc(text))
                       for level, anchor, text in self.nav)
         return PAGE.format(
             title=_esc("RTRS/RNBD report: %s" % self.capture.name),
             heading=_esc(self.capture.name), version=_esc(version("rtrs-scapy")),
-            capture=_esc(cap["path"]), nav=nav, body="\n".join(self.body),
+            command=_esc(wireshark_command(self.capture.files)), nav=nav,
+            body="\n".join(self.body),
             plotly=get_plotlyjs().replace("</script", "<\\/script"),
             template=json.dumps(template, cls=_Encoder).replace("</", "<\\/"),
             config=json.dumps(PLOT_CONFIG), script=(ASSETS / "report.js").read_text("utf-8"),
             style=(ASSETS / "report.css").read_text("utf-8"))
+
+
+def wireshark_command(paths):
+    """The shell command that opens the capture in Wireshark at a frame, but the
+    frame number: Wireshark's -g goes to that packet.  Several files are one
+    capture in time order, as mergecap writes them."""
+    if len(paths) == 1:
+        return "wireshark -r %s -g " % shlex.quote(paths[0])
+    return "mergecap -w merged.pcapng %s && wireshark -r merged.pcapng -g " % " ".join(
+        shlex.quote(p) for p in paths)
 
 
 class _Encoder(json.JSONEncoder):
@@ -426,7 +442,7 @@ the same analysis as <code>rtrs-dissect summary</code>; click a frame number to 
 in Wireshark.</small></header>
 {body}
 </main>
-<div id="frame-bar" hidden data-capture="{capture}">Frame <b id="frame-number"></b>
+<div id="frame-bar" hidden data-command="{command}">Frame <b id="frame-number"></b>
 in Wireshark: <i>Go → Go to Packet…</i> (Ctrl+G), or run
 <input id="frame-command" readonly> or filter <input id="frame-filter" readonly>
 <button id="frame-close" type="button">close</button></div>

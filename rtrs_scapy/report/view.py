@@ -8,6 +8,8 @@ the events from the summary's per-path timeline, and the CM ladder of each path
 from the message records.
 """
 
+import os
+
 import numpy as np
 
 from ..analysis import iorows
@@ -207,7 +209,8 @@ class CaptureView:
         self.duration = (cap["last_ts"] - cap["first_ts"]) if cap["first_ts"] else 0.0
         self.clock = Clock(cap["first_ts"])
         self.start = utc_iso(cap["first_ts"]) if cap["first_ts"] else "no packets"
-        self.name = str(cap["path"]).replace("\\", "/").rsplit("/", 1)[-1]
+        self.files = cap.get("files") or [cap["path"]]
+        self.name = ", ".join(os.path.basename(f) for f in self.files)
         t0_ns = round(self.t0 * 1e9)
         columns = iorows.concat(batches) if batches else {
             name: np.zeros(0, dtype=np.int64) for name in iorows.NAMES}
@@ -222,6 +225,10 @@ class CaptureView:
         self.sessions = [SessionView(self, i, s, m, self.rows.where(
             np.isin(self.rows["path"], [p.id for p in m.paths])))
             for i, (s, m) in enumerate(zip(self.summary["sessions"], sessions))]
+        names = [s.name for s in self.sessions]
+        for session in self.sessions:   # two sessions of one name: told by paths_uuid
+            if session.name and names.count(session.name) > 1 and session.summary["paths_uuid"]:
+                session.label = "%s %s" % (session.name, session.summary["paths_uuid"][:8])
 
     @property
     def paths(self):

@@ -2,7 +2,7 @@
   var bar = document.getElementById('frame-bar');
   var command = document.getElementById('frame-command');
   function showFrame(frame) {
-    var text = "wireshark -r '" + bar.dataset.capture + "' -g " + frame;
+    var text = bar.dataset.command + frame;
     document.getElementById('frame-number').textContent = frame;
     document.getElementById('frame-filter').value = 'frame.number == ' + frame;
     command.value = text;
