@@ -3,7 +3,8 @@ chromium-driver, both installed by scripts/test.sh) opens what ``rtrs-dissect
 report`` wrote, from file://, with the network services of the browser off.
 
 For the real captures with reconnects, errors and three sessions, multipath and
-load, and the crafted failover and reconnect-timeout fixtures: no console
+load, the crafted failover and reconnect-timeout fixtures, and two captures read
+as one: no console
 message, no request but the file itself, every figure drawn (at least six), the
 numbers on the page equal to ``rtrs-dissect summary --format json`` of the same
 capture (another process), each session by name and each path's read and write
@@ -27,8 +28,11 @@ from selenium.webdriver.common.by import By
 
 from conftest import PROJECT_PCAPS, real_pcap
 
-CAPTURES = [real_pcap("errors"), real_pcap("multipath"), real_pcap("load"),
-            PROJECT_PCAPS / "failover_inflight.pcap", PROJECT_PCAPS / "reconnect_timeout.pcap"]
+#: each a capture: one file, or several read as one (in time order)
+CAPTURES = [(real_pcap("errors"),), (real_pcap("multipath"),), (real_pcap("load"),),
+            (PROJECT_PCAPS / "failover_inflight.pcap",),
+            (PROJECT_PCAPS / "reconnect_timeout.pcap",),
+            (real_pcap("errors"), real_pcap("multipath"))]
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--no-first-run", "--window-size=1400,1000")
@@ -83,12 +87,12 @@ class Loaded:
             if m["method"] == "Network.requestWillBeSent"]
 
 
-@pytest.fixture(scope="module", params=CAPTURES, ids=lambda p: p.name)
+@pytest.fixture(scope="module", params=CAPTURES, ids=lambda c: "+".join(p.name for p in c))
 def loaded(request, browser, tmp_path_factory):
-    pcap = request.param
-    html = tmp_path_factory.mktemp("report") / (pcap.name + ".html")
-    rtrs_dissect("report", pcap, "-o", html, "-q")
-    summary = json.loads(rtrs_dissect("summary", "--format", "json", "-q", pcap))
+    files = request.param
+    html = tmp_path_factory.mktemp("report") / "report.html"
+    rtrs_dissect("report", *files, "-o", html, "-q")
+    summary = json.loads(rtrs_dissect("summary", "--format", "json", "-q", *files))
     return Loaded(browser, html, summary)
 
 
@@ -156,7 +160,8 @@ def test_a_frame_link_says_how_to_reach_it_in_wireshark(loaded):
     bar = driver.find_element(By.ID, "frame-bar")
     assert bar.is_displayed()
     command = driver.find_element(By.ID, "frame-command").get_attribute("value")
-    assert command.endswith(" -g %s" % frame) and loaded.summary["capture"]["path"] in command
+    assert command.endswith(" -g %s" % frame)
+    assert all(name in command for name in loaded.summary["capture"]["files"])
     assert driver.find_element(By.ID, "frame-filter").get_attribute("value") == \
         "frame.number == %s" % frame
     driver.find_element(By.ID, "frame-close").click()

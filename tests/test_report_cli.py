@@ -98,6 +98,17 @@ def test_plot_command_writes_png_and_svg(tmp_path):
     assert svg_facts(tmp_path / "ladder.svg")[2] >= 20
 
 
+def test_several_files_are_one_capture(tmp_path):
+    """errors and multipath read as one: both sessions named lab1 (PROVENANCE.md) are
+    selected by the name, the multipath session's second path by its client."""
+    for option in (("--session", "lab1"), ("--path", "10.77.1.2")):
+        out = tmp_path / ("%s.png" % option[0].strip("-"))
+        done = cli("plot", "ladder", real_pcap("errors"), real_pcap("multipath"), *option,
+                   "-o", out, "-q")
+        assert done.returncode == 0, done.stderr
+        assert png_facts(out)[2] >= MIN_COLOURS
+
+
 @pytest.mark.parametrize("args,message", [
     (("plot", "nosuch", "{pcap}", "-o", "x.png"), "KIND"),
     (("plot", "load", "{pcap}", "-o", "x.jpg"), ".png or .svg"),

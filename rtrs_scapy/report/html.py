@@ -127,14 +127,14 @@ class Page:
                          '<script type="application/json" class="figure-spec" data-for="%s">'
                          '%s</script></div>' % (target, note, target, text))
 
-    def heading(self, level, prefix, name, anchor, summary_pointer=None):
+    def heading(self, level, prefix, name, anchor, summary_pointer=None, suffix=""):
         """A section heading (and its entry in the side bar); ``name`` tagged with its
         summary pointer when it is one."""
         shown = _esc(name) if summary_pointer is None else \
             '<span data-summary="%s">%s</span>' % (_esc(summary_pointer), _esc(name))
-        self.body.append('<h%d id="%s">%s%s</h%d>' % (level, anchor, _esc(prefix), shown,
-                                                       level))
-        self.nav.append((level, anchor, prefix + name))
+        self.body.append('<h%d id="%s">%s%s%s</h%d>' % (level, anchor, _esc(prefix), shown,
+                                                         _esc(suffix), level))
+        self.nav.append((level, anchor, prefix + name + suffix))
 
     def add(self, text):
         self.body.append(text)
@@ -224,8 +224,12 @@ class Page:
 
     def session_section(self, session):
         s = session.summary
-        pointer = "sessions/%d/sessname" % session.index if session.name else None
-        self.heading(2, "session ", session.label, session.anchor, pointer)
+        if session.name:   # the name as the summary has it, and what tells it apart
+            self.heading(2, "session ", session.name, session.anchor,
+                         "sessions/%d/sessname" % session.index,
+                         session.label[len(session.name):])
+        else:
+            self.heading(2, "session ", session.label, session.anchor)
         self.add(self.table(None, [
             ("name", _esc(session.name or "not in the capture")),
             ("paths_uuid", _esc(s["paths_uuid"] or "handshake not captured")),
