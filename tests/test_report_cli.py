@@ -143,3 +143,14 @@ def test_report_is_one_file_that_names_nothing_outside(pcap):
                          page, re.IGNORECASE)
     assert not re.search(r"@import|url\(\s*['\"]?(https?:)?//", page)
     assert page.count("<script") == 3 + page.count('class="figure-spec"')
+
+
+def test_report_and_plot_need_no_scapy():
+    """Like the summary, the report reads the capture through the generated wire.py:
+    rtrs-dissect report and plot start without Scapy."""
+    code = ("import sys, rtrs_scapy.cli.report, rtrs_scapy.cli.plot, rtrs_scapy.report.html, "
+            "rtrs_scapy.report.plots; print(sorted(m for m in sys.modules "
+            "if m.split('.')[0] == 'scapy'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
