@@ -11,8 +11,10 @@ from .view import EVENT_KINDS
 #: time buckets of the over-time figures, and of the access heatmaps
 MAX_BUCKETS = 300
 HEATMAP_BUCKETS = 120
-#: event markers (and outages) of one figure (a thousand flapping paths have more)
+#: event markers (and outages) of one figure (a thousand flapping paths have more);
+#: lanes per path up to MAX_LANES, else one lane per kind for all paths
 MAX_EVENTS = 1000
+MAX_LANES = 16
 #: colour and marker shape of each event kind (both renderers); others are grey dots
 EVENT_STYLE = {
     "connect": ("#2ca02c", "triangle-up"), "reconnect": ("#17becf", "triangle-up"),
@@ -41,12 +43,16 @@ class Timeline:
             name = _path_name(path, paths)
             for event in path.events():
                 if name:
-                    event.lane = "%s: %s" % (name, event.lane)
                     event.text = "%s: %s" % (name, event.text)
-                events.append(event)
-        events.sort(key=lambda e: e.time)
+                events.append((name, event))
+        events.sort(key=lambda ne: ne[1].time)
         self.event_total = len(events)
-        self.events = events[:MAX_EVENTS]
+        events = events[:MAX_EVENTS]
+        if len({(name, e.lane) for name, e in events}) <= MAX_LANES:  # else: by kind only
+            for name, event in events:
+                if name:
+                    event.lane = "%s: %s" % (name, event.lane)
+        self.events = [e for _, e in events]
         self.outages = sorted(span for path in paths for span in path.outages())[:MAX_EVENTS]
         self.lanes = list(dict.fromkeys(e.lane for e in sorted(self.events, key=_lane_order)))
 
@@ -90,8 +96,7 @@ def latency_by_op(rows, title):
 
 def latency_by_path(paths, title):
     """Every RTRS request of each path (RNBD control included)."""
-    return Latency(title, [(p.label, _answered(p.rows))
-                           for p in paths])
+    return Latency(title, [(p.label, _answered(p.rows)) for p in paths])
 
 
 class InFlight:

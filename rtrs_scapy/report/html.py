@@ -43,7 +43,7 @@ def render(capture):
     """The report of a CaptureView, as one HTML string."""
     page = Page(capture)
     page.capture_section()
-    for session in _ranked(capture.sessions, MAX_SESSION_SECTIONS, _session_rank):
+    for session in page.shown_sessions:
         page.session_section(session)
     return page.html()
 
@@ -82,8 +82,10 @@ class Page:
         self.body = []
         self.nav = []
         self.figures = 0
-        self.shown_paths = set(id(p) for p in _ranked(capture.paths, MAX_PATH_SECTIONS,
-                                                       _path_rank))
+        # the sessions and paths with a section of their own
+        self.shown_sessions = _ranked(capture.sessions, MAX_SESSION_SECTIONS, _session_rank)
+        self.shown_paths = set(id(p) for p in _ranked(
+            [p for s in self.shown_sessions for p in s.paths], MAX_PATH_SECTIONS, _path_rank))
 
     # -- building blocks ----------------------------------------------------------
 
@@ -113,7 +115,7 @@ class Page:
         out.append("</tbody></table>")
         return "".join(out)
 
-    def figure(self, fig, note=""):
+    def figure(self, fig):
         """A Plotly figure: its spec as JSON, drawn by the page's script (None: no
         figure, nothing to draw)."""
         if fig is None:
@@ -123,9 +125,9 @@ class Page:
         spec = fig.to_plotly_json()
         spec["layout"].pop("template", None)
         text = json.dumps(spec, cls=_Encoder, separators=(",", ":")).replace("</", "<\\/")
-        self.body.append('<div class="figure"><div class="plot" id="%s"></div>%s'
+        self.body.append('<div class="figure"><div class="plot" id="%s"></div>'
                          '<script type="application/json" class="figure-spec" data-for="%s">'
-                         '%s</script></div>' % (target, note, target, text))
+                         '%s</script></div>' % (target, target, text))
 
     def heading(self, level, prefix, name, anchor, summary_pointer=None, suffix=""):
         """A section heading (and its entry in the side bar); ``name`` tagged with its
@@ -183,7 +185,8 @@ class Page:
                 s = path.summary
                 link = '<a href="#%s">%s</a>' % (path.anchor, _esc(path.label)) \
                     if id(path) in self.shown_paths else _esc(path.label)
-                row = ['<a href="#%s">%s</a>' % (session.anchor, _esc(session.label)), link]
+                row = ['<a href="#%s">%s</a>' % (session.anchor, _esc(session.label))
+                       if session in self.shown_sessions else _esc(session.label), link]
                 for op in ("read", "write"):
                     for key in ("count", "bytes", "errors"):
                         row.append(self.summary_value(s["io"][op][key],
@@ -202,9 +205,11 @@ class Page:
             self.add("<p>no RTRS session found</p>")
         hidden = len(self.capture.paths) - len(self.shown_paths)
         if hidden > 0:
-            self.add("<p class=note>%d paths have rows above but no section of their own "
-                     "(the %d with errors, rejects, outages or the most IO have one), to "
-                     "keep the report small.</p>" % (hidden, len(self.shown_paths)))
+            self.add("<p class=note>%d paths have a row above but no section of their own: "
+                     "to keep the report small, sections go to %d sessions and %d paths, "
+                     "those with errors, rejects, outages or failovers first, then those "
+                     "with the most IO.</p>" % (hidden, len(self.shown_sessions),
+                                                len(self.shown_paths)))
 
     def anomalies(self):
         items = self.capture.summary["anomalies"]

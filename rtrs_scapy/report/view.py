@@ -151,9 +151,10 @@ class PathView:
         steps = [_step(rec, self.summary) for rec in self.capture.records_of(self)]
         for conn in self.model.connections:
             if conn.established_frame is not None:
-                steps.append(Step(conn.established_frame, None, True, "RTU cid %s" % conn.cid,
+                cid = _known(conn.cid)
+                steps.append(Step(conn.established_frame, None, True, "RTU cid %s" % cid,
                                   "cid %s established: its RTU, or its first RC packet when "
-                                  "the RTU is not in the capture" % conn.cid))
+                                  "the RTU is not in the capture" % cid))
         steps.sort(key=lambda s: s.frame)
         return steps[:MAX_LADDER_STEPS], len(steps)
 
@@ -280,31 +281,40 @@ def _details(event, clock):
 def _step(rec, path):
     f = rec["fields"] or {}
     from_client = rec["src"] in (path["client"], path["endpoints"][0])
-    msg, cid = rec["msg"], rec["cid"]
+    msg, cid = rec["msg"], _known(rec["cid"])
     label, detail = msg, ""
     alarm = msg == "conn_rej" or (msg == "disconnect" and f.get("cm") == "DREQ") or (
         msg == "conn_rsp" and bool(f.get("errno")))
     if msg == "conn_req":
         label = "REQ cid %s" % cid
-        detail = "recon_cnt %s, cid_num %s" % (f.get("recon_cnt"), f.get("cid_num"))
+        detail = _said(("recon_cnt", f.get("recon_cnt")), ("cid_num", f.get("cid_num")))
     elif msg == "conn_rsp":
         label = "REP cid %s" % cid
         if f.get("errno"):
             label += " refused: %s" % errno_text(f["errno"])
         else:
-            detail = "queue_depth %s, max_io_size %s" % (f.get("queue_depth"),
-                                                         f.get("max_io_size"))
+            detail = _said(("queue_depth", f.get("queue_depth")),
+                           ("max_io_size", f.get("max_io_size")))
     elif msg == "conn_rej":
         label = "REJ %s" % (f.get("name") or "")
-        detail = "sender %s, reason %s" % (f.get("sender"), f.get("reason_name")
-                                           or f.get("reason"))
+        detail = _said(("sender", f.get("sender")),
+                       ("reason", f.get("reason_name") or f.get("reason")))
     elif msg == "info_req":
-        label, detail = "INFO_REQ", "pathname %s" % f.get("pathname")
+        label, detail = "INFO_REQ", _said(("pathname", f.get("pathname")))
     elif msg == "info_rsp":
-        label, detail = "INFO_RSP", "sg_cnt %s" % f.get("sg_cnt")
+        label, detail = "INFO_RSP", _said(("sg_cnt", f.get("sg_cnt")))
     elif msg == "disconnect":
         label = "%s cid %s" % (f.get("cm", "DREQ"), cid)
     return Step(rec["frame"], rec["time"], from_client, label.strip(), detail, alarm)
+
+
+def _known(value):
+    return "?" if value is None else value
+
+
+def _said(*pairs):
+    """'name value' pairs of the values a message carries (none: left out)."""
+    return ", ".join("%s %s" % (k, v) for k, v in pairs if v is not None)
 
 
 class Selection:

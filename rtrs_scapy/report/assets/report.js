@@ -1,3 +1,7 @@
+// The report's only script: it draws the figures (Plotly specs embedded as JSON)
+// one after another so that the page shows at once, and opens the frame bar that
+// says how to reach a frame in Wireshark (frame links, clicks on figure points
+// that carry a frame number).
 (function () {
   var bar = document.getElementById('frame-bar');
   var command = document.getElementById('frame-command');
