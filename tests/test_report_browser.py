@@ -37,7 +37,8 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--no-first-run", "--window-size=1400,1000")
 MIN_PLOTS = 6
-RENDER_TIMEOUT_S = 120
+#: generous: the suite shares two cores with whatever else runs
+RENDER_TIMEOUT_S = 300
 #: a screenshot of a drawn figure has hundreds of colours (lines, fills, anti-aliased
 #: text); a blank or broken page has a handful
 MIN_SCREENSHOT_COLOURS = 200
@@ -61,6 +62,8 @@ def browser():
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver.set_page_load_timeout(RENDER_TIMEOUT_S)
+    driver.set_script_timeout(RENDER_TIMEOUT_S)
     yield driver
     driver.quit()
     shutil.rmtree(profile, ignore_errors=True)
@@ -179,6 +182,7 @@ def test_screenshot_is_a_picture(loaded):
 
 
 def test_load_capture_renders_in_seconds(loaded):
-    """135,237 frames: the figures are binned series, drawn in a few seconds."""
-    assert loaded.seconds < 20
+    """135,237 frames: the figures are binned series, drawn in a few seconds (2 s
+    on an idle machine; the bound leaves room for a busy one)."""
+    assert loaded.seconds < 30
     assert loaded.html.stat().st_size < 10 * 1024 * 1024

@@ -195,3 +195,19 @@ def test_events_carry_failovers_and_errors():
     got = [e.frame for p in errors.paths for e in p.events() if e.kind == "io_error"]
     errnos = real_truth("errors")["checks"]["pcap_io_rsp_errnos"]
     assert len(got) == len(set(got)) == sum(errnos.values())
+
+
+@pytest.mark.parametrize("pcap", CAPTURES, ids=lambda p: p.name)
+def test_size_histograms_are_the_rnbd_views(pcap):
+    """The IO size histogram of each device (from the IO rows) is the summary's
+    RNBD view of that device (sizes per operation), itself held to an independent
+    decode of the RNBD headers by test_rnbd_view.py."""
+    view = view_of(pcap)
+    for session in view.sessions:
+        devices = (session.summary.get("rnbd") or {}).get("devices") or {}
+        for device in session.devices:
+            got = {op: {str(s): n for s, n in zip(sizes.tolist(), counts.tolist())}
+                   for op, sizes, counts in figures.Sizes(device).ops}
+            want = {op: stats["sizes"] for op, stats in
+                    devices.get(str(device.id), {}).get("ops", {}).items() if stats["count"]}
+            assert got == want

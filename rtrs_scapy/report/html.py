@@ -285,6 +285,8 @@ class Page:
         self._more(len(errors))
 
     def rnbd(self, session):
+        """The session's RNBD view: devices, IO per device and operation (data apart
+        from the control messages), the size histograms and access heatmaps."""
         if not session.devices:
             return
         self.add("<h3>RNBD devices</h3>")
@@ -292,37 +294,60 @@ class Page:
         rows = []
         for device in session.devices:
             info = device.info
-            ops = info.get("ops") or {}
-            counts = ", ".join("%s %s" % (op, _number(ops[op]["count"])) for op in ops
-                               if ops[op].get("count")) or "%s requests in the capture" % (
-                _number(len(device.rows)))
+            sectors = "–"
+            if info.get("nsectors"):
+                sectors = "%s (%s)" % (_number(info["nsectors"]), size(info["nsectors"] * SECTOR))
+            for change in info.get("size_changes", ()):
+                sectors += "<br><small>%s from frame %s</small>" % (
+                    _number(change["nsectors"]), self.frame(change["frame"]))
             rows.append((_esc(device.id), _esc(device.name or "name not captured"),
-                         _esc(info.get("access_mode", "–")),
-                         "%s (%s)" % (_number(info["nsectors"]), size(info["nsectors"] * SECTOR))
-                         if info.get("nsectors") else "–",
-                         self.frame(info.get("opened_frame")), self.frame(info.get("closed_frame")),
-                         _esc(counts)))
-        self.add(self.table(("id", "name", "access", "sectors", "opened", "closed", "IO"),
-                            rows))
-        if rnbd.get("ops"):
-            self.add(self.rnbd_ops_table(session, rnbd["ops"]))
+                         _esc(info.get("access_mode", "–")), sectors,
+                         self.frame(info.get("opened_frame")),
+                         self.frame(info.get("closed_frame")),
+                         _share(info.get("sequential_share")), _share(info.get("aligned_share")),
+                         _number(len(device.rows))))
+        self.add(self.table(("id", "name", "access", "sectors", "opened", "closed",
+                             "sequential", "aligned", "IO requests"), rows))
+        ops_rows = []
+        devices = rnbd.get("devices") or {}
+        for device_id, device in sorted(devices.items(), key=lambda kv: int(kv[0])):
+            ops_rows += self.rnbd_ops_rows(
+                "%s %s" % (device_id, device.get("name") or ""), device.get("ops") or {},
+                "sessions/%d/rnbd/devices/%s/ops/" % (session.index, device_id))
+        ops_rows += self.rnbd_ops_rows("all devices", rnbd.get("ops") or {},
+                                       "sessions/%d/rnbd/ops/" % session.index)
+        if ops_rows:
+            self.add(self.table(("device", "RNBD op", "count", "bytes", "errors", "p50 µs",
+                                 "p99 µs", "max µs"), ops_rows, "numbers"))
+        control = rnbd.get("control") or {}
+        shown = ["%s %s" % (kind, self.summary_value(
+            stats["count"], "sessions/%d/rnbd/control/%s/count" % (session.index, kind)))
+            + (" (%s failed)" % self.summary_value(stats["errors"], "sessions/%d/rnbd/control/"
+                                                    "%s/errors" % (session.index, kind))
+               if stats.get("errors") else "")
+            for kind, stats in control.items() if stats.get("count")]
+        if shown:
+            self.add("<p>RNBD control messages: %s</p>" % ", ".join(shown))
         for device in session.devices:
             if len(device.rows):
                 self.figure(P.sizes(self.capture, F.Sizes(device)))
                 self.figure(P.heatmap(self.capture, F.Heatmap(self.capture, device)))
 
-    def rnbd_ops_table(self, session, ops):
+    def rnbd_ops_rows(self, label, ops, pointer):
         rows = []
         for op, stats in ops.items():
-            ptr = "sessions/%d/rnbd/ops/%s/" % (session.index, op)
+            if not stats.get("count"):
+                continue
+            ptr = pointer + op + "/"
             lat = stats.get("latency_us") or {}
-            rows.append([_esc(op), self.summary_value(stats["count"], ptr + "count"),
+            rows.append([_esc(label), _esc(op),
+                         self.summary_value(stats["count"], ptr + "count"),
                          self.summary_value(stats["bytes"], ptr + "bytes"),
                          self.summary_value(stats["errors"], ptr + "errors")] +
                         [self.summary_value(lat.get(k), ptr + "latency_us/" + k, 1)
                          for k in ("p50", "p99", "max")])
-        return self.table(("RNBD op", "count", "bytes", "errors", "p50 µs", "p99 µs",
-                           "max µs"), rows, "numbers")
+            label = ""
+        return rows
 
     def path_section(self, path):
         s = path.summary
@@ -430,6 +455,10 @@ class _Encoder(json.JSONEncoder):
         if isinstance(o, np.generic):
             return o.item()
         return super().default(o)
+
+
+def _share(value):
+    return "–" if value is None else "%.0f %%" % (100.0 * value)
 
 
 def _qpn(value):

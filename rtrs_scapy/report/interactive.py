@@ -16,9 +16,9 @@ MIB = 1024.0 * 1024.0
 def timeline(capture, rows, paths, title):
     tl = F.Timeline(capture, rows, paths, title)
     lanes = tl.lanes
-    heights = [0.27, 0.27, 0.27] + ([0.19] if lanes else [])
-    fig = make_subplots(rows=len(heights), cols=1, shared_xaxes=True,
-                        vertical_spacing=0.035, row_heights=heights)
+    heights = [170, 170, 170] + ([max(60, 26 * len(lanes))] if lanes else [])  # pixels
+    fig = make_subplots(rows=len(heights), cols=1, shared_xaxes=True, vertical_spacing=0.035,
+                        row_heights=[h / sum(heights) for h in heights])
     x = tl.buckets.edges
     for op, (iops, bps) in tl.rates.items():
         colour = F.OP_COLOUR[op]
@@ -32,6 +32,13 @@ def timeline(capture, rows, paths, title):
                       row=3, col=1)
     for kind, group in _by_kind(tl.events):
         colour, shape = F.EVENT_STYLE.get(kind, F.OTHER_EVENT)
+        lasting = [e for e in group if e.until is not None]
+        if lasting:   # how long it lasted: a line on its lane (None breaks the line)
+            fig.add_trace(go.Scatter(
+                x=[t for e in lasting for t in (e.time, e.until, None)],
+                y=[y for e in lasting for y in (e.lane, e.lane, None)], mode="lines",
+                line={"color": colour, "width": 3}, hoverinfo="skip", showlegend=False),
+                row=4, col=1)
         fig.add_trace(go.Scatter(
             x=[e.time for e in group], y=[e.lane for e in group], mode="markers",
             name=kind, marker={"color": colour, "symbol": shape, "size": 10},
@@ -52,7 +59,7 @@ def timeline(capture, rows, paths, title):
     more = ", first %d of %d events" % (len(tl.events), tl.event_total) \
         if tl.event_total > len(tl.events) else ""
     _layout(fig, "%s (buckets of %g s%s)" % (title, tl.buckets.width, more),
-            height=620 + 22 * len(lanes))
+            height=sum(heights) + 190)
     return fig
 
 def _x_title(capture):

@@ -67,8 +67,10 @@ def timeline(capture, chosen):
         ax = axes[3]
         for event in tl.events:
             colour, shape = F.EVENT_STYLE.get(event.kind, F.OTHER_EVENT)
-            ax.scatter(event.time, lanes.index(event.lane), color=colour,
-                       marker=MARKERS[shape], s=40, zorder=3)
+            lane = lanes.index(event.lane)
+            ax.scatter(event.time, lane, color=colour, marker=MARKERS[shape], s=40, zorder=3)
+            if event.until is not None:
+                ax.hlines(lane, event.time, event.until, color=colour, linewidth=2)
         ax.set_yticks(range(len(lanes)), lanes, fontsize="small")
         ax.set_ylim(len(lanes) - 0.5, -0.5)
         ax.grid(axis="x", alpha=0.3)

@@ -60,13 +60,18 @@ class Rows:
                 for code in codes if code >= 0]
 
 
+#: the attributes that say how long an event lasted (an outage, a heartbeat gap)
+DURATIONS = ("duration_s", "gap_s")
+
+
 class Event:
     """One timeline entry of a path, placed on its lane; ``details`` in the words of
-    the text summary, ``text`` with when and where."""
+    the text summary, ``text`` with when and where; ``until``: when an event that
+    lasts (an outage, a heartbeat gap) ended, else None."""
 
-    def __init__(self, clock, time, frame, kind, lane, details):
+    def __init__(self, clock, time, frame, kind, lane, details, until=None):
         self.time, self.frame, self.kind, self.lane = time, frame, kind, lane
-        self.details = details
+        self.details, self.until = details, until
         where = "frame %d " % frame if frame is not None else ""
         self.text = "%s %s%s: %s" % (clock.at(clock.first_ts + time), where, kind, details)
 
@@ -105,7 +110,8 @@ class PathView:
         clock = self.capture.clock
         t0 = self.capture.t0
         events = [Event(clock, e["time"] - t0, e.get("frame"), e["kind"], _lane(e),
-                        _details(e, clock)) for e in self.summary.get("events", ())]
+                        _details(e, clock), _until(e, t0))
+                  for e in self.summary.get("events", ())]
         kinds = {e.kind for e in events}
         if "failover" not in kinds:
             moved = self.rows.where(self.rows["failover_from"] >= 0)
@@ -271,6 +277,13 @@ def _lane(event):
     if event["kind"] == "reject" and event.get("sender"):
         return "reject (%s)" % event["sender"]
     return event["kind"]
+
+
+def _until(event, t0):
+    for key in DURATIONS:
+        if event.get(key) is not None:
+            return event["time"] + event[key] - t0
+    return None
 
 
 def _details(event, clock):
