@@ -4,7 +4,8 @@
 #   scripts/test.sh [pytest args...]
 #
 # Works on a fresh Debian 12 machine (as root, or as a user with sudo) and from
-# any directory: installs tshark, lua5.2 (luac5.2) and python3-venv when missing,
+# any directory: installs tshark, lua5.2 (luac5.2), chromium with chromium-driver
+# and python3-venv when missing,
 # creates .venv in the repository root, installs the package with its test extras,
 # runs pytest.  The suite refuses skipped tests (tests/no_skips.py): whatever a
 # test needs is installed here.
@@ -27,6 +28,12 @@ fi
 if ! command -v luac5.2 >/dev/null 2>&1; then
     echo "test.sh: installing lua5.2" >&2
     apt_install lua5.2
+fi
+
+# chromium + chromedriver: the HTML report is tested in a real (headless) browser
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    echo "test.sh: installing chromium and chromium-driver" >&2
+    apt_install chromium chromium-driver
 fi
 
 ensure_venv "[test]"
