@@ -27,6 +27,7 @@ COMMANDS = {
     "craft": "..craft.commands:craft",
     "wireshark": "..wireshark.commands:wireshark",
     "docs": ".docs:docs",
+    "watch": ".watch:watch",
 }
 
 
