@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analysis.iorows import ANSWERED
-from ..analysis.rnbd import op_name
+from ..analysis.rnbd import kind_name, op_name
 from ..constants import errno_name
 
 OPS = ("read", "write")            # iorows op codes 1 and 2
-KEPT = ("path", "op", "bytes", "outcome", "latency_ns", "errno", "rnbd_op", "device_id",
+KEPT = ("path", "op", "bytes", "outcome", "latency_ns", "errno", "rnbd_type", "rnbd_op",
+        "device_id",
         "bi_size", "sector", "frame", "response_frame", "response_ns", "time_ns",
         "failover_from", "buf_id")
 #: IO errors and failovers listed as events per path and interval (all are counted)
@@ -113,6 +114,8 @@ def _io_error(rows, i):
     event = {"time_ns": int(rows["response_ns"][i]), "frame": int(rows["response_frame"][i]),
              "kind": "io_error", "request_frame": int(rows["frame"][i]),
              "op": OPS[int(rows["op"][i]) - 1], "errno": errno, "name": errno_name(errno)}
+    if rows["rnbd_type"][i] >= 0:
+        event["rnbd"] = kind_name(int(rows["rnbd_type"][i]))
     if rows["rnbd_op"][i] >= 0:
         event.update(device_id=int(rows["device_id"][i]),
                      rnbd_op=op_name(int(rows["rnbd_op"][i])), sector=int(rows["sector"][i]),

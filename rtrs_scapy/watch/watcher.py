@@ -50,6 +50,7 @@ class PathRow:
     reconnects_total: int
     heartbeat_age_s: object
     devices: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict)   # for the screen's path details
 
     def json(self):
         ops = {op: {"count": self.stats.ops[op].count, "bytes": self.stats.ops[op].bytes,
@@ -199,9 +200,14 @@ class Watcher:
         reconnects = path.reconnects - view.reconnects
         view.reconnects = path.reconnects
         age = None if view.heartbeat is None else round(max(0.0, now - view.heartbeat), 3)
+        details = {"queue_depth_source": path.queue_depth_source, "pathname": path.pathname,
+                   "reconnect_attempts": path.reconnect_attempts, "failovers": path.failovers,
+                   "heartbeats": dict(path.heartbeats), "cids": path.cid_num,
+                   "max_io_size": path.max_io_size, "always_invalidate": path.always_invalidate,
+                   "rkey_refreshes": path.rkey_refreshes}
         return PathRow(path.id, session_name(path), path.sess_uuid, path.client, path.server,
                        state, stats, inflight, path.queue_depth, reconnects, path.reconnects,
-                       age, dict(path.devices))
+                       age, dict(path.devices), details)
 
     def _cm_events(self, path, view):
         """The summary's events of ``path`` not shown before."""
