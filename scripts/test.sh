@@ -4,7 +4,8 @@
 #   scripts/test.sh [pytest args...]
 #
 # Works on a fresh Debian 12 machine (as root, or as a user with sudo) and from
-# any directory: installs tshark, lua5.2 (luac5.2) and python3-venv when missing,
+# any directory: installs tshark (with dumpcap), lua5.2 (luac5.2), tmux and
+# python3-venv when missing,
 # creates .venv in the repository root, installs the package with its test extras,
 # runs pytest.  The suite refuses skipped tests (tests/no_skips.py): whatever a
 # test needs is installed here.
@@ -27,6 +28,12 @@ fi
 if ! command -v luac5.2 >/dev/null 2>&1; then
     echo "test.sh: installing lua5.2" >&2
     apt_install lua5.2
+fi
+
+# tmux: the terminal view of `rtrs-dissect watch` is tested in a tmux pane
+if ! command -v tmux >/dev/null 2>&1; then
+    echo "test.sh: installing tmux" >&2
+    apt_install tmux
 fi
 
 ensure_venv "[test]"

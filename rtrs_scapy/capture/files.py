@@ -185,7 +185,8 @@ class Capture:
         else:
             src = sources.StreamSource(f, self.live)
         self._src = src
-        data, _p, end = src.refill(0, 28 if self.live else max(sources.CHUNK, 65536))
+        # live: the pcap header alone (a capture tool writes it before any packet)
+        data, _p, end = src.refill(0, 24 if self.live else max(sources.CHUNK, 65536))
         what = "gzip-compressed data" if gz else "file"
         if end == 0:
             if src.error:
@@ -202,6 +203,8 @@ class Capture:
             self.fmt = "pcap-ns" if self._nano else "pcap"
             self._kind = "pcap"
         elif magic == _SHB_MAGIC:
+            if end < 28 and self.live:
+                data, _p, end = src.refill(0, 28)
             if end < 28:
                 raise CaptureError("%s: %s too short for a pcapng section header (%d of 28 bytes)"
                                    % (shown, what, end))

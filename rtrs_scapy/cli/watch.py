@@ -1,6 +1,7 @@
 """``rtrs-dissect watch SOURCE``: RTRS sessions second by second (a top for RTRS)."""
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -81,7 +82,7 @@ def watch(source, iface, capture_filter, interval, replay, speed, jsonl, listen,
     try:
         if screen:
             from ..watch.screen import WatchApp
-            error = WatchApp(run, exporter, src.name).run()
+            error = WatchApp(run, exporter, os.path.basename(src.name)).run()
         else:
             error = _jsonl(run, exporter, stop)
     except WatchError as exc:
@@ -101,8 +102,9 @@ def _jsonl(run, exporter, stop):
     """One JSON object per interval on stdout; None, or an error message."""
     from ..watch.inputs import WatchError
     out = sys.stdout
+    intervals = run.intervals()
     try:
-        for interval in run.intervals():
+        for interval in intervals:
             if exporter is not None:
                 exporter.add(interval)
             out.write(json.dumps(interval.json()) + "\n")
@@ -114,6 +116,8 @@ def _jsonl(run, exporter, stop):
     except BrokenPipeError:     # the reader went away (| head): not an error
         stop.set()
         sys.stdout = None
+    finally:
+        intervals.close()       # the capture closed, a capture tool stopped
     return None
 
 

@@ -79,7 +79,8 @@ class ToolInput(Input):
         except OSError as exc:
             raise WatchError("-i %s: cannot run %s: %s" % (self.iface, self.tool,
                                                            exc.strerror or exc)) from None
-        threading.Thread(target=self._drain, daemon=True).start()
+        self.drain = threading.Thread(target=self._drain, daemon=True)
+        self.drain.start()
         self.path = "/dev/fd/%d" % self.proc.stdout.fileno()
         try:
             return super().open()
@@ -96,6 +97,7 @@ class ToolInput(Input):
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             code = None
+        self.drain.join(5)
         said = " ".join(line for line in self.stderr if line) or "no output"
         text = "-i %s: %s exited (%s): %s" % (self.iface, self.tool, code, said)
         lowered = said.lower()

@@ -103,6 +103,8 @@ def live_intervals(capture, watcher, seconds, stop=None, records=8192):
             items.put(_END)
         except BaseException as exc:     # raised where the intervals are consumed
             items.put(exc)
+        finally:
+            capture.close()
 
     threading.Thread(target=read, name="rtrs-watch-reader", daemon=True).start()
     started = last = time.time()

@@ -34,9 +34,9 @@ class Run:
             self.ended = True
         finally:
             gc.enable()
-            if self.capture is not None:
-                self.capture.close()
-            self.source.close()
+            self.source.close()     # first: a capture tool stops, its pipe ends
+            if self.capture is not None and not self.source.live:
+                self.capture.close()    # a live capture is closed by its reading thread
 
     def problems(self):
         """What cut the input short: (frame, kind, detail)."""
