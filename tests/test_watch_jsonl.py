@@ -149,3 +149,15 @@ def test_unusable_input_is_one_line():
     assert done.returncode == 1
     assert done.stderr.decode().strip().splitlines() == [
         "Error: standard input: not a pcap or pcapng capture (magic 0x6e6f7420)"]
+
+
+def test_quiet_paths_age_out_and_their_totals_stay():
+    """errors.pcap: the laberr session ends at 15:17:12; with --age-out 5 its path
+    leaves the intervals after 15:17:17, and the sums still equal the summary."""
+    capture = real_pcap("errors")
+    intervals = watch_jsonl("--age-out", 5, capture)
+    shown = [(i["time"], {p["session"] for p in i["paths"]}) for i in intervals]
+    laberr = [t for t, sessions in shown if "laberr" in sessions]
+    assert laberr and max(laberr) < "2026-11-29T15:17:19"
+    assert any(t > "2026-11-29T15:17:19" and "lab1" in sessions for t, sessions in shown)
+    assert interval_totals(intervals) == summary_totals(summary(capture))

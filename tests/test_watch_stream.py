@@ -5,6 +5,7 @@ the middle of a record."""
 import os
 import struct
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -75,28 +76,37 @@ def test_restart_with_other_byte_order_and_resolution(tmp_path):
 
 
 def test_live_pipe_gives_records_as_they_arrive():
-    """A live pipe's records come out while the writer still holds it open."""
-    recs = records(REAL / "basic_inval.pcap")[:20]
+    """A live pipe's records come out while the writer still holds it open; a
+    record cut by a pause of the writer waits for its rest."""
+    recs = records(REAL / "basic_inval.pcap")[:21]
+    data = pcap_bytes(recs)
+    last = 16 + len(recs[-1][2])
     read_fd, write_fd = os.pipe()
-    os.write(write_fd, pcap_bytes(recs))
+    os.write(write_fd, data[:len(data) - last + 10])      # 20 records and a cut header
     seen = []
-    done = threading.Event()
+    twenty, all_of_them = threading.Event(), threading.Event()
 
     def reader():
         with open_capture("/dev/fd/%d" % read_fd, live=True) as cap:
             for chunk in cap.chunks():
                 seen.append(len(chunk))
-                if sum(seen) == len(recs):
-                    done.set()
+                if sum(seen) == 20:
+                    twenty.set()
+                if sum(seen) == 21:
+                    all_of_them.set()
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     try:
-        assert done.wait(30), "records of an open pipe were held back"
+        assert twenty.wait(30), "records of an open pipe were held back"
+        time.sleep(0.2)
+        assert sum(seen) == 20 and thread.is_alive()      # waiting for the cut record
+        os.write(write_fd, data[len(data) - last + 10:])
+        assert all_of_them.wait(30)
     finally:
         os.close(write_fd)
         thread.join(30)
         os.close(read_fd)
-    assert sum(seen) == len(recs)
+    assert sum(seen) == 21
 
 
 @pytest.mark.parametrize("cut", [5, 20])

@@ -148,17 +148,24 @@ class Watcher:
         """The interval that ends at ``now`` (seconds since the epoch)."""
         an = self.analyzer
         self.engine.flush()
-        if final:
+        if final:       # what only the end tells: events of any path
             an.close()
             an.cm.finish()
             self.cm_paths.update(an.path_list)
         stats = self.rows.take()
         self._stream_heartbeats(now)
-        touched = {path.id for path in self.cm_paths}
+        touched = sorted({path.id for path in self.cm_paths})
         self.cm_paths.clear()
-        active = set(stats) | touched
-        inflight = np.bincount(an.carry["path"], minlength=len(an.path_list))
         events = []
+        active = set(stats)
+        for pid in touched:
+            path, view = an.path_list[pid], self._memory(pid, now)
+            fresh = self._cm_events(path, view)
+            events.extend(fresh)
+            recent = view.heartbeat is not None and now - view.heartbeat <= self.age_out
+            if fresh or recent or path_state(path) != view.state:
+                active.add(pid)
+        inflight = np.bincount(an.carry["path"], minlength=len(an.path_list))
         for pid in active:
             view = self._memory(pid, now)
             view.last_active = now
@@ -169,8 +176,6 @@ class Watcher:
             state = path_state(path)
             if state != view.state:
                 view.state, view.last_active = state, now
-            if pid in touched:
-                events.extend(self._cm_events(path, view))
             if (now - view.last_active > self.age_out and not inflight[pid]
                     and pid not in stats):
                 del self.views[pid]
