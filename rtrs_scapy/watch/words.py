@@ -117,8 +117,8 @@ def details(row, totals, seconds, events):
               "  reconnects %d of %d attempts  failovers %s  rkey refreshes %s" % (
                   row.reconnects_total, d.get("reconnect_attempts", 0), d.get("failovers"),
                   d.get("rkey_refreshes")),
-              "  heartbeats %s, last %s ago" % (_heartbeats(d.get("heartbeats", {})),
-                                                 heartbeat(row.heartbeat_age_s))]
+              "  heartbeats %s" % _heartbeats(d.get("heartbeats", {})),
+              "  last heartbeat %s ago" % heartbeat(row.heartbeat_age_s)]
     if row.devices:
         lines.append("  RNBD devices " + " ".join("%s %s" % kv
                                                    for kv in sorted(row.devices.items())))
