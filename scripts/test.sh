@@ -6,8 +6,8 @@
 # Works on a fresh Debian 12 machine (as root, or as a user with sudo) and from
 # any directory: installs tshark (with dumpcap), lua5.2 (luac5.2), tmux and
 # python3-venv when missing, creates .venv in the repository root, installs the
-# package with its test extras, runs pytest.  The suite refuses skipped tests (tests/no_skips.py): whatever a
-# test needs is installed here.
+# package with its test extras, runs pytest.  The suite refuses skipped tests
+# (tests/no_skips.py): whatever a test needs is installed here.
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
