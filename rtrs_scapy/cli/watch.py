@@ -71,6 +71,11 @@ def watch(source, iface, capture_filter, interval, replay, speed, jsonl, listen,
     stop = threading.Event()
     from ..watch.runner import Run
     run = Run(src, interval, replay, speed, queue_depth, age_out, stop)
+    if not src.live:
+        try:
+            run.open()
+        except WatchError as exc:
+            raise click.ClickException(str(exc)) from None
     exporter = None
     if listen:
         from ..watch.exporter import Exporter

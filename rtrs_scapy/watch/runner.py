@@ -20,12 +20,18 @@ class Run:
         self.capture = None
         self.ended = False
 
+    def open(self):
+        """Open the input now (a file: its errors before the screen starts); else
+        ``intervals()`` opens it (a pipe may block until its first bytes)."""
+        if self.capture is None:
+            self.capture = self.source.open()
+
     def intervals(self):
         # the analyzer's state is long-lived and acyclic; the cyclic collector
         # would rescan it again and again (as analyze() does, it stays off)
         gc.disable()
         try:
-            self.capture = self.source.open()
+            self.open()
             if self.source.live:
                 yield from live_intervals(self.capture, self.watcher, self.seconds, self.stop)
             else:
