@@ -35,7 +35,8 @@ class Exporter:
         self.errors = {}        # (session, path, errno name) -> count
         self.reconnects = {}    # (session, path) -> count
         self.gauges = {}        # (session, path) -> (inflight, queue_depth, heartbeat_age)
-        self.rnbd = {}          # (session, device, op) -> [count, bytes, errors]
+        self.rnbd = {}          # (session, device, op) -> (count, bytes, errors), the
+                                # summary's RNBD view
         self.intervals = 0
         self.registry = registry
         registry.register(self)
@@ -67,13 +68,8 @@ class Exporter:
                     self.errors[key] = self.errors.get(key, 0) + count
                 self.reconnects[labels] = self.reconnects.get(labels, 0) + row.reconnects
                 gauges[labels] = (row.inflight, row.queue_depth, row.heartbeat_age_s)
-                for (device_id, op), (count, size, errors) in row.stats.rnbd.items():
-                    device = row.devices.get(device_id) or str(device_id)
-                    entry = self.rnbd.setdefault((row.session, device, op), [0, 0, 0])
-                    entry[0] += count
-                    entry[1] += size
-                    entry[2] += errors
             self.gauges = gauges
+            self.rnbd = dict(interval.rnbd)
 
     def collect(self):
         with self.lock:

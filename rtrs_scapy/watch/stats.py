@@ -49,7 +49,6 @@ class OpStats:
 class PathStats:
     ops: dict = field(default_factory=lambda: {op: OpStats() for op in OPS})
     errors: dict = field(default_factory=dict)          # errno name -> count
-    rnbd: dict = field(default_factory=dict)            # (device_id, op name) -> [count, bytes]
     events: list = field(default_factory=list)          # io_error, failover (rows)
 
 
@@ -89,15 +88,6 @@ def _path_stats(rows):
     for errno in rows["errno"][failed].tolist():
         name = errno_name(errno)
         stats.errors[name] = stats.errors.get(name, 0) + 1
-    io = np.flatnonzero(rows["rnbd_op"] >= 0)
-    for device, op, size in zip(rows["device_id"][io].tolist(), rows["rnbd_op"][io].tolist(),
-                                rows["bi_size"][io].tolist()):
-        entry = stats.rnbd.setdefault((device, op_name(op)), [0, 0, 0])
-        entry[0] += 1
-        entry[1] += size
-    for i in failed.tolist():
-        if rows["rnbd_op"][i] >= 0:
-            stats.rnbd[(int(rows["device_id"][i]), op_name(int(rows["rnbd_op"][i])))][2] += 1
     for i in failed[:EVENTS_PER_PATH].tolist():
         stats.events.append(_io_error(rows, i))
     moved = np.flatnonzero(rows["failover_from"] >= 0)

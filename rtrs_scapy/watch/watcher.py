@@ -69,6 +69,7 @@ class Interval:
     paths: list                 # PathRow, grouped by session
     events: list                # dicts with "time" (epoch s), "session", "client", ...
     final: bool = False
+    rnbd: dict = field(default_factory=dict)   # (session, device, op) -> totals so far
 
     def json(self):
         return {"time": iso(self.end), "interval_s": round(self.seconds, 6),
@@ -77,7 +78,10 @@ class Interval:
 
 
 def session_name(path):
-    session = path.session
+    return session_label(path.session)
+
+
+def session_label(session):
     return session.sessname or session.paths_uuid or "(no handshake)"
 
 
@@ -184,7 +188,21 @@ class Watcher:
                                   now, state))
             events.extend(self._io_events(path, rows[-1].stats))
         events.sort(key=lambda e: (e["time"], e["frame"] or 0))
-        return Interval(now, seconds, rows, events, final)
+        return Interval(now, seconds, rows, events, final, self._rnbd())
+
+    def _rnbd(self):
+        """The summary's RNBD view so far: IO per session, device and operation
+        ((count, bi_size bytes, errors), sessions of the same name added up)."""
+        view, totals = self.analyzer.rnbd_view, {}
+        for session in view.sessions:
+            label = session_label(session)
+            for device_id, device in view.summary(session)["devices"].items():
+                for op, stats in device["ops"].items():
+                    key = (label, device["name"] or device_id, op)
+                    count, size, errors = totals.get(key, (0, 0, 0))
+                    totals[key] = (count + stats["count"], size + stats["bytes"],
+                                   errors + stats["errors"])
+        return totals
 
     def _stream_heartbeats(self, now):
         """Heartbeats of streams whose handshake is not in the capture: the analyzer
