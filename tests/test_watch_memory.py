@@ -45,7 +45,8 @@ def test_memory_does_not_grow_with_the_stream(tmp_path):
 
 def test_watch_keeps_no_latency_lists(tmp_path):
     """The watcher's analyzer counts every request of the summary and keeps none
-    of their latencies (the summary's analyzer keeps one per answered request)."""
+    of their latencies, per path or in the RNBD view (the summary's analyzer keeps
+    one per answered request)."""
     from rtrs_scapy.capture import open_capture
     from rtrs_scapy.watch.pacing import capture_intervals
     from rtrs_scapy.watch.watcher import Watcher
@@ -57,3 +58,7 @@ def test_watch_keeps_no_latency_lists(tmp_path):
     paths = watcher.analyzer.path_list
     assert sum(p.io["read"].count + p.io["write"].count for p in paths) > 10_000
     assert all(len(p.latencies[op]) == 0 for p in paths for op in ("read", "write"))
+    view = watcher.analyzer.rnbd_view
+    rnbd = [view.summary(session)["ops"] for session in view.sessions]
+    assert sum(ops["read"]["count"] + ops["write"]["count"] for ops in rnbd) > 10_000
+    assert all(stats["latency_us"]["count"] == 0 for ops in rnbd for stats in ops.values())

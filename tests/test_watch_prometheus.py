@@ -93,13 +93,19 @@ def test_exporter_scraped_during_a_replay_equals_the_summary():
             len(want["errors"])
         assert total(final, "rtrs_queue_depth", session=session, path=path) == \
             (want["queue_depth"] or 0)
-    # RNBD: the failed IO by device and operation, as the summary's errors say
-    failed = [(e["device"], e["rnbd_op"]) for p in paths.values() for e in p["errors"]
-              if e.get("rnbd") == "io"]
-    assert len(set(failed)) == 3
-    for device, op in set(failed):
-        assert total(final, "rtrs_rnbd_errors_total", device=device, op=op) == \
-            failed.count((device, op))
-        assert total(final, "rtrs_rnbd_requests_total", device=device, op=op) >= \
-            failed.count((device, op))
-    assert total(final, "rtrs_rnbd_errors_total") == len(failed)
+    # RNBD: per device and operation, the summary's RNBD view
+    want_rnbd = {}
+    for session in summary(capture)["sessions"]:
+        for device in session["rnbd"]["devices"].values():
+            for op, stats in device["ops"].items():
+                want_rnbd[(session["sessname"], device["name"], op)] = (
+                    stats["count"], stats["bytes"], stats["errors"])
+    assert len(want_rnbd) == 3
+    got_rnbd = {}
+    for (name, labels), value in final.items():
+        if name.startswith("rtrs_rnbd_"):
+            labels = dict(labels)
+            got_rnbd.setdefault((labels["session"], labels["device"], labels["op"]),
+                                {})[name] = value
+    assert {key: (v["rtrs_rnbd_requests_total"], v["rtrs_rnbd_bytes_total"],
+                  v["rtrs_rnbd_errors_total"]) for key, v in got_rnbd.items()} == want_rnbd

@@ -6,7 +6,7 @@ stay when a path leaves the view, so they keep adding up to the summary of the
 input; gauges are those of the paths in view.  Labels: ``session`` (the RNBD
 session name, else paths_uuid), ``path`` (``client->server``), ``op``
 (read/write, the RTRS request), ``errno`` (its name), and for RNBD ``device``
-and ``op`` (the RNBD operation).
+and ``op`` (the RNBD operation: the summary's RNBD view, IO by its own fields).
 """
 
 import threading
