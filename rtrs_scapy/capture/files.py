@@ -109,8 +109,9 @@ def open_capture(path, live=False):
     """Open a pcap/pcapng file (optionally gzip-compressed; ``-`` for stdin).
 
     ``live``: a pipe is read as its bytes arrive (a chunk holds what was there,
-    not 4 MiB), for watching a capture as it is written.  Returns a :class:`Capture` (a context manager).  Raises :class:`CaptureError`
-    when the file is missing, unreadable, empty or not a capture.
+    not 4 MiB), for watching a capture as it is written.  Returns a
+    :class:`Capture` (a context manager).  Raises :class:`CaptureError` when the
+    file is missing, unreadable, empty or not a capture.
     """
     return Capture(path, live)
 
