@@ -4,11 +4,11 @@
 #   scripts/test.sh [pytest args...]
 #
 # Works on a fresh Debian 12 machine (as root, or as a user with sudo) and from
-# any directory: installs tshark, lua5.2 (luac5.2), chromium with chromium-driver
-# and python3-venv when missing,
-# creates .venv in the repository root, installs the package with its test extras,
-# runs pytest.  The suite refuses skipped tests (tests/no_skips.py): whatever a
-# test needs is installed here.
+# any directory: installs tshark (with dumpcap), lua5.2 (luac5.2), chromium with
+# chromium-driver, tmux and python3-venv when missing, creates .venv in the
+# repository root, installs the package with its test extras, runs pytest.  The
+# suite refuses skipped tests (tests/no_skips.py): whatever a test needs is
+# installed here.
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
@@ -34,6 +34,12 @@ fi
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
     echo "test.sh: installing chromium and chromium-driver" >&2
     apt_install chromium chromium-driver
+fi
+
+# tmux: the terminal view of `rtrs-dissect watch` is tested in a tmux pane
+if ! command -v tmux >/dev/null 2>&1; then
+    echo "test.sh: installing tmux" >&2
+    apt_install tmux
 fi
 
 ensure_venv "[test]"

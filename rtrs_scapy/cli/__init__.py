@@ -29,6 +29,7 @@ COMMANDS = {
     "docs": ".docs:docs",
     "report": ".report:report",
     "plot": ".plot:plot",
+    "watch": ".watch:watch",
 }
 
 
