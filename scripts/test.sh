@@ -5,7 +5,7 @@
 #
 # Works on a fresh Debian 12 machine (as root, or as a user with sudo) and from
 # any directory: installs tshark, lua5.2 (luac5.2) and python3-venv when missing,
-# creates .venv in the repository root, installs the package with its test extras,
+# creates .venv in the repository root, installs the package with its test and scale extras,
 # runs pytest.  The suite refuses skipped tests (tests/no_skips.py): whatever a
 # test needs is installed here.
 set -euo pipefail
@@ -29,5 +29,5 @@ if ! command -v luac5.2 >/dev/null 2>&1; then
     apt_install lua5.2
 fi
 
-ensure_venv "[test]"
+ensure_venv "[test,scale]"
 exec .venv/bin/python -m pytest -q "$@"

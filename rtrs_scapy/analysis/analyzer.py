@@ -41,6 +41,8 @@ class Analyzer:
     def __init__(self, keep_messages=False, queue_depth=None, io_sink=None):
         self.forced_queue_depth = queue_depth
         self.io_sink = io_sink      # called with batches of IO rows (iorows.py), or None
+        if hasattr(io_sink, "bind_analyzer"):   # a sink that names its rows (tables/ios.py)
+            io_sink.bind_analyzer(self)
         self.records = Records(self) if keep_messages else None
         self.sessions = {}          # paths_uuid (or ("inferred", client, server)) -> Session
         self.paths = {}             # sess_uuid or (client, server) -> Path

@@ -27,6 +27,8 @@ COMMANDS = {
     "craft": "..craft.commands:craft",
     "wireshark": "..wireshark.commands:wireshark",
     "docs": ".docs:docs",
+    "export": ".export:export",
+    "sql": ".sql:sql",
 }
 
 
