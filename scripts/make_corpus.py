@@ -92,6 +92,14 @@ CORPUS = [
      "capture starting mid-session: no CM/INFO/OPEN, queue depth must be inferred"),
     ("server_disconnect.pcap", "server_disconnect", 19, {},
      "the server closes the path: DREQs from the server, DREPs from the client"),
+] + [
+    ("load_c%d_qd%d.pcap" % (concurrency, qd), "load", 30 + k,
+     {"concurrency": concurrency, "ios": ios, "queue_depth": qd, "max_size": size},
+     "%d IOs of at most %d bytes, %d in flight together, queue depth %d: the sessions that "
+     "tests/test_cuts.py cuts at many points" % (ios, size, concurrency, qd))
+    for k, (concurrency, qd, ios, size) in enumerate(
+        ((1, 512, 24, 16384), (4, 16, 24, 16384), (16, 4096, 32, 16384),
+         (64, 128, 64, 8192), (128, 8192, 128, 2048)))
 ]
 
 #: the real kernel captures (pcaps/real/, described in PROVENANCE.md there)

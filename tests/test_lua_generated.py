@@ -70,6 +70,22 @@ def test_lua52_only_and_everything_local():
     assert not re.findall(r"SETTABUP\s.*_ENV \"", listing), "assignment to a global"
 
 
+def test_runtime_takes_its_constants_from_the_generator():
+    """The queue depth rule's constants, the immediate's masks and shifts and the
+    PSN modulus reach runtime.lua only through the generated tables."""
+    from rtrs_scapy import imm
+    from rtrs_scapy.analysis import qdepth
+    code = _code(Path(gen.RUNTIME).read_text(encoding="utf-8"))
+    literals = {int(n, 0) for n in re.findall(r"(?<![\w.])(0x[0-9a-fA-F]+|\d+)(?![\w.])", code)}
+    for value in (qdepth.MIN_MEM_BITS, qdepth.MAX_MEM_BITS, qdepth.DEFAULT_MEM_BITS,
+                  qdepth.PRUNE_MARGIN, qdepth.DECIDE_AFTER, imm.IMM_TYPE_SHIFT,
+                  imm.IMM_PAYLOAD_MASK, imm.MSG_ID_BITS, imm.MSG_ID_MASK, imm.ERRNO_MASK, 1 << 24):
+        assert value not in literals, value
+    text = gen.generate()
+    for name, value in gen.QDEPTH_CONSTANTS:
+        assert "  %s = %d," % (name, value) in text
+
+
 def test_every_layout_field_has_a_protofield():
     abbrevs = {f.abbrev: f for f in gen.field_manifest()}
     for proto, msg, cls in gen.MESSAGES:

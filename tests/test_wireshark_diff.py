@@ -21,17 +21,21 @@ import pytest
 from scapy.layers.inet import IP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
-from scapy.utils import rdpcap
+from scapy.packet import Raw
+from scapy.utils import RawPcapReader, rdpcap, wrpcap
 
 from rtrs_scapy import imm as immcodec
-from rtrs_scapy.constants import RTRS_PORT
-from rtrs_scapy.layers.cm import RDMA_PS_IB, RDMA_PS_TCP, CmaIpHdr, CMReq, service_id
+from rtrs_scapy.constants import RTRS_MAGIC, RTRS_PORT, errno_name
+from rtrs_scapy.layers.cm import (
+    MAD, RDMA_PS_IB, RDMA_PS_TCP, CmaIpHdr, CMRej, CMRep, CMReq, cm_rej_reasons, service_id,
+)
 from rtrs_scapy.layers.ib import BTH, GRH, IBPad, ImmDt, header_chain
 from rtrs_scapy.layers.rtrs import RtrsMsg, RtrsMsgConnReq, RtrsMsgConnRsp
 from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, RtrsRequest, RtrsWriteRequest
 from rtrs_scapy.wireshark import generate as gen
 
-from conftest import PROJECT_PCAPS, REAL, REPO
+from conftest import PROJECT_PCAPS, REAL, REAL_ALL, REPO
+from tshark_util import tshark_env
 
 LUA = REPO / "wireshark" / "rtrs.lua"
 TSHARK = shutil.which("tshark")
@@ -381,3 +385,130 @@ def test_corpus_counts_equal_truth(name, pcap, truth):
     rejects = sum(1 for f in shown.values() if "rtrs.conn_rsp.errno" in f and f["rtrs.conn_rsp.errno"][0])
     no_rtrs = sum(1 for r in truth.get("rejects", []) if not r.get("errno"))
     assert rejects == len(truth.get("rejects", [])) - no_rtrs
+
+
+# -- CM rejects: every REJ of an RTRS connection attempt is shown as one ------------
+
+REJ_FIELDS = ("frame.number", "ip.src", "infiniband.mad.attributeid", "infiniband.mad.transactionid",
+              "infiniband.cm.rej.reason", "infiniband.cm.rej.private")
+
+
+def _plain_fields(pcap, fields):
+    cmd = [TSHARK, "-n", "-r", str(pcap), "-T", "fields", "-E", "occurrence=f"]
+    for f in fields:
+        cmd += ["-e", f]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env(), check=True)
+    return [dict(zip(fields, line.split("\t"))) for line in run.stdout.splitlines()]
+
+
+def expected_rejects(pcap):
+    """frame -> (reason, sender, errno or None) from tshark's own CM fields: the
+    sender is the client when the REJ comes from the address that sent the REQ
+    of the same transaction; the errno is the conn_rsp in the private data."""
+    clients, rejects = {}, {}
+    for row in _plain_fields(pcap, REJ_FIELDS):
+        if row["infiniband.mad.attributeid"] == "0x0010":
+            clients[row["infiniband.mad.transactionid"]] = row["ip.src"]
+        elif row["infiniband.mad.attributeid"] == "0x0012":
+            client = clients[row["infiniband.mad.transactionid"]]
+            rsp = RtrsMsgConnRsp(bytes.fromhex(row["infiniband.cm.rej.private"]))
+            rejects[int(row["frame.number"])] = (
+                int(row["infiniband.cm.rej.reason"], 0),
+                "client" if row["ip.src"] == client else "server",
+                rsp.errno if rsp.magic == RTRS_MAGIC else None)
+    return rejects
+
+
+def shown_rejects(pcap):
+    cmd = [TSHARK, "-n", "-2", "-Y", "rtrs.cm.rej_reason", "-X", "lua_script:%s" % LUA,
+           "-r", str(pcap), "-T", "fields", "-E", "occurrence=f", "-e", "frame.number",
+           "-e", "rtrs.cm.rej_reason", "-e", "rtrs.cm.sender", "-e", "rtrs.conn_rsp.errno",
+           "-e", "_ws.col.Info"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "Lua Error" not in run.stdout + run.stderr, run.stderr
+    shown = {}
+    for line in run.stdout.splitlines():
+        number, reason, sender, errno, info = line.split("\t")
+        shown[int(number)] = (int(reason), sender, int(errno) if errno else None, info)
+    return shown
+
+
+REJECT_CAPTURES = [path for _n, path, _t in REAL_ALL if _n == "errors"] + [
+    c[1] for c in TSHARK_CORPUS if c[2].get("rejects")]
+CORPUS_REJECTS = [c for c in TSHARK_CORPUS if c[2].get("rejects")]
+
+
+@pytest.mark.parametrize("pcap", REJECT_CAPTURES, ids=lambda p: p.name)
+def test_every_cm_rej_is_shown_as_a_reject(pcap):
+    want, shown = expected_rejects(pcap), shown_rejects(pcap)
+    assert want and set(shown) == set(want)
+    for number, (reason, sender, errno) in want.items():
+        assert shown[number][:3] == (reason, sender, errno), number
+        info = shown[number][3]
+        assert "reason %d (%s)" % (reason, cm_rej_reasons[reason]) in info
+        assert "from " + sender in info
+        if errno is not None:
+            assert "errno %d (%s)" % (errno, errno_name(errno)) in info
+
+
+@pytest.mark.parametrize("name,pcap,truth", CORPUS_REJECTS, ids=[c[0] for c in CORPUS_REJECTS])
+def test_rejects_equal_the_crafters_truth(name, pcap, truth):
+    """In capture order: reason, sender and errno (0 without RTRS data) of each REJ."""
+    shown = shown_rejects(pcap)
+    got = [(shown[n][0], shown[n][1], shown[n][2] or 0) for n in sorted(shown)]
+    assert got == [(r["reason"], r["sender"], r["errno"]) for r in truth["rejects"]]
+
+
+def _rej_frame(template, reason, comm_ids, private=b""):
+    """A CM REJ sent by the sender of ``template`` (a captured CM MAD frame)."""
+    pkt = Ether(template)
+    tid = pkt[MAD].transaction_id
+    pkt[MAD].remove_payload()
+    pkt[MAD].attribute_id = 0x0012
+    pkt[MAD].transaction_id = tid
+    local, remote = comm_ids
+    pkt = pkt / CMRej(local_comm_id=local, remote_comm_id=remote, message_rejected=1,
+                      reason=reason) / private
+    del pkt[IP].len, pkt[IP].chksum
+    pkt["UDP"].len = None
+    return bytes(pkt)
+
+
+def test_a_reject_sent_by_the_client_after_its_rep(tmp_path):
+    """The client ends an attempt whose REP it did not accept with a REJ Timeout
+    (reason 4) without RTRS data: a reject from the client, reason by name; a
+    REJ without RTRS data of an unknown attempt is not RTRS."""
+    frames = [data for data, _ in RawPcapReader(str(REAL[0][1]))][:3]   # REQ, REP, RTU
+    req, rep = Ether(frames[0])[CMReq], Ether(frames[1])[CMRep]
+    client_rej = _rej_frame(frames[2], 4, (req.local_comm_id, rep.local_comm_id))
+    stray = bytearray(_rej_frame(frames[2], 4, (0x1234, 0x5678)))
+    tid_at = bytes(stray).find(Ether(frames[2])[MAD].transaction_id.to_bytes(8, "big"))
+    stray[tid_at:tid_at + 8] = (0x77).to_bytes(8, "big")
+    path = tmp_path / "rej.pcap"
+    wrpcap(str(path), [Raw(frames[0]), Raw(frames[1]), Raw(client_rej), Raw(bytes(stray))],
+           linktype=1)
+    shown = shown_rejects(path)
+    assert set(shown) == {3}
+    reason, sender, errno, info = shown[3]
+    assert (reason, sender, errno) == (4, "client", None)
+    assert info == "RTRS CONN_REJ cid 0 reason 4 (Timeout) from client"
+
+
+def test_failed_responses_name_their_errno():
+    """errors.pcap: the IO_RSP errnos the capture's truth counted, each with its
+    name in the Info column and the errno field's value string."""
+    _name, pcap, truth = next(c for c in REAL_ALL if c[0] == "errors")
+    run = subprocess.run([TSHARK, "-n", "-X", "lua_script:%s" % LUA, "-r", str(pcap), "-Y",
+                          "rtrs.imm.errno != 0", "-T", "fields", "-e", "rtrs.imm.errno",
+                          "-e", "_ws.col.Info"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "Lua Error" not in run.stdout
+    counts = {}
+    for line in run.stdout.splitlines():
+        errno, info = line.split("\t")
+        counts[errno] = counts.get(errno, 0) + 1
+        assert "errno %s (%s)" % (errno, errno_name(int(errno))) in info
+    assert counts == truth["checks"]["pcap_io_rsp_errnos"]
+    verbose = subprocess.run([TSHARK, "-n", "-X", "lua_script:%s" % LUA, "-r", str(pcap), "-Y",
+                              "rtrs.imm.errno == -107", "-V"], capture_output=True, text=True,
+                             timeout=300).stdout
+    assert "errno: ENOTCONN (-107)" in verbose and "Request failed: errno -107 (ENOTCONN)" in verbose

@@ -9,7 +9,8 @@ when asked for).
 import contextlib
 import gc
 
-from ..capture import CaptureError, link_name, open_capture
+from ..capture import CaptureError, link_name
+from ..capture.inputs import open_inputs
 from ..capture.files import CHUNK_RECORDS
 from ..engine import Engine
 from ..engine.ahead import ahead
@@ -30,7 +31,8 @@ class Analysis:
         info = {"path": str(capture.path), "format": capture.fmt,
                 "link_type": link_name(analyzer.link_type if analyzer.link_type is not None
                                        else capture.link_type),
-                "truncated": capture.truncated}
+                "truncated": capture.truncated, "files": capture.files,
+                "capture_duplicates": capture.duplicates}
         self.summary = summarize(analyzer, info)
         for frame, kind, detail in self.problems:
             self.summary["anomalies"].append({"frame": frame, "kind": kind, "detail": detail})
@@ -56,7 +58,9 @@ def _no_cyclic_gc():
 
 def analyze(path, keep_messages=True, queue_depth=None, progress=None,
             chunk_records=CHUNK_RECORDS, until_frame=None, io_sink=None):
-    """Analyze a capture file; ``progress(bytes_done)`` is called now and then.
+    """Analyze a capture: a file, ``-`` (stdin), a directory, or a list of those (one
+    capture, merged in time order); ``progress(bytes_done, bytes_total)`` is called
+    now and then.
 
     ``chunk_records`` (records per chunk) changes the pace, never the result.
     ``until_frame`` stops reading after the chunk holding that frame (a summary of
@@ -65,12 +69,12 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth,
                         io_sink=io_sink)
     engine = Engine(analyzer)
-    with open_capture(path) as capture, _no_cyclic_gc():
+    with open_inputs(path) as capture, _no_cyclic_gc():
         for chunk in ahead(capture.chunks(chunk_records)):
             engine.feed(chunk)
             capture.done(chunk)
             if progress is not None:
-                progress(capture.position())
+                progress(capture.position(), capture.bytes_total)
             if until_frame is not None and chunk.first_frame + len(chunk) > until_frame:
                 break
         engine.flush()

@@ -424,6 +424,7 @@ class Analyzer:
                                               iorows.IN_FLIGHT))
         for path in self.path_list:
             path.in_flight_at_end = int(np.count_nonzero(self.carry["path"] == path.id))
+            path.errors.sort(key=lambda e: e["frame"])
             for error in path.errors:      # device names: from the OPEN replies
                 if "device_id" in error:
                     error["device"] = path.devices.get(error["device_id"])

@@ -223,6 +223,9 @@ class IoBatch:
             else:
                 an.unmatched_responses += 1
                 path.responses_without_request += 1
+            if errno[k]:   # its request precedes the capture: the failure still shows
+                path.errors.append(self._unpaired_error(rows[k], int(errno[k]),
+                                                        bool(self.rsps["with_invalidate"][rsp][k])))
         if an.records is not None:
             self._records(rsp, rows, msg_id, errno, result, table, answered, latency)
         if an.io_sink is not None:
@@ -242,6 +245,15 @@ class IoBatch:
         replaced = np.flatnonzero(result.replaced_by >= 0)
         self.an.io_sink(iorows.concat([done, iorows.from_requests(table, replaced,
                                                                   iorows.REPLACED)]))
+
+    def _unpaired_error(self, row, errno, with_invalidate):
+        """A failed response whose request is not in the capture: a read when the
+        server invalidated the client's buffer (IO_RSP_W_INV), else unknown."""
+        conn = int(row[T.R_CONN])
+        return {"frame": int(row[T.R_LAST_FRAME]), "time": int(row[T.R_LAST_TS]) / 1e9,
+                "op": "read" if with_invalidate else "unknown", "errno": errno,
+                "name": errno_name(errno), "request_frame": None,
+                "cid": int(self.an.cid_of(np.array([conn]))[0]) if conn >= 0 else None}
 
     def _error(self, row, pid, errno, request, table):
         path = self.an.path_list[pid]

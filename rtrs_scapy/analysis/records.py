@@ -22,7 +22,7 @@ class Records:
     def __init__(self, an):
         self.an = an
         self.list = []
-        self.reads = {}       # desc key -> record of the READ request (invalidation links)
+        self.reads = {}       # desc key -> recent READ requests (invalidation links)
         self.pathless = []    # (record index, src, dst) of records whose path came later
 
     def add(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd_fields=None, path=None):
@@ -55,22 +55,21 @@ class Records:
             bound = row[T.R_CONN] >= 0 or k not in names   # heartbeats: CM-bound only
             path = an.path_list[path_id[i]] if path_id[i] >= 0 and bound else None
             if k in names:
-                rec = self.add(frame, ts, src, dst, qpn, conn, names[k], {}, path=path)
+                self.add(frame, ts, src, dst, qpn, conn, names[k], {}, path=path)
             elif k == D.K_SEND:
                 data = D.head_bytes(rows, arena, i)
                 mtype = int.from_bytes(data[:2], "little") if len(data) >= 2 else None
                 if mtype == 0 and len(data) == _info_req.size:
                     fields = _info_req.decode(data, 0, len(data))
-                    rec = self.add(frame, ts, src, dst, qpn, conn, "info_req",
-                                   {"pathname": fields["pathname"]}, path=path)
+                    self.add(frame, ts, src, dst, qpn, conn, "info_req",
+                             {"pathname": fields["pathname"]}, path=path)
                 elif mtype == 1 and len(data) >= _info_rsp.size:
-                    rec = self.add(frame, ts, src, dst, qpn, conn, "info_rsp",
-                                   {"sg_cnt": _info_rsp.reader("sg_cnt")(data, 0)[0]},
-                                   path=path)
+                    self.add(frame, ts, src, dst, qpn, conn, "info_rsp",
+                             {"sg_cnt": _info_rsp.reader("sg_cnt")(data, 0)[0]}, path=path)
                 else:
                     continue
             elif k in (D.K_REQUEST, D.K_RESPONSE):
-                rec = self.add(frame, ts, src, dst, qpn, conn, "pending", {}, path=path)
+                self.add(frame, ts, src, dst, qpn, conn, "pending", {}, path=path)
             else:
                 continue
             index[i] = len(self.list) - 1
@@ -95,7 +94,9 @@ class Records:
         rec["fields"] = fields
         rec["rnbd"] = rnbd.decode(usr)
         if fields.get("desc"):
-            self.reads[fields["desc"]["key"]] = rec
+            reads = self.reads.setdefault(fields["desc"]["key"], [])
+            reads.append(rec)
+            del reads[:-8]     # a client buffer's key comes back: keep the recent reads
 
     def response(self, index, fields, rkey):
         rec = self.list[index]
@@ -116,6 +117,11 @@ class Records:
             rec["rnbd_reply"] = reply
 
     def invalidate(self, rkey, frame):
-        rec = self.reads.get(rkey)
-        if rec is not None:
+        """The server's SEND WITH INVALIDATE of a read's client buffer: the latest read
+        with that key before it that is not invalidated yet (whatever the batching)."""
+        reads = self.reads.get(rkey, [])
+        before = [r for r in reads if r["frame"] < frame]
+        if before:
+            rec = max(before, key=lambda r: r["frame"])
             rec["fields"]["invalidate_frame"] = frame
+            reads.remove(rec)

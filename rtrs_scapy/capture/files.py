@@ -227,6 +227,12 @@ class Capture:
     def link_name(self):
         return "none" if self.link_type < 0 else link_name(self.link_type)
 
+    @property
+    def files(self):
+        return [self.path]
+
+    duplicates = 0    # frames dropped as copies of another file's (several files only)
+
     def position(self):
         """Bytes consumed so far, comparable to ``bytes_total`` (compressed for gzip)."""
         if isinstance(self._src, sources.GzipSource):

@@ -18,7 +18,7 @@ into a refill or a problem (see files.py).
 import numpy as np
 from numba import njit
 
-from .ib import P_COLUMNS, decode_one
+from .ib import decode_one
 
 # why a walk stopped
 FULL = 0           # the output columns are full

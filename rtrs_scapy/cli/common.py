@@ -6,7 +6,10 @@ import click
 
 EXIT_UNREADABLE = 1  # documented: nothing readable (missing, empty, not a capture, …)
 
-capture_argument = click.argument("capture", type=click.Path(dir_okay=False))
+capture_argument = click.argument("capture", type=click.Path(dir_okay=False, allow_dash=True))
+#: what summary and messages read: files, ``-`` (stdin), directories; one capture
+captures_argument = click.argument("captures", nargs=-1, required=True,
+                                   type=click.Path(allow_dash=True))
 format_option = click.option("--format", "fmt", type=click.Choice(["text", "json"]),
                              default="text", show_default=True, help="Output format.")
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
@@ -17,38 +20,49 @@ queue_depth_option = click.option(
 
 def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame=None):
     """Run the analyzer with a progress bar on a terminal; one-line errors, exit 1.
-    ``until_frame``: stop reading soon after that frame."""
-    from ..analysis import CaptureError, analyze
-    from ..capture import SUPPORTED_LINK_TYPES, link_name, open_capture
-    try:
-        with open_capture(capture) as probe:
-            total = probe.bytes_total
-    except CaptureError as exc:
-        raise click.ClickException(str(exc)) from None
-    show_bar = not quiet and sys.stderr.isatty() and total
-    try:
-        if not show_bar:
-            result = analyze(capture, keep_messages=keep_messages, queue_depth=queue_depth,
-                             until_frame=until_frame)
-        else:
-            with click.progressbar(length=total, file=sys.stderr, label="reading") as bar:
-                done = [0]
 
-                def progress(position):
-                    bar.update(position - done[0])
-                    done[0] = position
-                result = analyze(capture, keep_messages=keep_messages,
-                                 queue_depth=queue_depth, progress=progress,
-                                 until_frame=until_frame)
+    ``capture``: a path, or several (files, ``-``, directories: one capture merged
+    in time order).  ``until_frame``: stop reading soon after that frame."""
+    from ..analysis import CaptureError, analyze
+    from ..capture import SUPPORTED_LINK_TYPES, link_name
+    shown = capture if isinstance(capture, str) else " ".join(capture)
+    bar = _Progress(quiet)
+    try:
+        result = analyze(capture, keep_messages=keep_messages, queue_depth=queue_depth,
+                         until_frame=until_frame, progress=bar.update)
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from None
+    finally:
+        bar.close()
     unsupported = result.link_types - SUPPORTED_LINK_TYPES
     if unsupported and not result.analyzer.ib_frames:
         raise click.ClickException("%s: link type %s is not supported (Ethernet, Linux cooked, "
                                    "raw IP, InfiniBand, ERF)" % (
-                                       capture, ", ".join(link_name(t) for t in unsupported)))
+                                       shown, ", ".join(link_name(t) for t in unsupported)))
     if result.truncated:
         for frame, kind, detail in result.problems:
             click.echo("warning: %s: capture %s at frame %d: %s; summary of what was read"
-                       % (capture, kind.replace("_", " "), frame, detail), err=True)
+                       % (shown, kind.replace("_", " "), frame, detail), err=True)
     return result
+
+
+class _Progress:
+    """A progress bar on a terminal, once the size of the input is known."""
+
+    def __init__(self, quiet):
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.bar = None
+        self.done = 0
+
+    def update(self, position, total):
+        if not self.enabled or not total:
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, file=sys.stderr, label="reading")
+            self.bar.__enter__()
+        self.bar.update(position - self.done)
+        self.done = position
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)

@@ -4,7 +4,7 @@ import json
 
 import click
 
-from .common import analyze_capture, capture_argument, format_option, queue_depth_option, \
+from .common import analyze_capture, capture_argument, captures_argument, format_option, queue_depth_option, \
     quiet_option
 from ..report.messages import HEADER, MESSAGE_KINDS, RNBD_CONTROL, RNBD_OPS
 
@@ -25,7 +25,7 @@ class SectorRange(click.ParamType):
 
 
 @click.command()
-@capture_argument
+@captures_argument
 @format_option
 @quiet_option
 @queue_depth_option
@@ -44,15 +44,18 @@ class SectorRange(click.ParamType):
               help="Only RNBD IO touching these 512-byte sectors (N or FROM-TO).")
 @click.option("--min-latency", "min_latency", default=None, type=click.FloatRange(0),
               metavar="US", help="Only requests and responses paired after at least US µs.")
-def messages(capture, fmt, quiet, queue_depth, session_filter, msg_filter, errors, device, op,
+def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, errors, device, op,
              sectors, min_latency):
-    """One line per RTRS/RNBD message of CAPTURE (JSON lines with --format json).
+    """One line per RTRS/RNBD message of CAPTURES (JSON lines with --format json).
+
+    CAPTURES: files, - for standard input, directories: one capture, merged in time
+    order; frames are numbered in the merged capture.
 
     Requests and their responses match --device, --op and --sector by the
     request's RNBD header.
     """
     from ..report.messages import MessageView
-    result = analyze_capture(capture, quiet, keep_messages=True, queue_depth=queue_depth)
+    result = analyze_capture(list(captures), quiet, keep_messages=True, queue_depth=queue_depth)
     view = MessageView(result.summary, result.messages)
     session = None
     if session_filter is not None:
@@ -60,7 +63,7 @@ def messages(capture, fmt, quiet, queue_depth, session_filter, msg_filter, error
         if session is None:
             known = "\n".join("  " + ref.label() for ref in view.sessions) or "  (none)"
             raise click.UsageError("no session %r in %s; its sessions:\n%s"
-                                   % (session_filter, capture, known))
+                                   % (session_filter, " ".join(captures), known))
     selected = view.select(session=session, kinds=msg_filter, errors=errors, device=device,
                            op=op, sectors=sectors, min_latency_us=min_latency)
     if fmt == "json":

@@ -4,17 +4,20 @@ import json
 
 import click
 
-from .common import analyze_capture, capture_argument, format_option, queue_depth_option, \
+from .common import analyze_capture, capture_argument, captures_argument, format_option, queue_depth_option, \
     quiet_option
 
 
 @click.command()
-@capture_argument
+@captures_argument
 @format_option
 @quiet_option
 @queue_depth_option
-def summary(capture, fmt, quiet, queue_depth):
-    """What every RTRS session in CAPTURE did (the default command).
+def summary(captures, fmt, quiet, queue_depth):
+    """What every RTRS session in CAPTURES did (the default command).
+
+    CAPTURES: pcap/pcapng files (gzip too), - for standard input, directories; several
+    are one capture, merged in time order (a ring buffer, or the files of two hosts).
 
     Paths, connections, handshake parameters, IO counts/bytes per direction,
     latency percentiles, errors, heartbeats, rkey refreshes, reconnects,
@@ -22,7 +25,8 @@ def summary(capture, fmt, quiet, queue_depth):
     truncated: a warning goes to stderr), 1 when nothing could be read.
     """
     from ..report.text import render
-    result = analyze_capture(capture, quiet, keep_messages=False, queue_depth=queue_depth)
+    result = analyze_capture(list(captures), quiet, keep_messages=False,
+                             queue_depth=queue_depth)
     if fmt == "json":
         click.echo(json.dumps(result.summary, indent=1))
     else:

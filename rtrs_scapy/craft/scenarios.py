@@ -9,6 +9,7 @@ cpus) are parameters of every scenario; the rest are the scenario's own.
 import errno as _errno
 
 from ..constants import RNBD_F_FUA, RNBD_F_SYNC, RTRS_MAGIC, RTRS_PROTO_VER_MAJOR
+from ..imm import mem_bits
 from .params import CM_REJ_CONSUMER, CM_REJ_INVALID_SID, C, S
 from .encap import Encap
 from .session import SessionCrafter
@@ -108,6 +109,25 @@ def _basic(s, writes4k, reads4k, big, idle, parallel):
     path, dev = _open_session(s)
     _workload(s, writes4k, reads4k, big, dev, parallel)
     s.idle(idle)
+    _close_session(s, dev, [path])
+
+
+@scenario("load", "concurrent random IO: batches of `concurrency` reads and writes of 1 KiB "
+          "to 16 KiB in flight together on the IO connections, answered in a random order, "
+          "as a production session under load carries them (sizes that fit the chunk the "
+          "queue depth leaves)", concurrency=16, ios=120, max_size=16384)
+def _load(s, concurrency, ios, max_size):
+    path, dev = _open_session(s)
+    rng = s.rng
+    room = 1 << mem_bits(s.qd)   # the immediate's offset: data + RNBD header + trailer
+    sizes = [n for n in (1024, 2048, 4096, 8192, 16384) if n + 64 < room and n <= max_size]
+    done = 0
+    while done < ios:
+        count = min(concurrency, ios - done, s.qd)
+        s.io_batch([dict(op=rng.choice(("read", "write")), device_id=dev,
+                         offset=rng.randrange(0, 1 << 30, 4096), size=rng.choice(sizes))
+                    for _ in range(count)], shuffle=True)
+        done += count
     _close_session(s, dev, [path])
 
 

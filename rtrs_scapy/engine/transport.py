@@ -28,9 +28,9 @@ from numba import njit
 
 from .. import wire
 from ..capture.ib import (
-    C_ACK, C_CNP, C_DATA, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
+    C_ACK, C_CNP, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
     P_IETH, P_IMM, P_KIND, P_LAST, P_MIDDLE, P_ONLY, P_OPCODE, P_PSN, P_QPN, P_RKEY, P_SRC_HI,
-    P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, S_HEADERS, S_OK, S_SHORT,
+    P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, S_HEADERS, S_OK,
     T_CLASS, T_POS, T_SEND,
 )
 from ..constants import RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM
@@ -130,6 +130,30 @@ def _evict(table, state, free, nfree, counters):
     counters[G_STREAMS] -= quota
     rebuild(table, state)
     return nfree
+
+
+@njit(inline="always")
+def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_lo, frame):
+    """A new stream in a free slot (evicting when none is left); returns (slot, nfree)."""
+    if nfree == 0:
+        nfree = _evict(table, state, free, nfree, counters)
+        _, bucket = _find(table, state, hi, lo, qpn)
+    nfree -= 1
+    slot = free[nfree]
+    table[bucket] = slot
+    s = state[slot]
+    gen, touched_flag = s[GEN], s[TOUCHED]   # the slot may sit in the touched list
+    s[:] = 0
+    s[GEN], s[TOUCHED] = gen, touched_flag
+    s[USED] = 1
+    s[K_HI], s[K_LO], s[K_QPN] = hi, lo, qpn
+    s[SRC_HI], s[SRC_LO] = src_hi, src_lo
+    s[NEXT_PSN] = s[FIRST_PSN] = -1
+    s[CONN] = -1
+    s[FRESH_FRAME] = -1
+    s[FIRST_FRAME] = s[LAST_FRAME] = frame
+    counters[G_STREAMS] += 1
+    return slot, nfree
 
 
 @njit(inline="always")
@@ -281,16 +305,18 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             continue
         psn = packets[i, P_PSN]
         slot, bucket = _find(table, state, dhi, dlo, qpn)
-        if cls == C_ACK:
-            if slot >= 0:
-                state[slot, ACKS] += 1
-                syndrome = packets[i, P_SYNDROME]
-                if syndrome & _AETH_KIND == _AETH_NAK:
-                    state[slot, NAKS] += 1
-                    ne = _event(events, ne, EV_NAK, frame, slot, state, syndrome, 0, qpn,
-                                dhi, dlo, shi, slo)
-                elif syndrome & _AETH_KIND == _AETH_RNR:
-                    state[slot, RNRS] += 1
+        if cls == C_ACK:       # counted on the stream of the ACK's destination QP
+            if slot < 0:
+                slot, nfree = _open(table, state, free, nfree, counters, bucket, dhi, dlo, qpn,
+                                    shi, slo, frame)
+            state[slot, ACKS] += 1
+            syndrome = packets[i, P_SYNDROME]
+            if syndrome & _AETH_KIND == _AETH_NAK:
+                state[slot, NAKS] += 1
+                ne = _event(events, ne, EV_NAK, frame, slot, state, syndrome, 0, qpn,
+                            dhi, dlo, shi, slo)
+            elif syndrome & _AETH_KIND == _AETH_RNR:
+                state[slot, RNRS] += 1
             continue
         if cls == C_CNP:
             ne = _event(events, ne, EV_CNP, frame, slot, state, 0, 0, qpn, dhi, dlo, shi, slo)
@@ -304,28 +330,13 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             continue
         # -- RC SEND / RDMA WRITE ------------------------------------------------
         if slot < 0:
-            if nfree == 0:
-                nfree = _evict(table, state, free, nfree, counters)
-                slot, bucket = _find(table, state, dhi, dlo, qpn)
-            nfree -= 1
-            slot = free[nfree]
-            table[bucket] = slot
-            s = state[slot]
-            gen, touched_flag = s[GEN], s[TOUCHED]   # the slot may sit in the touched list
-            s[:] = 0
-            s[GEN], s[TOUCHED] = gen, touched_flag
-            s[USED] = 1
-            s[K_HI], s[K_LO], s[K_QPN] = dhi, dlo, qpn
-            s[SRC_HI], s[SRC_LO] = shi, slo
-            s[NEXT_PSN] = -1
-            s[CONN] = -1
-            s[FRESH_FRAME] = -1
-            s[FIRST_FRAME] = frame
-            s[FIRST_PSN] = psn
-            counters[G_STREAMS] += 1
+            slot, nfree = _open(table, state, free, nfree, counters, bucket, dhi, dlo, qpn,
+                                shi, slo, frame)
         s = state[slot]
         if s[SRC_HI] == 0 and s[SRC_LO] == 0:     # bound by the CM before its first packet
             s[SRC_HI], s[SRC_LO] = shi, slo
+        if s[FIRST_PSN] < 0:                      # opened by the CM or an ACK
+            s[FIRST_PSN] = psn
         s[LAST_FRAME] = frame
         s[SEEN] += 1
         expected = s[NEXT_PSN]
@@ -473,22 +484,8 @@ def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame
         state[slot, ACTIVE] = 0
         state[slot, SYNCED] = 0
     if slot < 0:
-        if nfree == 0:
-            nfree = _evict(table, state, free, nfree, counters)
-            slot, bucket = _find(table, state, hi, lo, qpn)
-        nfree -= 1
-        slot = free[nfree]
-        table[bucket] = slot
-        s = state[slot]
-        gen, touched_flag = s[GEN], s[TOUCHED]
-        s[:] = 0
-        s[GEN], s[TOUCHED] = gen, touched_flag
-        s[USED] = 1
-        s[K_HI], s[K_LO], s[K_QPN] = hi, lo, qpn
-        s[SRC_HI], s[SRC_LO] = 0, 0
-        s[FIRST_FRAME] = frame
-        s[FIRST_PSN] = -1
-        counters[G_STREAMS] += 1
+        slot, nfree = _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, 0, 0,
+                            frame)
     state[slot, CONN] = conn
     state[slot, NEXT_PSN] = next_psn
     state[slot, LAST_FRAME] = frame

@@ -35,8 +35,9 @@ RUNTIME_FIELDS = (
     ("rtrs.imm.buf_id", "uint32", "buf_id (chunk)", "base.DEC", None),
     ("rtrs.imm.offset", "uint32", "Offset of the trailer in the chunk", "base.DEC", None),
     ("rtrs.imm.msg_id", "uint32", "msg_id (= request buf_id)", "base.DEC", None),
-    ("rtrs.imm.errno", "int32", "errno", "base.DEC", None),
+    ("rtrs.imm.errno", "int32", "errno", "base.DEC", "errno"),
     ("rtrs.queue_depth", "uint16", "Session queue depth", "base.DEC", None),
+    ("rtrs.queue_depth_source", "string", "Queue depth from", None, None),
     ("rtrs.mem_bits", "uint8", "Offset bits of an IO_REQ immediate", "base.DEC", None),
     ("rtrs.cid", "uint16", "Connection id (cid)", "base.DEC", None),
     ("rtrs.msg_len", "uint32", "Message length (reassembled)", "base.DEC", None),
@@ -47,6 +48,13 @@ RUNTIME_FIELDS = (
     ("rtrs.response_time", "double", "Response time (seconds)", None, None),
     ("rtrs.data_for", "framenum", "READ data / invalidation for the request in", None, None),
     ("rtrs.rkey", "uint32", "Invalidated rkey", "base.HEX", None),
+    ("rtrs.partial", "boolean", "Request started before the capture (tail only)", None, None),
+    ("rtrs.request_before_capture", "boolean", "Request sent before the capture started",
+     None, None),
+    ("rtrs.cm.rej_reason", "uint16", "CM reject reason", "base.DEC", "cm_rej_reasons"),
+    ("rtrs.cm.sender", "string", "Sent by", None, None),
+    ("rtrs.limit.table", "string", "State table at its limit", None, None),
+    ("rtrs.limit.evicted", "uint32", "Entries evicted from it so far", "base.DEC", None),
 )
 
 class GenerateError(Exception):
@@ -175,6 +183,8 @@ def _protofield(f):
     if f.ftype == "bool":
         return "ProtoField.bool(%s, %s, %d, nil, 0x%x)" % (
             _lua_str(f.abbrev), _lua_str(f.label), f.bits, f.mask)
+    if f.ftype == "boolean":  # a runtime flag, no bits of a parent field
+        return "ProtoField.bool(%s, %s)" % (_lua_str(f.abbrev), _lua_str(f.label))
     if f.ftype.startswith(("uint", "int")):
         mask = ", 0x%x" % f.mask if f.mask is not None else ""
         return "ProtoField.%s(%s, %s, %s, %s%s)" % (

@@ -21,6 +21,7 @@ operation bits) plus the flag booleans.
 import os
 
 from .. import __version__, constants, imm
+from ..analysis import qdepth
 from ..layers import cm as cm_layers
 from ..layers import ib as ib_layers
 from ..layers import rnbd, rtrs
@@ -29,6 +30,7 @@ from .fields import (  # noqa: F401  (re-exported for the tests)
     MESSAGES, GenerateError, LuaField, _lua_str, _message_fields, _protofield,
     field_manifest, lua_name,
 )
+from .limits import LIMITS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME = os.path.join(HERE, "runtime.lua")
@@ -56,9 +58,32 @@ CONSTANT_NAMES = (
     "RTRS_MSG_NEW_RKEY_F", "RTRS_IO_REQ_IMM", "RTRS_IO_RSP_IMM", "RTRS_IO_RSP_W_INV_IMM",
     "RTRS_HB_MSG_IMM", "RTRS_HB_ACK_IMM", "RNBD_MSG_SESS_INFO", "RNBD_MSG_SESS_INFO_RSP",
     "RNBD_MSG_OPEN", "RNBD_MSG_OPEN_RSP", "RNBD_MSG_IO", "RNBD_MSG_CLOSE", "RNBD_OP_MASK",
-    "MAX_SESS_QUEUE_DEPTH",
+    "MAX_SESS_QUEUE_DEPTH", "DEFAULT_MAX_HDR_SIZE",
 )
-IMM_CONSTANTS = ("IMM_TYPE_SHIFT", "MSG_ID_BITS", "MSG_ID_MASK", "ERRNO_MASK")
+IMM_CONSTANTS = ("IMM_TYPE_SHIFT", "IMM_PAYLOAD_MASK", "MSG_ID_BITS", "MSG_ID_MASK", "ERRNO_MASK")
+
+#: The queue depth rule's constants (rtrs_scapy/analysis/qdepth.py): the Lua rule
+#: reads only these, so it runs under plain Lua with this table alone.
+QDEPTH_CONSTANTS = (
+    ("MIN_MEM_BITS", qdepth.MIN_MEM_BITS), ("MAX_MEM_BITS", qdepth.MAX_MEM_BITS),
+    ("DEFAULT_MEM_BITS", qdepth.DEFAULT_MEM_BITS), ("PRUNE_MARGIN", qdepth.PRUNE_MARGIN),
+    ("DECIDE_AFTER", qdepth.DECIDE_AFTER), ("IMM_TYPE_SHIFT", imm.IMM_TYPE_SHIFT),
+    ("MAX_SESS_QUEUE_DEPTH", constants.MAX_SESS_QUEUE_DEPTH),
+)
+
+
+def errno_table():
+    """-errno -> name for every errno of the 9-bit IO_RSP field that Linux names."""
+    table = {}
+    for err in range(1, imm.ERRNO_MASK + 1):
+        name = constants.errno_name(err)
+        if name != "E%d" % err:
+            table[-err] = name
+    return table
+
+
+#: value_string tables that are not layout enums: name -> items
+EXTRA_TABLES = {"errno": errno_table}
 
 #: RC opcodes the runtime dispatches on (names from the IB layer's opcode table).
 OPCODE_NAMES = (
@@ -80,6 +105,16 @@ EXPERTS = (
     ("no_trailer", "rtrs.expert.no_trailer", "IO request without a valid RTRS trailer",
      "MALFORMED", "WARN"),
     ("inferred", "rtrs.expert.inferred", "Queue depth inferred (no CM handshake in the capture)",
+     "PROTOCOL", "NOTE"),
+    ("assumed", "rtrs.expert.assumed",
+     "Queue depth assumed: the capture cannot tell, kernel default", "PROTOCOL", "NOTE"),
+    ("offset_conflict", "rtrs.expert.offset_conflict",
+     "IO_REQ offset fits no queue depth still possible", "PROTOCOL", "WARN"),
+    ("partial", "rtrs.expert.partial",
+     "Request started before the capture: only its tail is visible", "SEQUENCE", "NOTE"),
+    ("before_capture", "rtrs.expert.before_capture",
+     "Response to a request sent before the capture started", "SEQUENCE", "CHAT"),
+    ("limit", "rtrs.expert.limit", "State limit reached: the oldest idle entries were evicted",
      "PROTOCOL", "NOTE"),
 )
 
@@ -242,6 +277,8 @@ def generate(runtime_path=RUNTIME):
         "-- == Protos ==",
         'local P_RTRS = Proto("rtrs", "RTRS (RDMA Transport, Linux rtrs)")',
         'local P_RNBD = Proto("rnbd", "RNBD (RDMA Network Block Device)")',
+        "-- a post-dissector: state evictions shown on the frame that caused them",
+        'local P_LIMITS = Proto("rtrs_limits", "RTRS state limits")',
         'local VERSION = "%s"' % __version__,
         'local LAYOUT = "%s"' % fingerprint,
         "",
@@ -253,6 +290,20 @@ def generate(runtime_path=RUNTIME):
             value = getattr(module, name)
             fmt = "  %s = 0x%X," if name.endswith(("MAGIC", "MASK")) else "  %s = %d,"
             lines.append(fmt % (name, value))
+    lines.append("}")
+    psn = layout_of(ib_layers.BTH).field("psn")
+    lines.append("-- PSNs count modulo 2^%d (the BTH psn field of rtrs_scapy.layers.ib)" % psn.width)
+    lines.append("C.PSN_MOD = %d" % (1 << psn.width))
+    lines.append("C.IMMDT_SIZE = %d  -- bytes of the ImmDt header" % layout_of(ib_layers.ImmDt).fixed_size)
+    lines.append("-- the queue depth rule (rtrs_scapy.analysis.qdepth)")
+    lines.append("local QD = {")
+    for name, value in QDEPTH_CONSTANTS:
+        lines.append("  %s = %d," % (name, value))
+    lines.append("}")
+    lines.append("-- bounds of the state tables (rtrs_scapy.wireshark.limits)")
+    lines.append("local LIMITS = {")
+    for name, entries, what in LIMITS:
+        lines.append("  %s = %d,  -- %s" % (name, entries, what))
     lines.append("}")
     lines.append("-- IB opcodes (rtrs_scapy.layers.ib)")
     lines.append("local OP = {")
@@ -274,7 +325,8 @@ def generate(runtime_path=RUNTIME):
     lines.append("-- == value_string tables (one per kernel enum) ==")
     lines.append("local VS = {}")
     for enum in used_enums:
-        items = sorted(dict(ENUM_TABLES[enum]).items())
+        table = EXTRA_TABLES[enum]() if enum in EXTRA_TABLES else ENUM_TABLES[enum]
+        items = sorted(dict(table).items())
         lines.append(_lua_table("vs", items, "%d", '"%s"').replace("local vs", "VS.%s" % enum))
     lines.append("")
     lines.append("-- == ProtoFields (wire order per message) ==")
@@ -370,6 +422,8 @@ def generate(runtime_path=RUNTIME):
     lines.append('P_RTRS:register_heuristic("infiniband.payload", heur_payload)')
     lines.append("P_RTRS.dissector = decode_as_dissector")
     lines.append("P_RTRS.init = reset_state")
+    lines.append("P_LIMITS.dissector = limits_postdissector")
+    lines.append("register_postdissector(P_LIMITS)")
     lines.append('DissectorTable.get("infiniband"):add_for_decode_as(P_RTRS)')
     lines.append("")
     return "\n".join(lines)
