@@ -41,25 +41,24 @@ class Runner:
         self.mapped = 0          # files mapped in parallel by the last call
 
     def __call__(self, inputs, keep_messages=True, queue_depth=None, io_sink=None,
-                 progress=None):
+                 progress=None, until_frame=None):
         from .analysis import analyze
         self.mapped = 0
+        whole = dict(keep_messages=keep_messages, queue_depth=queue_depth, io_sink=io_sink,
+                     progress=progress, until_frame=until_frame)
         single = isinstance(inputs, (str, os.PathLike))
-        if single and (inputs == "-" or not os.path.isdir(inputs)):
-            return analyze(inputs, keep_messages=keep_messages, queue_depth=queue_depth,
-                           io_sink=io_sink, progress=progress)
+        if single and (inputs == "-" or not os.path.isdir(inputs)) or until_frame is not None:
+            return analyze(inputs, **whole)
         from .analysis.parts import reduce_parts
         from .capture.inputs import expand
         files = expand([inputs] if single else inputs)
         if len(files) < 2 or "-" in files:
-            return analyze(inputs, keep_messages=keep_messages, queue_depth=queue_depth,
-                           io_sink=io_sink, progress=progress)
+            return analyze(files, **whole)
         parts = self.map_many(files)
         if not follow_each_other(parts):
             self.warn("the files overlap in time (several hosts?): merged frame by frame "
                       "in one process")
-            return analyze(files, keep_messages=keep_messages, queue_depth=queue_depth,
-                           io_sink=io_sink, progress=progress)
+            return analyze(files, **whole)
         self.mapped = len(files)
         return reduce_parts(parts, keep_messages=keep_messages, queue_depth=queue_depth,
                             io_sink=io_sink)
@@ -97,7 +96,7 @@ def dask_runner(address, workers=None):
         if address == "local":
             cluster = stack.enter_context(LocalCluster(
                 n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                processes=True, host="127.0.0.1", dashboard_address=None))
+                processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"))
             client = stack.enter_context(Client(cluster))
         else:
             client = stack.enter_context(Client(address))

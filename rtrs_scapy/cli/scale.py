@@ -1,14 +1,10 @@
-"""What the commands that read many captures share: the inputs, ``--jobs`` and
-``--dask`` (rtrs_scapy/parallel.py), the table list, and a clear word when the
-``scale`` extra is not installed."""
+"""What the commands that read many captures share: ``--jobs`` and ``--dask``
+(rtrs_scapy/parallel.py), the table list, and a clear word when the ``scale``
+extra is not installed."""
 
 import contextlib
 
 import click
-
-#: files, ``-`` (standard input), directories: one capture
-captures_argument = click.argument("captures", nargs=-1, required=True,
-                                   type=click.Path(allow_dash=True))
 
 
 def run_options(command):
@@ -20,7 +16,7 @@ def run_options(command):
     return click.option(
         "--jobs", "-j", type=click.IntRange(1), default=None,
         help="Processes (or local Dask workers) that map the files in parallel "
-             "[default: one per core].")(command)
+             "[default: one per core; 1: one process].")(command)
 
 
 def table_list(ctx, param, value):
@@ -37,7 +33,7 @@ def table_list(ctx, param, value):
 
 def scale_imports(dask=False):
     """pyarrow and duckdb (and distributed for --dask), or a one-line error."""
-    needed = ("pyarrow", "duckdb") + (("distributed",) if dask else ())
+    needed = ("pyarrow", "duckdb") if not dask else ("distributed",)
     for name in needed:
         try:
             __import__(name)
@@ -47,24 +43,16 @@ def scale_imports(dask=False):
 
 
 @contextlib.contextmanager
-def analysis_runner(captures, jobs, dask):
-    """(inputs, analyze) for CAPTURES: one path or a list; ``analyze`` maps the
-    files on ``jobs`` local processes or on Dask, reduces here, and turns an
-    unreadable capture into a one-line error (exit 1)."""
-    from ..analysis import CaptureError
+def analysis_runner(jobs, dask):
+    """What runs the analysis of several files: ``jobs`` local processes (one per
+    core by default; 1: this process only) or Dask (``--dask``)."""
     from .. import parallel
     if dask:
         scale_imports(dask=True)
         runner = parallel.dask_runner(dask, workers=jobs)
+    elif jobs == 1:
+        runner = contextlib.nullcontext(None)
     else:
         runner = parallel.local_runner(jobs)
-    inputs = captures[0] if len(captures) == 1 else list(captures)
-
-    def analyze(*args, **kwargs):
-        try:
-            return run(*args, **kwargs)
-        except CaptureError as exc:
-            raise click.ClickException(str(exc)) from None
-
     with runner as run:
-        yield inputs, analyze
+        yield run

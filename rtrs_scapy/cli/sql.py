@@ -8,7 +8,7 @@ import sys
 import click
 
 from .common import queue_depth_option
-from .scale import analysis_runner, run_options, scale_imports
+from .scale import run_options, scale_imports
 
 
 @click.command()
@@ -27,12 +27,12 @@ def sql(query, sources, fmt, queue_depth, jobs, dask):
     """
     scale_imports()
     import duckdb
-    from ..tables.export import export
+    from ..tables.schema import TABLES
     from ..tables.sql import TablesError, connect_any, query as run_query
+    from .export import write_tables
 
     def export_tables(captures, folder):
-        with analysis_runner(captures, jobs, dask) as (inputs, analyze):
-            export(inputs, folder, analyze=analyze, queue_depth=queue_depth)
+        write_tables(captures, folder, TABLES, True, queue_depth, jobs, dask)
 
     try:
         with connect_any(list(sources), export_tables) as con:
