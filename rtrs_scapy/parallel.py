@@ -71,11 +71,14 @@ def _map_file(path):
 
 @contextlib.contextmanager
 def local_runner(jobs=None):
-    """A Runner mapping on ``jobs`` local processes (default: every core)."""
+    """A Runner mapping on ``jobs`` local processes (default: every core); one job
+    maps the files one after the other in this process."""
     jobs = jobs or os.cpu_count() or 1
     pool = []
 
     def map_many(files):
+        if jobs == 1:
+            return [_map_file(f) for f in files]
         if not pool:
             pool.append(ProcessPoolExecutor(min(jobs, len(files))))
         return list(pool[0].map(_map_file, files))

@@ -16,7 +16,7 @@ def run_options(command):
     return click.option(
         "--jobs", "-j", type=click.IntRange(1), default=None,
         help="Processes (or local Dask workers) that map the files in parallel "
-             "[default: one per core; 1: one process].")(command)
+             "[default: one per core; 1: one after the other in this process].")(command)
 
 
 def table_list(ctx, param, value):
@@ -45,13 +45,11 @@ def scale_imports(dask=False):
 @contextlib.contextmanager
 def analysis_runner(jobs, dask):
     """What runs the analysis of several files: ``jobs`` local processes (one per
-    core by default; 1: this process only) or Dask (``--dask``)."""
+    core by default; 1: this process) or Dask (``--dask``)."""
     from .. import parallel
     if dask:
         scale_imports(dask=True)
         runner = parallel.dask_runner(dask, workers=jobs)
-    elif jobs == 1:
-        runner = contextlib.nullcontext(None)
     else:
         runner = parallel.local_runner(jobs)
     with runner as run:
