@@ -19,7 +19,7 @@ from .schema import TABLES, schema
 
 
 def capture_name(inputs):
-    """The ``capture`` column: the file, or the files joined by ', '."""
+    """The ``capture`` column: the argument as given, or the arguments joined by ', '."""
     if isinstance(inputs, (str, os.PathLike)):
         return os.fspath(inputs)
     return ", ".join(os.fspath(p) for p in inputs)

@@ -40,11 +40,11 @@ def _lookup(table, codes):
 
 def _by_key(keys, name, missing=None):
     """``name(key)`` per row as an Arrow string array, computed once per distinct
-    key (rows of a 2-column ``keys`` are keys too); null where ``missing``."""
-    uniq, inverse = np.unique(keys, return_inverse=True, axis=0 if keys.ndim > 1 else None)
-    values = [name(*k) if keys.ndim > 1 else name(k) for k in uniq.tolist()]
+    key; null where ``missing``.  Also the names by key."""
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    values = [name(k) for k in uniq.tolist()]
     return pa.array(values, pa.string()).take(pa.array(inverse.reshape(-1), mask=missing)), \
-        dict(zip(map(tuple, uniq.tolist()) if keys.ndim > 1 else uniq.tolist(), values))
+        dict(zip(uniq.tolist(), values))
 
 
 def path_columns(path_ids, names):
@@ -59,9 +59,16 @@ def path_columns(path_ids, names):
 
 
 def device_column(path_ids, device_ids, names):
-    """Device names of rows (null without a device id), and the names used."""
-    keys = np.stack([path_ids, device_ids], axis=1)
-    return _by_key(keys, lambda p, d: names.device(p, d) if d >= 0 else None)
+    """Device names of rows (null without a device id), and the names used by
+    (path id, device id)."""
+    keys = (path_ids.astype(np.int64) << 32) | (device_ids.astype(np.int64) & 0xFFFFFFFF)
+
+    def name(key):
+        device = key & 0xFFFFFFFF
+        return names.device(key >> 32, device) if device != 0xFFFFFFFF else None
+    column, by_key = _by_key(keys, name)
+    return column, {(k >> 32, k & 0xFFFFFFFF): v for k, v in by_key.items()
+                    if k & 0xFFFFFFFF != 0xFFFFFFFF}
 
 
 def arrow_rows(rows, capture, names):
@@ -73,7 +80,7 @@ def arrow_rows(rows, capture, names):
     device_id = rows["device_id"]
     devices, per_device = device_column(path, device_id, names)
     used = {("path", p): known for p, known in per_path.items()}
-    used.update((("device",) + key, name) for key, name in per_device.items() if key[1] >= 0)
+    used.update((("device",) + key, name) for key, name in per_device.items())
     rnbd_op = rows["rnbd_op"]
     is_io = rnbd_op >= 0
     rnbd_type = rows["rnbd_type"]

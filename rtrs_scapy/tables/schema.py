@@ -19,8 +19,9 @@ META_VERSION = b"rtrs_scapy.schema_version"
 TIME = pa.timestamp("ns", tz="UTC")
 
 _CAPTURE = ("capture", pa.string(), False,
-            "the capture: its file, or its files joined by ', ' (several files are one "
-            "capture, merged in time order; frames are numbered in the merged capture)")
+            "the capture as it was given: its file (or directory, or -), or its files joined "
+            "by ', ' (several files are one capture, merged in time order; frames are "
+            "numbered in the merged capture)")
 _SESSION = [
     ("session", pa.string(), True, "RNBD session name (the client's sessname), null when the "
      "capture does not show it"),
