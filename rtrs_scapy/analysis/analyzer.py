@@ -15,7 +15,7 @@ import numpy as np
 
 from ..capture.ib import P_KIND
 from ..capture.links import address_text
-from ..constants import RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
+from ..constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
 from ..engine import transport as T
 from ..imm import mem_bits
 from ..plans import plan
@@ -27,12 +27,14 @@ from .io import IoBatch
 from .model import Path, Session
 from .qdepth import MemBitsInference
 from .records import Records
+from .rnbd_view import RnbdView
 
 _info_req = plan("RtrsMsgInfoReq")
 _info_rsp = plan("RtrsMsgInfoRsp")
 _sg_desc = plan("RtrsSgDesc")
 _sg_cnt = _info_rsp.reader("sg_cnt")
 CONTROL_READS = 256          # RNBD control reads waiting for their reply (bounded)
+HEARTBEAT_GAP_S = 2 * HEARTBEAT_INTERVAL_S   # two missed ticks
 
 
 class Analyzer:
@@ -43,6 +45,8 @@ class Analyzer:
         self.io_sink = io_sink      # called with batches of IO rows (iorows.py), or None
         if hasattr(io_sink, "bind_analyzer"):   # a sink that names its rows (tables/ios.py)
             io_sink.bind_analyzer(self)
+        self.rnbd_view = RnbdView()
+        self.io_span = {}           # path id -> [first (stamp, frame), last (stamp, frame)]
         self.records = Records(self) if keep_messages else None
         self.sessions = {}          # paths_uuid (or ("inferred", client, server)) -> Session
         self.paths = {}             # sess_uuid or (client, server) -> Path
@@ -159,9 +163,30 @@ class Analyzer:
         """A path (re)connects: its unanswered requests will never be answered."""
         mine = self.carry["path"] == path.id
         path.aborted += int(np.count_nonzero(mine))
-        if self.io_sink is not None and mine.any():
-            self.io_sink(iorows.from_requests(self.carry, np.flatnonzero(mine), iorows.ABORTED))
+        if mine.any():
+            self.io_rows(iorows.from_requests(self.carry, np.flatnonzero(mine), iorows.ABORTED))
         self.carry = pairing.take(self.carry, ~mine)
+
+    def io_rows(self, batch):
+        """IO rows whose fate is known: the RNBD view, the paths' first and last IO, the
+        failovers' events, then the caller's sink."""
+        self.rnbd_view.rows(batch, self.path_list)
+        for pid in np.unique(batch["path"]).tolist():
+            mine = batch["path"] == pid
+            times, frames = batch["time_ns"][mine], batch["frame"][mine]
+            first, last = int(np.argmin(times)), int(np.argmax(times))
+            span = self.io_span.setdefault(pid, [(times[first], frames[first]),
+                                                 (times[last], frames[last])])
+            span[0] = min(span[0], (times[first], frames[first]))
+            span[1] = max(span[1], (times[last], frames[last]))
+        path_list = self.path_list
+        for k in np.flatnonzero(batch["failover_from"] >= 0).tolist():
+            path_list[int(batch["path"][k])].events.append({
+                "time": int(batch["time_ns"][k]) / 1e9, "frame": int(batch["frame"][k]),
+                "kind": "failover", "buf_id": int(batch["buf_id"][k]),
+                "first_frame": int(batch["failover_from"][k])})
+        if self.io_sink is not None:
+            self.io_sink(batch)
 
     def session_of(self, path_ids):
         """Session ids (the pairing key) of an array of path ids."""
@@ -327,8 +352,9 @@ class Analyzer:
             row = rows[i]
             if row[T.R_CONN] >= 0:
                 path = self.path_list[path_id[i]]
-                self.count_heartbeat(path, bool(c2s[i]), is_msg)
-                self.cm.heartbeat(path, int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]) / 1e9)
+                frame, time = int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]) / 1e9
+                self.count_heartbeat(path, bool(c2s[i]), is_msg, frame, time)
+                self.cm.heartbeat(path, frame, time)
             else:
                 self.unattributed.append(((int(row[T.R_SLOT]), int(row[T.R_GEN])),
                                           int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]),
@@ -337,9 +363,19 @@ class Analyzer:
                                           is_msg))
 
     @staticmethod
-    def count_heartbeat(path, client_to_server, is_msg):
+    def count_heartbeat(path, client_to_server, is_msg, frame=None, time=None):
+        """A heartbeat; two HB_MSG of one side further apart than HEARTBEAT_GAP_S are a
+        gap in the timeline."""
         side = "client_to_server" if client_to_server else "server_to_client"
         path.heartbeats[side if is_msg else "acks_" + side] += 1
+        if not is_msg or time is None:
+            return
+        last = path.heartbeat_seen.get(side)
+        if last is not None and time - last[1] > HEARTBEAT_GAP_S:
+            path.events.append({"time": last[1], "frame": last[0], "kind": "heartbeat_gap",
+                                "side": side, "gap_s": round(time - last[1], 6),
+                                "next_frame": frame})
+        path.heartbeat_seen[side] = (frame, time)
 
     def _send(self, rows, arena, i, path_id):
         """info_req / info_rsp (docs/PROTOCOL.md#info_req-and-info_rsp)."""
@@ -384,6 +420,9 @@ class Analyzer:
             path, request, index = self.path_list[path_id[i]], entry[1], entry[2]
             if reply["msg"] == "open_rsp" and request.get("dev_name") is not None:
                 path.devices[reply["device_id"]] = request["dev_name"]
+                self.rnbd_view.opened(path.session, request, reply,
+                                      int(rows[i, T.R_LAST_FRAME]),
+                                      int(rows[i, T.R_LAST_TS]) / 1e9)
             if self.records is not None:
                 self.records.reply(index, int(rows[i, T.R_LAST_FRAME]), reply)
 
@@ -417,13 +456,14 @@ class Analyzer:
                 if path is None:
                     continue
                 c2s = src == path.client_raw
-            self.count_heartbeat(path, c2s, is_msg)
+            self.count_heartbeat(path, c2s, is_msg, frame, stamp / 1e9)
             self.cm.heartbeat(path, frame, stamp / 1e9)
-        if self.io_sink is not None and len(self.carry["key"]):
-            self.io_sink(iorows.from_requests(self.carry, np.arange(len(self.carry["key"])),
+        if len(self.carry["key"]):
+            self.io_rows(iorows.from_requests(self.carry, np.arange(len(self.carry["key"])),
                                               iorows.IN_FLIGHT))
         for path in self.path_list:
             path.in_flight_at_end = int(np.count_nonzero(self.carry["path"] == path.id))
+            self._io_events(path)
             path.errors.sort(key=lambda e: e["frame"])
             for error in path.errors:      # device names: from the OPEN replies
                 if "device_id" in error:
@@ -432,6 +472,18 @@ class Analyzer:
             self.records.close()
         self.anomalies.sort(key=lambda a: a["frame"])
         return self
+
+    def _io_events(self, path):
+        """The timeline's IO entries: first and last request, failed IOs."""
+        span = self.io_span.get(path.id)
+        if span is not None:
+            for kind, (stamp, frame) in zip(("first_io", "last_io"), span):
+                path.events.append({"time": int(stamp) / 1e9, "frame": int(frame),
+                                    "kind": kind})
+        for error in path.errors:
+            event = {k: error.get(k) for k in ("time", "frame", "errno", "name", "op",
+                                                  "device", "sector", "bi_size")}
+            path.events.append(dict(event, kind="io_error"))
 
     def _harvest(self):
         """Per-stream transport counters, summed into their paths."""

@@ -11,7 +11,7 @@ plans' column readers; every offset comes from the layouts in wire.py.
 import numpy as np
 
 from ..constants import (
-    RNBD_MSG_IO, RNBD_OP_MASK, RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM,
+    RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_OP_MASK, RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM,
     RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM, RTRS_MSG_READ, RTRS_MSG_RKEY_RSP, RTRS_MSG_WRITE,
 )
 from ..engine import transport as T
@@ -24,6 +24,7 @@ SG_DESC = plan("RtrsSgDesc")
 RKEY_RSP = plan("RtrsMsgRkeyRsp")
 RNBD_HDR = plan("RnbdMsgHdr")
 RNBD_IO = plan("RnbdMsgIo")
+RNBD_CLOSE = plan("RnbdMsgClose")
 
 # message kinds of a row
 (K_REQUEST, K_RESPONSE, K_HB_MSG, K_HB_ACK, K_UNKNOWN_IMM, K_INVALIDATE, K_SEND, K_DATA) = range(8)
@@ -108,8 +109,9 @@ def requests(rows, arena):
 
 
 def rnbd(arena, usr_at, usr_seen):
-    """The RNBD header of user messages: type, and the IO fields of RNBD_MSG_IO
-    (fields beyond what the capture shows read as 0)."""
+    """The RNBD header of user messages: type, the IO fields of RNBD_MSG_IO and the
+    device of RNBD_MSG_CLOSE (fields beyond what the capture shows read as 0;
+    device_id -1 for other messages)."""
     has_hdr = usr_seen >= RNBD_HDR.size
     kind = np.where(has_hdr, _u(arena, usr_at, RNBD_HDR, "type", has_hdr), -1)
     io = kind == RNBD_MSG_IO
@@ -118,6 +120,10 @@ def rnbd(arena, usr_at, usr_seen):
         spec = RNBD_IO.layout.field(name)
         fits = io & (usr_seen >= spec.offset + spec.size)
         out[name] = _u(arena, usr_at, RNBD_IO, name, fits)
+    spec = RNBD_CLOSE.layout.field("device_id")
+    close = (kind == RNBD_MSG_CLOSE) & (usr_seen >= spec.offset + spec.size)
+    out["device_id"] = np.where(io, out["device_id"], np.where(
+        close, _u(arena, usr_at, RNBD_CLOSE, "device_id", close), -1))
     out["rnbd_op"] = np.where(io, out["rw"] & RNBD_OP_MASK, -1)
     return out
 

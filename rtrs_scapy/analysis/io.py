@@ -154,6 +154,7 @@ class IoBatch:
                 path.io[op].count += int(np.count_nonzero(hit))
                 path.io[op].bytes += int(size[hit].sum())
             path.partial_requests += int(np.count_nonzero(mine & ~known))
+            an.rnbd_view.requests(path.session, reqs, np.flatnonzero(mine))
         cid = an.cid_of(rows[:, T.R_CONN])
         record = self.req_record[req]
         if an.records is not None:
@@ -228,8 +229,7 @@ class IoBatch:
                                                         bool(self.rsps["with_invalidate"][rsp][k])))
         if an.records is not None:
             self._records(rsp, rows, msg_id, errno, result, table, answered, latency)
-        if an.io_sink is not None:
-            self._io_rows(table, result, rows, answered, req_of, latency, errno)
+        self._io_rows(table, result, rows, answered, req_of, latency, errno)
         an.carry = pairing.take(table, result.pending)
         an.carry["first_frame"] = result.first_frame[result.pending]
         an.carry["first_stamp"] = result.first_stamp[result.pending]
@@ -243,7 +243,7 @@ class IoBatch:
         done["failover_from"] = np.where(result.first_frame[req_of] != table["frame"][req_of],
                                          result.first_frame[req_of], -1)
         replaced = np.flatnonzero(result.replaced_by >= 0)
-        self.an.io_sink(iorows.concat([done, iorows.from_requests(table, replaced,
+        self.an.io_rows(iorows.concat([done, iorows.from_requests(table, replaced,
                                                                   iorows.REPLACED)]))
 
     def _unpaired_error(self, row, errno, with_invalidate):

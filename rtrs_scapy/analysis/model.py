@@ -107,6 +107,7 @@ class Path:
     last_heartbeat: Optional[Tuple[int, float]] = None   # (frame, time)
     last_traffic: Dict[bool, float] = field(default_factory=dict)  # client_to_server -> time
     events: List[dict] = field(default_factory=list)    # timeline entries of the IO engine
+    heartbeat_seen: Dict[str, tuple] = field(default_factory=dict)  # side -> (frame, time)
     last_recon_cnt: Optional[int] = None
     devices: Dict[int, str] = field(default_factory=dict)        # RNBD device_id -> name
     mem_bits: Optional[int] = None

@@ -139,6 +139,7 @@ def summarize(analyzer, capture_info):
             "sessname": session.sessname,
             "paths_uuid": session.paths_uuid,
             "paths": [path_summary(p) for p in session.paths],
+            "rnbd": analyzer.rnbd_view.summary(session),
         })
     capture = dict(capture_info)
     capture.update({

@@ -1,0 +1,179 @@
+"""What the block device saw: RNBD IO per session, device and operation, apart
+from the control messages, made of the IO rows (docs/PROTOCOL.md#rnbd-messages).
+
+The RTRS counts of the summary stay what the kernel's stats/rdma counts (every
+RTRS request, RNBD control included, ``data_len + usr_len`` bytes); this view
+counts RNBD IO by its own fields: one IO per RNBD_MSG_IO header, ``bi_size``
+bytes, by operation (read, write, flush, discard, secure_erase, write_zeroes),
+with its latency, sizes and access pattern, and the control messages
+(sess_info, open, close) apart.  Devices come from the OPEN (path, access mode)
+and its reply (id, size, logical block size); a device opened again after a
+reconnect with another size is a size change.
+"""
+
+from collections import Counter
+
+import numpy as np
+
+from ..constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, rnbd_access_mode, short_name
+from . import iorows, rnbd
+from .summary import latency_stats
+
+SECTOR = 512            # RNBD counts 512-byte sectors whatever the block size
+CONTROL = ("sess_info", "open", "close")
+
+
+class RnbdView:
+    """Per session: IO by operation and device, control messages, devices."""
+
+    def __init__(self):
+        self.sessions = {}      # session -> _SessionView
+
+    def of(self, session):
+        view = self.sessions.get(session)
+        if view is None:
+            view = self.sessions[session] = _SessionView()
+        return view
+
+    def rows(self, batch, paths):
+        """A batch of IO rows (iorows.py) of the analyzer's ``paths``."""
+        order = np.argsort(batch["frame"], kind="stable")
+        path_ids = batch["path"][order]
+        for pid in np.unique(path_ids).tolist():
+            mine = order[path_ids == pid]
+            self.of(paths[pid].session).add({k: v[mine] for k, v in batch.items()})
+
+    def requests(self, session, reqs, order):
+        """Requests as they are settled, in capture order: the access pattern."""
+        view = self.of(session)
+        io = reqs["rnbd_type"][order] == RNBD_MSG_IO
+        devices = reqs["device_id"][order][io]
+        sectors, sizes = reqs["sector"][order][io], reqs["bi_size"][order][io]
+        for device_id in np.unique(devices).tolist():
+            mine = devices == device_id
+            view.device(device_id).pattern(sectors[mine], sizes[mine])
+
+    def opened(self, session, request, reply, frame, time):
+        """An OPEN answered by its OPEN_RSP."""
+        self.of(session).opened(request, reply, frame, time)
+
+    def summary(self, session):
+        return self.sessions.get(session, _SessionView()).summary()
+
+
+class _Ops:
+    """count, bytes (bi_size), errors, latencies and sizes of one RNBD operation."""
+
+    def __init__(self):
+        self.count = self.bytes = self.errors = 0
+        self.latencies = []
+        self.sizes = Counter()
+
+    def add(self, rows, mask):
+        self.count += int(np.count_nonzero(mask))
+        self.bytes += int(rows["bi_size"][mask].sum())
+        answered = mask & (rows["outcome"] == iorows.ANSWERED)
+        self.errors += int(np.count_nonzero(answered & (rows["errno"] != 0)))
+        self.latencies.append(rows["latency_ns"][answered] / 1e9)
+        self.sizes.update(rows["bi_size"][mask].tolist())
+
+    def summary(self, with_latency=True):
+        out = {"count": self.count, "bytes": self.bytes, "errors": self.errors,
+               "sizes": {str(k): v for k, v in sorted(self.sizes.items())}}
+        if with_latency:
+            values = np.concatenate(self.latencies) if self.latencies else np.zeros(0)
+            out["latency_us"] = latency_stats(values.tolist())
+        return out
+
+
+class _Device:
+    def __init__(self):
+        self.info = {"name": None, "access_mode": None, "nsectors": None,
+                     "logical_block_size": None, "opened_frame": None, "closed_frame": None,
+                     "size_changes": []}
+        self.ops = {}
+        self.size = None           # nsectors of the latest OPEN reply
+        self.last_end = None       # the sector after the last IO (access pattern)
+        self.io = self.sequential = self.aligned = 0
+
+    def add(self, rows, mask):
+        for code in np.unique(rows["rnbd_op"][mask]).tolist():
+            name = rnbd.op_name(code)
+            self.ops.setdefault(name, _Ops()).add(rows, mask & (rows["rnbd_op"] == code))
+
+    def pattern(self, sectors, sizes):
+        """Sequential: an IO that starts where the device's previous one ended; aligned:
+        start and size in whole logical blocks."""
+        ends = sectors + sizes // SECTOR
+        before = np.concatenate(([-1 if self.last_end is None else self.last_end], ends[:-1]))
+        self.sequential += int(np.count_nonzero(sectors == before))
+        block = self.info["logical_block_size"] or SECTOR
+        self.aligned += int(np.count_nonzero((sectors * SECTOR % block == 0)
+                                             & (sizes % block == 0)))
+        self.io += len(sectors)
+        self.last_end = int(ends[-1])
+
+    def summary(self):
+        out = dict(self.info)
+        out["ops"] = {op: stats.summary() for op, stats in sorted(self.ops.items())}
+        out["sequential_share"] = round(self.sequential / self.io, 4) if self.io else None
+        out["aligned_share"] = round(self.aligned / self.io, 4) if self.io else None
+        return out
+
+
+class _SessionView:
+    def __init__(self):
+        self.ops = {}
+        self.control = {kind: {"count": 0, "errors": 0} for kind in CONTROL}
+        self.devices = {}
+
+    def device(self, device_id):
+        device = self.devices.get(device_id)
+        if device is None:
+            device = self.devices[device_id] = _Device()
+        return device
+
+    def add(self, rows):
+        io = rows["rnbd_type"] == RNBD_MSG_IO
+        for code in np.unique(rows["rnbd_op"][io]).tolist():
+            self.ops.setdefault(rnbd.op_name(code), _Ops()).add(rows, io & (rows["rnbd_op"]
+                                                                           == code))
+        for device_id in np.unique(rows["device_id"][io]).tolist():
+            self.device(device_id).add(rows, io & (rows["device_id"] == device_id))
+        failed = (rows["outcome"] == iorows.ANSWERED) & (rows["errno"] != 0)
+        for code in np.unique(rows["rnbd_type"][~io & (rows["rnbd_type"] >= 0)]).tolist():
+            kind = rnbd.kind_name(code)
+            if kind in self.control:
+                mine = rows["rnbd_type"] == code
+                self.control[kind]["count"] += int(np.count_nonzero(mine))
+                self.control[kind]["errors"] += int(np.count_nonzero(mine & failed))
+        closes = rows["rnbd_type"] == RNBD_MSG_CLOSE
+        for device_id, frame in zip(rows["device_id"][closes].tolist(),
+                                    rows["frame"][closes].tolist()):
+            if device_id >= 0:     # frames, not arrival: an OPEN reply may be read later
+                info = self.device(device_id).info
+                info["closed_frame"] = max(frame, info["closed_frame"] or 0)
+
+    def opened(self, request, reply, frame, time):
+        device = self.device(reply["device_id"])
+        info = device.info
+        if device.size is not None and reply["nsectors"] != device.size:
+            info["size_changes"].append({"frame": frame, "time": time,
+                                         "nsectors": reply["nsectors"]})
+        if info["nsectors"] is None:
+            info["nsectors"] = reply["nsectors"]      # the size at the first OPEN
+        device.size = reply["nsectors"]
+        if info["opened_frame"] is None:
+            info["opened_frame"] = frame
+        info["name"] = request.get("dev_name") or info["name"]
+        mode = request.get("access_mode")
+        if mode is not None:
+            info["access_mode"] = short_name(rnbd_access_mode, mode, "RNBD_ACCESS_").lower()
+        info["logical_block_size"] = reply.get("logical_block_size") or SECTOR
+        if info["closed_frame"] is not None and info["closed_frame"] < frame:
+            info["closed_frame"] = None      # opened again after its close
+
+    def summary(self):
+        return {"ops": {op: stats.summary() for op, stats in sorted(self.ops.items())},
+                "control": dict(self.control),
+                "devices": {str(k): d.summary() for k, d in sorted(self.devices.items())}}
