@@ -47,6 +47,8 @@ class Analyzer:
         # False: no per-path latency lists (the summary's percentiles stay empty); a
         # stream watched for hours keeps constant memory, the IO rows carry latencies
         self.keep_latencies = keep_latencies
+        if hasattr(io_sink, "bind_analyzer"):   # a sink that names its rows (tables/ios.py)
+            io_sink.bind_analyzer(self)
         self.rnbd_view = RnbdView(keep_latencies)
         self.io_span = {}           # path id -> [first (stamp, frame), last (stamp, frame)]
         self.records = Records(self) if keep_messages else None

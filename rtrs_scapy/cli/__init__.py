@@ -30,6 +30,8 @@ COMMANDS = {
     "report": ".report:report",
     "plot": ".plot:plot",
     "watch": ".watch:watch",
+    "export": ".export:export",
+    "sql": ".sql:sql",
 }
 
 

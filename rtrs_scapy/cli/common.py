@@ -19,14 +19,17 @@ queue_depth_option = click.option(
 
 
 def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame=None,
-                    io_sink=None):
+                    analyze=None, io_sink=None):
     """Run the analyzer with a progress bar on a terminal; one-line errors, exit 1.
 
     ``capture``: a path, or several (files, ``-``, directories: one capture merged
-    in time order).  ``until_frame``: stop reading soon after that frame;
-    ``io_sink``: gets the IO rows."""
-    from ..analysis import CaptureError, analyze
+    in time order).  ``until_frame``: stop reading soon after that frame.
+    ``analyze``: what runs the analysis (default ``analysis.analyze``; the parallel
+    runners of rtrs_scapy/parallel.py), ``io_sink``: its IO rows (tables/ios.py)."""
+    from ..analysis import CaptureError
     from ..capture import SUPPORTED_LINK_TYPES, link_name
+    if analyze is None:
+        from ..analysis import analyze
     shown = capture if isinstance(capture, str) else " ".join(capture)
     bar = _Progress(quiet)
     try:
