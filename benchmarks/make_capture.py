@@ -1,25 +1,40 @@
 """Build a large capture by repeating a real one (benchmarks only, not a test).
 
-Copy k of the input gets its timestamps shifted past the previous copy and its
-IPv4 addresses moved to 10.<k/256>.<k%256>.x, so every copy is a distinct RTRS
-path with its own handshake (repeating the same QPs and PSNs would only make
-duplicates).  ICRCs are not recomputed; the analyzer does not check them.
+Copy k of the input gets its timestamps shifted past the previous copy, its
+IPv4 addresses moved to 10.<k/256>.<k%256>.x and the last two bytes of its
+session and path UUIDs (in the CM REQ private data) set to k, so every copy is
+a distinct RTRS path with its own handshake (repeating the same QPs and PSNs
+would only make duplicates; the same UUIDs would make every copy's handshake
+one path's).  ICRCs are not recomputed; the analyzer does not check them.
 
     python benchmarks/make_capture.py IN.pcap OUT.pcap --packets 1000000
 """
 
 import argparse
 import struct
+import uuid
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rtrs_scapy.analysis import analyze  # noqa: E402
 from rtrs_scapy.capture import open_capture  # noqa: E402
 
 ETH_IPV4 = 14  # Ethernet header before IPv4 in the real captures (no VLAN)
 
 
+def uuids(src):
+    """The session and path UUIDs of a capture, as the CM private data holds them."""
+    summary = analyze(src, keep_messages=False).summary
+    found = set()
+    for session in summary["sessions"]:
+        found.update(p["sess_uuid"] for p in session["paths"])
+        found.add(session["paths_uuid"])
+    return [uuid.UUID(u).bytes for u in found if u]
+
+
 def build(src, dst, packets):
+    ids = uuids(src)
     with open_capture(src) as cap:
         frames = [(ts, bytes(buf[s:e])) for _no, ts, buf, s, e, _lt in cap]
         link_type = cap.link_type
@@ -37,6 +52,10 @@ def build(src, dst, packets):
                 if frame[12:14] == b"\x08\x00":
                     for addr in (ETH_IPV4 + 12, ETH_IPV4 + 16):
                         frame[addr + 1], frame[addr + 2] = hi, lo
+                for old in ids:
+                    at = frame.find(old)
+                    if at >= 0:
+                        frame[at + 14], frame[at + 15] = hi, lo
                 t = ts + copy * span
                 sec = int(t)
                 out.write(struct.pack("<IIII", sec, int((t - sec) * 1e6), len(frame),

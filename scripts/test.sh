@@ -4,10 +4,11 @@
 #   scripts/test.sh [pytest args...]
 #
 # Works on a fresh Debian 12 machine (as root, or as a user with sudo) and from
-# any directory: installs tshark, lua5.2 (luac5.2) and python3-venv when missing,
-# creates .venv in the repository root, installs the package with its test extras,
-# runs pytest.  The suite refuses skipped tests (tests/no_skips.py): whatever a
-# test needs is installed here.
+# any directory: installs tshark (with dumpcap), lua5.2 (luac5.2), chromium with
+# chromium-driver, tmux and python3-venv when missing, creates .venv in the
+# repository root, installs the package with its test and scale extras, runs
+# pytest.  The suite refuses skipped tests (tests/no_skips.py): whatever a test
+# needs is installed here.
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
@@ -29,5 +30,17 @@ if ! command -v luac5.2 >/dev/null 2>&1; then
     apt_install lua5.2
 fi
 
-ensure_venv "[test]"
+# chromium + chromedriver: the HTML report is tested in a real (headless) browser
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    echo "test.sh: installing chromium and chromium-driver" >&2
+    apt_install chromium chromium-driver
+fi
+
+# tmux: the terminal view of `rtrs-dissect watch` is tested in a tmux pane
+if ! command -v tmux >/dev/null 2>&1; then
+    echo "test.sh: installing tmux" >&2
+    apt_install tmux
+fi
+
+ensure_venv "[test,scale]"
 exec .venv/bin/python -m pytest -q "$@"

@@ -44,11 +44,17 @@ HEARTBEAT_GAP_S = 2 * HEARTBEAT_INTERVAL_S   # two missed ticks
 class Analyzer:
     """The engine's consumer; ``close()`` ends the capture."""
 
-    def __init__(self, keep_messages=False, queue_depth=None, io_sink=None, limits=None):
+    def __init__(self, keep_messages=False, queue_depth=None, io_sink=None,
+                 keep_latencies=True, limits=None):
         self.forced_queue_depth = queue_depth
         self.bounds = Bounds(limits)    # rtrs_scapy/limits.py, and what reaching them cost
         self.io_sink = io_sink      # called with batches of IO rows (iorows.py), or None
-        self.rnbd_view = RnbdView()
+        # False: no per-path latency lists (the summary's percentiles stay empty); a
+        # stream watched for hours keeps constant memory, the IO rows carry latencies
+        self.keep_latencies = keep_latencies
+        if hasattr(io_sink, "bind_analyzer"):   # a sink that names its rows (tables/ios.py)
+            io_sink.bind_analyzer(self)
+        self.rnbd_view = RnbdView(keep_latencies)
         self.io_span = {}           # path id -> [first (stamp, frame), last (stamp, frame)]
         self.records = Records(self) if keep_messages else None
         self.sessions = {}          # paths_uuid (or ("inferred", client, server)) -> Session

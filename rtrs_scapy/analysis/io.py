@@ -207,7 +207,7 @@ class IoBatch:
         req_of = result.response_request[answered]
         latency = rows[answered, T.R_LAST_TS] - result.first_stamp[req_of]
         ops = table["op"][req_of]
-        apath = spath[answered]
+        apath = spath[answered] if an.keep_latencies else spath[:0]
         for pid in np.unique(apath).tolist():
             mine = apath == pid
             for op, code in (("read", READ), ("write", WRITE)):

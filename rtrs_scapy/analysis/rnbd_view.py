@@ -26,13 +26,14 @@ CONTROL = ("sess_info", "open", "close")
 class RnbdView:
     """Per session: IO by operation and device, control messages, devices."""
 
-    def __init__(self):
+    def __init__(self, keep_latencies=True):
         self.sessions = {}      # session -> _SessionView
+        self.keep_latencies = keep_latencies    # False: no latency lists (watch)
 
     def of(self, session):
         view = self.sessions.get(session)
         if view is None:
-            view = self.sessions[session] = _SessionView()
+            view = self.sessions[session] = _SessionView(self.keep_latencies)
         return view
 
     def rows(self, batch, paths):
@@ -74,9 +75,9 @@ class RnbdView:
 class _Ops:
     """count, bytes (bi_size), errors, latencies and sizes of one RNBD operation."""
 
-    def __init__(self):
+    def __init__(self, keep_latencies=True):
         self.count = self.bytes = self.errors = 0
-        self.latencies = []
+        self.latencies = [] if keep_latencies else None
         self.sizes = Counter()
 
     def add(self, rows, mask):
@@ -84,14 +85,16 @@ class _Ops:
         self.bytes += int(rows["bi_size"][mask].sum())
         answered = mask & (rows["outcome"] == iorows.ANSWERED)
         self.errors += int(np.count_nonzero(answered & (rows["errno"] != 0)))
-        self.latencies.append(rows["latency_ns"][answered] / 1e9)
+        if self.latencies is not None:
+            self.latencies.append(rows["latency_ns"][answered] / 1e9)
         self.sizes.update(rows["bi_size"][mask].tolist())
 
     def merge(self, other):
         self.count += other.count
         self.bytes += other.bytes
         self.errors += other.errors
-        self.latencies = other.latencies + self.latencies
+        if self.latencies is not None:
+            self.latencies = other.latencies + self.latencies
         self.sizes.update(other.sizes)
 
     def summary(self, with_latency=True):
@@ -104,7 +107,8 @@ class _Ops:
 
 
 class _Device:
-    def __init__(self):
+    def __init__(self, keep_latencies=True):
+        self.keep_latencies = keep_latencies
         self.info = {"name": None, "access_mode": None, "nsectors": None,
                      "logical_block_size": None, "opened_frame": None, "closed_frame": None,
                      "size_changes": []}
@@ -117,7 +121,8 @@ class _Device:
     def add(self, rows, mask):
         for code in np.unique(rows["rnbd_op"][mask]).tolist():
             name = rnbd.op_name(code)
-            self.ops.setdefault(name, _Ops()).add(rows, mask & (rows["rnbd_op"] == code))
+            self.ops.setdefault(name, _Ops(self.keep_latencies)).add(
+                rows, mask & (rows["rnbd_op"] == code))
 
     def pattern(self, sectors, sizes):
         """Sequential: an IO that starts where the device's previous one ended; aligned:
@@ -159,7 +164,8 @@ class _Device:
 
 
 class _SessionView:
-    def __init__(self):
+    def __init__(self, keep_latencies=True):
+        self.keep_latencies = keep_latencies
         self.ops = {}
         self.control = {kind: {"count": 0, "errors": 0} for kind in CONTROL}
         self.devices = {}
@@ -167,14 +173,14 @@ class _SessionView:
     def device(self, device_id):
         device = self.devices.get(device_id)
         if device is None:
-            device = self.devices[device_id] = _Device()
+            device = self.devices[device_id] = _Device(self.keep_latencies)
         return device
 
     def add(self, rows):
         io = rows["rnbd_type"] == RNBD_MSG_IO
         for code in np.unique(rows["rnbd_op"][io]).tolist():
-            self.ops.setdefault(rnbd.op_name(code), _Ops()).add(rows, io & (rows["rnbd_op"]
-                                                                           == code))
+            self.ops.setdefault(rnbd.op_name(code), _Ops(self.keep_latencies)).add(
+                rows, io & (rows["rnbd_op"] == code))
         for device_id in np.unique(rows["device_id"][io]).tolist():
             self.device(device_id).add(rows, io & (rows["device_id"] == device_id))
         failed = (rows["outcome"] == iorows.ANSWERED) & (rows["errno"] != 0)
@@ -226,4 +232,4 @@ class _SessionView:
 
 def _merge_ops(ops, earlier):
     for name, stats in earlier.items():
-        ops.setdefault(name, _Ops()).merge(stats)
+        ops.setdefault(name, _Ops(stats.latencies is not None)).merge(stats)

@@ -4,7 +4,10 @@ Formats: pcap (both byte orders, microsecond and nanosecond magic), pcapng
 (SHB in both byte orders and multiple sections, IDB with ``if_tsresol`` and
 ``if_tsoffset``, EPB, SPB, the obsolete Packet Block; all other blocks are
 skipped), and gzip-compressed versions of both (decompressed as a stream:
-memory does not grow with the file size).  ``-`` is standard input.
+memory does not grow with the file size).  ``-`` is standard input.  A pcap
+stream may start over with a new global header at a record boundary (a
+``tcpdump -w -`` restarted into the same pipe, or pcap files concatenated):
+reading goes on with its byte order, resolution, snaplen and link type.
 
 Robustness (reading never raises for bad data and always advances):
 
@@ -102,13 +105,15 @@ class Chunk:
         return self
 
 
-def open_capture(path):
+def open_capture(path, live=False):
     """Open a pcap/pcapng file (optionally gzip-compressed; ``-`` for stdin).
 
-    Returns a :class:`Capture` (a context manager).  Raises :class:`CaptureError`
-    when the file is missing, unreadable, empty or not a capture.
+    ``live``: a pipe is read as its bytes arrive (a chunk holds what was there,
+    not 4 MiB), for watching a capture as it is written.  Returns a
+    :class:`Capture` (a context manager).  Raises :class:`CaptureError` when the
+    file is missing, unreadable, empty or not a capture.
     """
-    return Capture(path)
+    return Capture(path, live)
 
 
 class Capture:
@@ -125,8 +130,9 @@ class Capture:
         bytes_total: file size (compressed size for gzip), None for pipes.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, live=False):
         self.path = os.fspath(path)
+        self.live = live
         self.link_type = -1
         self.fmt = ""
         self.truncated = False
@@ -178,9 +184,10 @@ class Capture:
             src = sources.MapSource(f)
             f.close()  # the mapping stays valid
         else:
-            src = sources.StreamSource(f)
+            src = sources.StreamSource(f, self.live)
         self._src = src
-        data, _p, end = src.refill(0, max(sources.CHUNK, 65536))
+        # live: the pcap header alone (a capture tool writes it before any packet)
+        data, _p, end = src.refill(0, 24 if self.live else max(sources.CHUNK, 65536))
         what = "gzip-compressed data" if gz else "file"
         if end == 0:
             if src.error:
@@ -197,6 +204,8 @@ class Capture:
             self.fmt = "pcap-ns" if self._nano else "pcap"
             self._kind = "pcap"
         elif magic == _SHB_MAGIC:
+            if end < 28 and self.live:
+                data, _p, end = src.refill(0, 28)
             if end < 28:
                 raise CaptureError("%s: %s too short for a pcapng section header (%d of 28 bytes)"
                                    % (shown, what, end))
@@ -304,14 +313,23 @@ class Capture:
         data, end, base = src.data, src.end, src.base
         buf = np.frombuffer(data, dtype=np.uint8)
         pos = self._pos = 24
+        big, nano, link = self._big, self._nano, self.link_type
         limit = min(max(MAX_RECORD, self.snaplen), MAX_BLOCK)
         columns = _columns(records)
         while True:
-            n, pos, why, value, _ = R.walk_pcap(buf, pos, end, self._big, self._nano, limit,
-                                                self.link_type, *columns, *_DECODE)
+            n, pos, why, value, _ = R.walk_pcap(buf, pos, end, big, nano, limit, link,
+                                                *columns, *_DECODE)
             if n:
                 yield self._emit(data, buf, n, columns, base)
             if why == R.FULL:
+                continue
+            if why == R.PCAP_HEADER and end - pos >= 24:
+                big, nano = _PCAP_MAGICS[bytes(data[pos:pos + 4])]
+                snaplen, network = struct.unpack_from(">II" if big else "<II", data, pos + 16)
+                link = network & 0xFFFF
+                limit = min(max(MAX_RECORD, snaplen), MAX_BLOCK)
+                pos += 24
+                self._pos = base + pos
                 continue
             if why == R.BAD_LENGTH:
                 self._problem("bad_record_length", "record says %d bytes, more than the limit "

@@ -31,6 +31,7 @@ BAD_TRAILER = 6    # pcapng: trailing length differs (value: trailing length)
 SHORT_PACKET = 7   # pcapng: EPB/PB shorter than 32 bytes or SPB shorter than 16 (value: length)
 CAPLEN = 8         # pcapng: captured length beyond the block (value: caplen)
 NO_INTERFACE = 9   # pcapng: packet on an undescribed interface (value: interface id)
+PCAP_HEADER = 10   # pcap: a new global header where a record should start (a writer restarted)
 
 SHB_TYPE = 0x0A0D0D0A
 MAX_BLOCK = 16 * 1024 * 1024
@@ -60,6 +61,19 @@ def u16(buf, p, big):
     return np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8)
 
 
+@njit(inline="always")
+def _pcap_header(buf, p):
+    """A pcap global header at ``p`` (8 bytes there): a magic, then version 2.4,
+    in either byte order.  A record header looks like it only when stamped at one
+    particular second (in 2011, 2055 or 2083) and fraction."""
+    a, b, c, d = buf[p], buf[p + 1], buf[p + 2], buf[p + 3]
+    if c == 0xB2 and d == 0xA1 and ((a == 0xD4 and b == 0xC3) or (a == 0x4D and b == 0x3C)):
+        return buf[p + 4] == 2 and buf[p + 5] == 0 and buf[p + 6] == 4 and buf[p + 7] == 0
+    if a == 0xA1 and b == 0xB2 and ((c == 0xC3 and d == 0xD4) or (c == 0x3C and d == 0x4D)):
+        return buf[p + 4] == 0 and buf[p + 5] == 2 and buf[p + 6] == 0 and buf[p + 7] == 4
+    return False
+
+
 @njit(cache=True, nogil=True)
 def walk_pcap(buf, pos, end, big, nano, limit, link, offs, caplens, stamps, links, packets,
               geometry, optable, fields):
@@ -72,6 +86,8 @@ def walk_pcap(buf, pos, end, big, nano, limit, link, offs, caplens, stamps, link
         if end - pos < 16:
             return n, pos, NEED, 16, touched
         touched += _ahead(buf, pos, end)
+        if _pcap_header(buf, pos):
+            return n, pos, PCAP_HEADER, 24, touched
         incl = u32(buf, pos + 8, big)
         if incl > limit:
             return n, pos, BAD_LENGTH, incl, touched

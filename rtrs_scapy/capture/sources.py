@@ -66,10 +66,13 @@ class StreamSource:
     """Chunked reading from a file object; ``data`` is an immutable bytes chunk.
 
     ``base`` is the file offset (of the decompressed stream) of ``data[0]``.
+    ``live``: a refill returns once ``need`` bytes are there, with what the pipe
+    had (a live capture is seen as it comes, not 4 MiB later).
     """
 
-    def __init__(self, f):
+    def __init__(self, f, live=False):
         self.f = f
+        self.live = live
         self.data = b""
         self.end = 0
         self.base = 0
@@ -86,12 +89,12 @@ class StreamSource:
         """Keep ``data[p:]`` and read until ``need`` bytes are there (or EOF)."""
         keep = self.data[p:self.end]
         self.base += p
-        target = max(need, CHUNK)
+        target = need if self.live else max(need, CHUNK)
         parts = [keep]
         have = len(keep)
         while have < target and not self.eof:
             try:
-                piece = self._read(target - have)
+                piece = self.f.read1(CHUNK) if self.live else self._read(target - have)
             except (OSError, EOFError, zlib.error) as e:  # pragma: no cover
                 self.error = ("read_error", str(e) or type(e).__name__)
                 piece = b""

@@ -27,6 +27,11 @@ COMMANDS = {
     "craft": "..craft.commands:craft",
     "wireshark": "..wireshark.commands:wireshark",
     "docs": ".docs:docs",
+    "report": ".report:report",
+    "plot": ".plot:plot",
+    "watch": ".watch:watch",
+    "export": ".export:export",
+    "sql": ".sql:sql",
 }
 
 

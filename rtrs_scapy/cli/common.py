@@ -18,18 +18,23 @@ queue_depth_option = click.option(
     help="Queue depth for paths whose handshake is not in the capture (else inferred).")
 
 
-def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame=None):
+def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame=None,
+                    analyze=None, io_sink=None):
     """Run the analyzer with a progress bar on a terminal; one-line errors, exit 1.
 
     ``capture``: a path, or several (files, ``-``, directories: one capture merged
-    in time order).  ``until_frame``: stop reading soon after that frame."""
-    from ..analysis import CaptureError, analyze
+    in time order).  ``until_frame``: stop reading soon after that frame.
+    ``analyze``: what runs the analysis (default ``analysis.analyze``; the parallel
+    runners of rtrs_scapy/parallel.py), ``io_sink``: its IO rows (tables/ios.py)."""
+    from ..analysis import CaptureError
     from ..capture import SUPPORTED_LINK_TYPES, link_name
+    if analyze is None:
+        from ..analysis import analyze
     shown = capture if isinstance(capture, str) else " ".join(capture)
     bar = _Progress(quiet)
     try:
         result = analyze(capture, keep_messages=keep_messages, queue_depth=queue_depth,
-                         until_frame=until_frame, progress=bar.update)
+                         until_frame=until_frame, progress=bar.update, io_sink=io_sink)
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from None
     finally:

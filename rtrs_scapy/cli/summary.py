@@ -4,8 +4,9 @@ import json
 
 import click
 
-from .common import analyze_capture, capture_argument, captures_argument, format_option, queue_depth_option, \
+from .common import analyze_capture, captures_argument, format_option, queue_depth_option, \
     quiet_option
+from .scale import analysis_runner, run_options
 
 
 @click.command()
@@ -13,11 +14,14 @@ from .common import analyze_capture, capture_argument, captures_argument, format
 @format_option
 @quiet_option
 @queue_depth_option
-def summary(captures, fmt, quiet, queue_depth):
+@run_options
+def summary(captures, fmt, quiet, queue_depth, jobs, dask):
     """What every RTRS session in CAPTURES did (the default command).
 
     CAPTURES: pcap/pcapng files (gzip too), - for standard input, directories; several
     are one capture, merged in time order (a ring buffer, or the files of two hosts).
+    The files of a ring buffer are read in parallel (--jobs, --dask) and stitched
+    together here: the same summary as one pass.
 
     Paths, connections, handshake parameters, IO counts/bytes per direction,
     latency percentiles, errors, heartbeats, rkey refreshes, reconnects,
@@ -25,8 +29,9 @@ def summary(captures, fmt, quiet, queue_depth):
     truncated: a warning goes to stderr), 1 when nothing could be read.
     """
     from ..report.text import render
-    result = analyze_capture(list(captures), quiet, keep_messages=False,
-                             queue_depth=queue_depth)
+    with analysis_runner(jobs, dask) as run:
+        result = analyze_capture(list(captures), quiet, keep_messages=False,
+                                 queue_depth=queue_depth, analyze=run)
     if fmt == "json":
         click.echo(json.dumps(result.summary, indent=1))
     else:

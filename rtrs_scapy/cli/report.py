@@ -1,0 +1,37 @@
+"""``rtrs-dissect report CAPTURE… -o report.html``: one self-contained HTML file
+(figures, tables and the plotting library inline) that opens offline from file://."""
+
+import click
+
+from .common import analyze_capture, captures_argument, quiet_option, queue_depth_option
+
+
+def capture_view(captures, quiet, queue_depth):
+    """One analysis run (summary, IO rows, message records) as the report sees it;
+    several captures are handed to the analyzer together."""
+    from ..report.view import CaptureView
+    batches = []
+    result = analyze_capture(list(captures), quiet, keep_messages=True,
+                             queue_depth=queue_depth, io_sink=batches.append)
+    return CaptureView(result, batches)
+
+
+@click.command()
+@captures_argument
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The HTML file to write.")
+@quiet_option
+@queue_depth_option
+def report(captures, output, quiet, queue_depth):
+    """An HTML report of CAPTURES: for the capture, each session, path and RNBD
+    device, the summary's figures, failed IOs, latency distributions, IOPS,
+    throughput and latency over time with the events, requests in flight, load
+    per connection, IO sizes, access pattern and the CM ladder.  One file, no
+    network: it opens from file:// on an offline machine.
+
+    CAPTURES: pcap/pcapng files (gzip too), - for standard input, directories; several
+    are one capture, merged in time order (a ring buffer, or the files of two hosts)."""
+    from ..report.html import render
+    view = capture_view(captures, quiet, queue_depth)
+    with open(output, "w", encoding="utf-8") as out:
+        out.write(render(view))

@@ -1,0 +1,157 @@
+"""What each figure shows, computed once for both renderers (plots.py draws it
+with matplotlib, html.py with Plotly): binned series of the IO rows, the
+summary's events and each path's ladder."""
+
+import numpy as np
+
+from ..constants import RNBD_OP_FLUSH
+from . import series
+from .view import EVENT_KINDS
+
+#: time buckets of the over-time figures, and of the access heatmaps
+MAX_BUCKETS = 300
+HEATMAP_BUCKETS = 120
+#: event markers (and outages) of one figure (a thousand flapping paths have more);
+#: lanes per path up to MAX_LANES, else one lane per kind for all paths
+MAX_EVENTS = 1000
+MAX_LANES = 16
+#: colour and marker shape of each event kind (both renderers); others are grey dots
+EVENT_STYLE = {
+    "connect": ("#2ca02c", "triangle-up"), "reconnect": ("#17becf", "triangle-up"),
+    "reconnect_failed": ("#d62728", "x"), "reject": ("#d62728", "square"),
+    "disconnect": ("#9467bd", "triangle-down"), "outage": ("#7f7f7f", "square"),
+    "heartbeat_gap": ("#bcbd22", "diamond"), "heartbeat_lost": ("#e377c2", "diamond"),
+    "failover": ("#ff7f0e", "star"), "io_error": ("#d62728", "circle"),
+    "first_io": ("#1f77b4", "circle"), "last_io": ("#1f77b4", "circle"),
+}
+OTHER_EVENT = ("#555555", "circle")
+#: colours of the RTRS operations and of the percentiles
+OP_COLOUR = {"read": "#1f77b4", "write": "#ff7f0e"}
+PERCENTILE_COLOUR = {"p50": "#2ca02c", "p99": "#d62728"}
+
+
+class Timeline:
+    """IOPS, throughput and latency p50/p99 per bucket, with the events."""
+
+    def __init__(self, capture, rows, paths, title):
+        self.title = title
+        self.buckets = series.Buckets(capture.duration, MAX_BUCKETS)
+        self.rates = series.rates(rows, self.buckets)
+        self.percentiles = series.latency_percentiles(rows, self.buckets)
+        events = []
+        for path in paths:
+            name = _path_name(path, paths)
+            for event in path.events():
+                if name:
+                    event.text = "%s: %s" % (name, event.text)
+                events.append((name, event))
+        events.sort(key=lambda ne: ne[1].time)
+        self.event_total = len(events)
+        events = events[:MAX_EVENTS]
+        if len({(name, e.lane) for name, e in events}) <= MAX_LANES:  # else: by kind only
+            for name, event in events:
+                if name:
+                    event.lane = "%s: %s" % (name, event.lane)
+        self.events = [e for _, e in events]
+        self.outages = sorted(span for path in paths for span in path.outages())[:MAX_EVENTS]
+        self.lanes = list(dict.fromkeys(e.lane for e in sorted(self.events, key=_lane_order)))
+
+
+def _path_name(path, paths):
+    """How events of ``path`` are told apart from those of the other ``paths``: by
+    session (and client) across sessions, by client within one; nothing alone."""
+    if len(paths) == 1:
+        return ""
+    sessions = {id(p.session) for p in paths}
+    if len(sessions) == 1:
+        return path.summary["client"]
+    if len(path.session.paths) == 1:
+        return path.session.label
+    return "%s %s" % (path.session.label, path.summary["client"])
+
+
+def _lane_order(event):
+    kind = event.kind
+    return (EVENT_KINDS.index(kind) if kind in EVENT_KINDS else len(EVENT_KINDS), event.lane)
+
+
+class Latency:
+    """Histogram (log axis) and CDF of latencies, one group per op or per path."""
+
+    def __init__(self, title, groups):
+        self.title = title
+        self.groups = []
+        for label, values in groups:
+            if not len(values):
+                continue
+            edges, counts = series.log_histogram(values)
+            x, shares = series.cdf(values)
+            self.groups.append((label, len(values), edges, counts, x, shares))
+
+
+def latency_by_op(rows, title):
+    """RNBD data IO, per RNBD operation."""
+    return Latency(title, [(name, _answered(ops)) for name, ops in rows.data_io.rnbd_ops()])
+
+
+def latency_by_path(paths, title):
+    """Every RTRS request of each path (RNBD control included)."""
+    return Latency(title, [(p.label, _answered(p.rows)) for p in paths])
+
+
+class InFlight:
+    """Most requests in flight per bucket, per path, and the negotiated queue depth."""
+
+    def __init__(self, capture, paths, title):
+        self.title = title
+        self.buckets = series.Buckets(capture.duration, MAX_BUCKETS)
+        self.paths = [(p.label, series.in_flight(p.rows.time, p.request_ends(), self.buckets),
+                       p.queue_depth) for p in paths if len(p.rows)]
+
+
+class Load:
+    """Requests and bytes per path and cid, by RTRS operation."""
+
+    def __init__(self, paths, title):
+        self.title = title
+        self.bars = []   # (path label, cid, {op: (requests, bytes)})
+        for path in paths:
+            for cid, ops in series.load(path.rows):
+                self.bars.append((path.label, cid, ops))
+
+    def label(self, path_label, cid):
+        return "%s cid %s" % (path_label, cid if cid >= 0 else "?")
+
+
+class Sizes:
+    """IO sizes of a device, per RNBD operation."""
+
+    def __init__(self, device):
+        self.title = "IO sizes, device %s" % device.label
+        self.ops = [(name, *series.size_counts(rows["bi_size"]))
+                    for name, rows in device.rows.rnbd_ops()]
+
+
+class Heatmap:
+    """Requests by first sector and time, of a device (FLUSH has no sector)."""
+
+    def __init__(self, capture, device):
+        self.title = "access pattern, device %s" % device.label
+        self.buckets = series.Buckets(capture.duration, HEATMAP_BUCKETS)
+        rows = device.rows.where(device.rows["rnbd_op"] != RNBD_OP_FLUSH)
+        self.sectors = device.sectors
+        self.sector_edges, self.counts = series.heatmap(rows, self.buckets, self.sectors)
+
+
+class Ladder:
+    """A path's CM and info messages, client on the left, server on the right."""
+
+    def __init__(self, path):
+        self.title = "handshake and teardown, path %s" % path.label
+        self.client, self.server = path.summary["client"], path.summary["server"]
+        self.steps, self.total = path.ladder()
+
+
+def _answered(rows):
+    """Latencies (µs) of the requests that got a response."""
+    return rows.latency_us[~np.isnan(rows.latency_us)]

@@ -1,0 +1,370 @@
+"""One analysis run as the report and the plots see it: the capture, its sessions
+(by name), their paths (client → server) and RNBD devices, each with its IO rows.
+
+Everything comes from one ``analyze()`` run: the figures from its summary (the
+dict ``rtrs-dissect summary --format json`` prints, so the two cannot disagree),
+the series from its IO rows (``analysis/iorows.py``, binned by ``series.py``),
+the events from the summary's per-path timeline, and the CM ladder of each path
+from the message records.
+"""
+
+import os
+
+import numpy as np
+
+from ..analysis import iorows
+from .text import Clock, error_text, event_text
+from .words import errno_text, rnbd_op, utc_iso
+
+#: the message records a path's ladder is drawn from, and the RTU (from the model)
+LADDER_MESSAGES = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "disconnect")
+#: at most this many ladder steps per path (a flapping path has thousands)
+MAX_LADDER_STEPS = 200
+#: event kinds in the order of their lanes; kinds not listed come after them
+EVENT_KINDS = ("connect", "reconnect", "reconnect_failed", "reject", "disconnect", "outage",
+               "heartbeat_gap", "heartbeat_lost", "failover", "io_error", "first_io", "last_io")
+#: kinds whose time a path stops carrying requests at (what ends a request never answered)
+DOWN_KINDS = ("disconnect", "outage", "heartbeat_lost", "reconnect_failed", "reject")
+
+
+class Rows:
+    """A subset of the capture's IO rows, with times relative to the capture start."""
+
+    def __init__(self, columns, t0_ns, index=None):
+        self.columns = columns if index is None else {k: v[index] for k, v in columns.items()}
+        self.t0_ns = t0_ns
+        c = self.columns
+        self.time = (c["time_ns"] - t0_ns) / 1e9
+        self.latency_us = np.where(c["latency_ns"] >= 0, c["latency_ns"] / 1e3, np.nan)
+        self.answered_at = np.where(c["response_ns"] >= 0, (c["response_ns"] - t0_ns) / 1e9,
+                                    np.nan)
+
+    def __len__(self):
+        return len(self.time)
+
+    def __getitem__(self, name):
+        return self.columns[name]
+
+    def where(self, mask):
+        return Rows(self.columns, self.t0_ns, np.nonzero(mask)[0])
+
+    @property
+    def data_io(self):
+        """RNBD IO requests (data, not the control messages)."""
+        return self.where(self.columns["rnbd_op"] >= 0)
+
+    def rnbd_ops(self):
+        """(name, rows) of each RNBD operation present, in the order of its code."""
+        codes = np.unique(self.columns["rnbd_op"])
+        return [(rnbd_op(int(code)), self.where(self.columns["rnbd_op"] == code))
+                for code in codes if code >= 0]
+
+
+#: the attributes that say how long an event lasted (an outage, a heartbeat gap)
+DURATIONS = ("duration_s", "gap_s")
+
+
+class Event:
+    """One timeline entry of a path, placed on its lane; ``details`` in the words of
+    the text summary, ``text`` with when and where; ``until``: when an event that
+    lasts (an outage, a heartbeat gap) ended, else None."""
+
+    def __init__(self, clock, time, frame, kind, lane, details, until=None):
+        self.time, self.frame, self.kind, self.lane = time, frame, kind, lane
+        self.details, self.until = details, until
+        where = "frame %d " % frame if frame is not None else ""
+        self.text = "%s %s%s: %s" % (clock.at(clock.first_ts + time), where, kind, details)
+
+
+class Step:
+    """One arrow of a ladder: a CM or info message between client and server;
+    ``alarm``: it refuses or ends the connection (REJ, refused REP, DREQ)."""
+
+    def __init__(self, frame, time, from_client, label, detail, alarm=False):
+        self.frame, self.time, self.from_client = frame, time, from_client
+        self.label, self.detail, self.alarm = label, detail, alarm
+
+
+class PathView:
+    def __init__(self, capture, session, summary, model, rows):
+        self.capture, self.session, self.summary, self.model = capture, session, summary, model
+        self.rows = rows
+        self.label = "%s → %s" % (summary["client"], summary["server"])
+        self.anchor = "path-%d" % model.id
+        self.queue_depth = summary["queue_depth"]
+
+    @property
+    def busy(self):
+        io = self.summary["io"]
+        return io["read"]["count"] + io["write"]["count"]
+
+    @property
+    def troubled(self):
+        s = self.summary
+        return bool(s["errors"] or s["rejects"] or s.get("outages") or s.get("failovers"))
+
+    def events(self):
+        """The summary's timeline of this path, plus the failovers (from the IO rows)
+        and the failed requests (from the summary's errors) when the timeline does
+        not carry them itself."""
+        clock = self.capture.clock
+        t0 = self.capture.t0
+        events = [Event(clock, e["time"] - t0, e.get("frame"), e["kind"], _lane(e),
+                        _details(e, clock), _until(e, t0))
+                  for e in self.summary.get("events", ())]
+        kinds = {e.kind for e in events}
+        if "failover" not in kinds:
+            moved = self.rows.where(self.rows["failover_from"] >= 0)
+            for t, frame, first in zip(moved.time, moved["frame"], moved["failover_from"]):
+                events.append(Event(clock, float(t), int(frame), "failover", "failover",
+                                    "the request first sent in frame %d, re-sent on this "
+                                    "path" % first))
+        if "io_error" not in kinds:
+            for err in self.summary["errors"]:
+                events.append(Event(clock, err["time"] - t0, err["frame"], "io_error",
+                                    "io_error", error_text(err)))
+        events.sort(key=lambda e: (e.time, e.frame or 0))
+        return events
+
+    def outages(self):
+        """(down, up) spans in seconds since the capture start; up is the capture end
+        for an outage that lasts beyond it."""
+        t0, end = self.capture.t0, self.capture.duration
+        return [(o["down_time"] - t0, o["up_time"] - t0 if o.get("up_time") is not None
+                 else end) for o in self.summary.get("outages", ())]
+
+    def request_ends(self):
+        """When each request stopped occupying the path: its response; the re-send
+        on another path for a request failed over; else the path's next disconnect,
+        outage or heartbeat loss; else the capture end."""
+        rows = self.rows
+        ends = rows.answered_at.copy()
+        moved = self.capture.failover_times()
+        downs = np.sort([e["time"] - self.capture.t0 for e in self.summary.get("events", ())
+                         if e["kind"] in DOWN_KINDS])
+        for i in np.nonzero(np.isnan(ends))[0]:
+            resend = moved.get(int(rows["frame"][i]))
+            if resend is not None:
+                ends[i] = resend
+                continue
+            after = np.searchsorted(downs, rows.time[i], side="right")
+            ends[i] = downs[after] if after < len(downs) else self.capture.duration
+        return ends
+
+    def ladder(self):
+        """The path's CM and info messages in frame order (at most MAX_LADDER_STEPS),
+        and how many there are."""
+        steps = [_step(rec, self.summary) for rec in self.capture.records_of(self)]
+        for conn in self.model.connections:
+            if conn.established_frame is not None:
+                cid = _known(conn.cid)
+                steps.append(Step(conn.established_frame, None, True, "RTU cid %s" % cid,
+                                  "cid %s established: its RTU, or its first RC packet when "
+                                  "the RTU is not in the capture" % cid))
+        steps.sort(key=lambda s: s.frame)
+        return steps[:MAX_LADDER_STEPS], len(steps)
+
+
+class DeviceView:
+    def __init__(self, session, device_id, name, info, rows):
+        self.session, self.id, self.name, self.info, self.rows = \
+            session, device_id, name, info, rows
+        self.label = "%s %s" % (device_id, name or "(name not captured)")
+
+    @property
+    def sectors(self):
+        """The device's size in sectors: from the OPEN response, else the highest
+        sector the capture shows."""
+        if self.info.get("nsectors"):
+            return int(self.info["nsectors"])
+        ends = self.rows["sector"] + np.maximum(self.rows["bi_size"], 512) // 512
+        return int(ends.max()) if len(ends) else 0
+
+
+class SessionView:
+    def __init__(self, capture, index, summary, model, rows):
+        self.capture, self.index, self.summary, self.rows = capture, index, summary, rows
+        self.name = summary["sessname"]
+        self.label = self.name or "(name not in the capture) %s" % (
+            (summary["paths_uuid"] or "")[:8] or summary["paths"][0]["client"])
+        self.anchor = "session-%d" % index
+        by_id = rows["path"]
+        self.paths = [PathView(capture, self, ps, pm, rows.where(by_id == pm.id))
+                      for ps, pm in zip(summary["paths"], _checked_paths(summary, model))]
+        self.devices = self._devices()
+
+    def _devices(self):
+        info = (self.summary.get("rnbd") or {}).get("devices") or {}
+        names = {}
+        for path in self.summary["paths"]:
+            names.update(path.get("devices", {}))
+        data = self.rows.data_io
+        ids = sorted(set(int(d) for d in np.unique(data["device_id"])) |
+                     set(int(k) for k in info) | set(int(k) for k in names))
+        return [DeviceView(self, d, (info.get(str(d)) or {}).get("name") or names.get(str(d)),
+                           info.get(str(d)) or {}, data.where(data["device_id"] == d))
+                for d in ids]
+
+
+class CaptureView:
+    """The capture, its sessions, paths and devices, each with its rows."""
+
+    def __init__(self, result, batches):
+        self.summary = result.summary
+        cap = self.summary["capture"]
+        self.t0 = cap["first_ts"] or 0.0
+        self.duration = (cap["last_ts"] - cap["first_ts"]) if cap["first_ts"] else 0.0
+        self.clock = Clock(cap["first_ts"])
+        self.start = utc_iso(cap["first_ts"]) if cap["first_ts"] else "no packets"
+        self.files = cap.get("files") or [cap["path"]]
+        self.name = ", ".join(os.path.basename(f) for f in self.files)
+        t0_ns = round(self.t0 * 1e9)
+        columns = iorows.concat(batches) if batches else {
+            name: np.zeros(0, dtype=np.int64) for name in iorows.NAMES}
+        self.rows = Rows(columns, t0_ns)
+        self._records = {}
+        for rec in result.messages:
+            if rec["msg"] in LADDER_MESSAGES:
+                self._records.setdefault((rec["sess_uuid"], rec["client"], rec["server"]),
+                                         []).append(rec)
+        self._failover_times = None
+        sessions = list(result.analyzer.sessions.values())
+        self.sessions = [SessionView(self, i, s, m, self.rows.where(
+            np.isin(self.rows["path"], [p.id for p in m.paths])))
+            for i, (s, m) in enumerate(zip(self.summary["sessions"], sessions))]
+        names = [s.name for s in self.sessions]
+        for session in self.sessions:   # two sessions of one name: told by paths_uuid
+            if session.name and names.count(session.name) > 1 and session.summary["paths_uuid"]:
+                session.label = "%s %s" % (session.name, session.summary["paths_uuid"][:8])
+
+    @property
+    def paths(self):
+        return [p for s in self.sessions for p in s.paths]
+
+    @property
+    def devices(self):
+        return [d for s in self.sessions for d in s.devices]
+
+    def records_of(self, path):
+        s = path.summary
+        return self._records.get((s["sess_uuid"], s["client"], s["server"]), [])
+
+    def failover_times(self):
+        """frame of a request's first send -> when it was re-sent on another path."""
+        if self._failover_times is None:
+            moved = self.rows.where(self.rows["failover_from"] >= 0)
+            self._failover_times = dict(zip(moved["failover_from"].tolist(),
+                                            moved.time.tolist()))
+        return self._failover_times
+
+
+def _checked_paths(summary, model):
+    """The analyzer's paths of a session, in the order of the summary's (which is
+    built from them)."""
+    paths = list(model.paths)
+    for ps, pm in zip(summary["paths"], paths):
+        if (ps["sess_uuid"], ps["client"], ps["server"]) != (pm.sess_uuid, pm.client,
+                                                             pm.server):
+            raise ValueError("summary and analyzer disagree on the paths of session %s"
+                             % summary["sessname"])
+    return paths
+
+
+def _lane(event):
+    """Disconnects by who started them, rejects by who sent them."""
+    if event["kind"] == "disconnect" and event.get("initiator"):
+        return "disconnect (%s)" % event["initiator"]
+    if event["kind"] == "reject" and event.get("sender"):
+        return "reject (%s)" % event["sender"]
+    return event["kind"]
+
+
+def _until(event, t0):
+    for key in DURATIONS:
+        if event.get(key) is not None:
+            return event["time"] + event[key] - t0
+    return None
+
+
+def _details(event, clock):
+    """An event's attributes as the text summary words them (without when and what)."""
+    return event_text(dict(event, time=None, frame=None, kind=""), clock).strip()
+
+
+def _step(rec, path):
+    f = rec["fields"] or {}
+    from_client = rec["src"] in (path["client"], path["endpoints"][0])
+    msg, cid = rec["msg"], _known(rec["cid"])
+    label, detail = msg, ""
+    alarm = msg == "conn_rej" or (msg == "disconnect" and f.get("cm") == "DREQ") or (
+        msg == "conn_rsp" and bool(f.get("errno")))
+    if msg == "conn_req":
+        label = "REQ cid %s" % cid
+        detail = _said(("recon_cnt", f.get("recon_cnt")), ("cid_num", f.get("cid_num")))
+    elif msg == "conn_rsp":
+        label = "REP cid %s" % cid
+        if f.get("errno"):
+            label += " refused: %s" % errno_text(f["errno"])
+        else:
+            detail = _said(("queue_depth", f.get("queue_depth")),
+                           ("max_io_size", f.get("max_io_size")))
+    elif msg == "conn_rej":
+        label = "REJ %s" % (f.get("name") or "")
+        detail = _said(("sender", f.get("sender")),
+                       ("reason", f.get("reason_name") or f.get("reason")))
+    elif msg == "info_req":
+        label, detail = "INFO_REQ", _said(("pathname", f.get("pathname")))
+    elif msg == "info_rsp":
+        label, detail = "INFO_RSP", _said(("sg_cnt", f.get("sg_cnt")))
+    elif msg == "disconnect":
+        label = "%s cid %s" % (f.get("cm", "DREQ"), cid)
+    return Step(rec["frame"], rec["time"], from_client, label.strip(), detail, alarm)
+
+
+def _known(value):
+    return "?" if value is None else value
+
+
+def _said(*pairs):
+    """'name value' pairs of the values a message carries (none: left out)."""
+    return ", ".join("%s %s" % (k, v) for k, v in pairs if v is not None)
+
+
+class Selection:
+    """What a ``plot`` draws: the whole capture, or a session (name, paths_uuid or a
+    path's sess_uuid), a path (sess_uuid, client address or CLIENT→SERVER) or a
+    device (id or name).  An unknown one raises LookupError naming the choices."""
+
+    def __init__(self, capture, session=None, path=None, device=None):
+        sessions = capture.sessions
+        if session is not None:
+            sessions = [s for s in sessions if session in (
+                s.name, s.summary["paths_uuid"], *(p.summary["sess_uuid"] for p in s.paths))]
+            if not sessions:
+                raise LookupError("no session %s in the capture; its sessions: %s" % (
+                    session, ", ".join(s.label for s in capture.sessions) or "none"))
+        paths = [p for s in sessions for p in s.paths]
+        if path is not None:
+            wanted = path.replace("->", "→").replace(" ", "")
+            chosen = [p for p in paths if wanted in (
+                p.summary["sess_uuid"], p.summary["client"], p.label.replace(" ", ""))]
+            if not chosen:
+                raise LookupError("no path %s in the selection; its paths: %s" % (
+                    path, ", ".join(p.label for p in paths) or "none"))
+            paths = chosen
+            sessions = list(dict.fromkeys(p.session for p in paths))
+        devices = [d for s in sessions for d in s.devices]
+        if device is not None:
+            chosen = [d for d in devices if device in (str(d.id), d.name)]
+            if not chosen:
+                raise LookupError("no device %s in the selection; its devices: %s" % (
+                    device, ", ".join(d.label for d in devices) or "none"))
+            devices = chosen
+        self.sessions, self.paths, self.devices = sessions, paths, devices
+        if path is None and session is None:
+            self.rows, self.title = capture.rows, capture.name
+            return
+        self.rows = capture.rows.where(np.isin(capture.rows["path"],
+                                               [p.model.id for p in paths]))
+        self.title = "path " + ", ".join(p.label for p in paths) if path is not None \
+            else "session " + ", ".join(s.label for s in sessions)

@@ -1,0 +1,140 @@
+"""The tables that follow from a finished analysis: ``messages``, ``sessions``,
+``paths`` and ``events`` (``ios`` is written while the capture is read, ios.py).
+
+Each is built from what the summary and ``rtrs-dissect messages --format json``
+say, so the tables and the JSON outputs cannot disagree.
+"""
+
+import json
+
+import pyarrow as pa
+
+from ..report.messages import MessageView
+from ..report.words import has_sector, rnbd_op
+from .names import PATH_COLUMNS, path_names
+from .schema import schema
+
+MESSAGE_ROWS = 1 << 16       # message records per Arrow table (a Parquet row group)
+
+
+def paths_by_summary(result):
+    """(path id, Path, summary dict of the path) of every path, in summary order."""
+    analyzer = result.analyzer
+    out = []
+    for session, entry in zip(analyzer.sessions.values(), result.summary["sessions"]):
+        for path, summary in zip(session.paths, entry["paths"]):
+            out.append((path.id, path, summary))
+    return out
+
+
+def _table(name, rows):
+    """An Arrow table of ``name`` from a list of row dicts (schema order and types)."""
+    table_schema = schema(name)
+    columns = {field.name: [row.get(field.name) for row in rows] for field in table_schema}
+    return pa.Table.from_pydict(columns, schema=table_schema)
+
+
+def _ns(seconds):
+    """Epoch seconds (float, µs precision) as integer ns for a timestamp column."""
+    return None if seconds is None else int(round(seconds * 1e6)) * 1000
+
+
+def _named(capture, path_id, path):
+    row = dict(zip(PATH_COLUMNS, path_names(path)))
+    row.update(capture=capture, path_id=path_id)
+    return row
+
+
+def paths_table(result, capture):
+    rows = []
+    for path_id, path, s in paths_by_summary(result):
+        row = _named(capture, path_id, path)
+        row.update({key: s[key] for key in (
+            "port", "protocol_version", "queue_depth", "queue_depth_source", "max_io_size",
+            "max_hdr_size", "always_invalidate", "pathname", "cid_num", "chunks",
+            "rkey_refreshes", "reconnects", "reconnect_attempts", "failovers",
+            "aborted_requests", "lost_requests", "partial_requests",
+            "responses_without_request", "in_flight_at_end")})
+        row.update(connections=len(s["connections"]), rejects=len(s["rejects"]),
+                   disconnects=len(s["disconnects"]),
+                   heartbeats_client_to_server=s["heartbeats"]["client_to_server"],
+                   heartbeats_server_to_client=s["heartbeats"]["server_to_client"],
+                   retransmissions=s["transport"]["retransmissions"],
+                   naks=s["transport"]["naks"])
+        for op, plural in (("read", "reads"), ("write", "writes")):
+            io, latency = s["io"][op], s["latency_us"][op]
+            row.update({plural: io["count"], op + "_bytes": io["bytes"],
+                        op + "_errors": io["errors"],
+                        op + "_latency_p50_us": latency["p50"],
+                        op + "_latency_p99_us": latency["p99"],
+                        op + "_latency_max_us": latency["max"]})
+        rows.append(row)
+    return _table("paths", rows)
+
+
+def sessions_table(result, capture):
+    rows = []
+    for session, entry in zip(result.analyzer.sessions.values(), result.summary["sessions"]):
+        paths = entry["paths"]
+        devices = {}
+        for path in session.paths:
+            devices.update(path.devices)
+        row = {"capture": capture, "session": entry["sessname"],
+               "paths_uuid": entry["paths_uuid"], "path_count": len(paths),
+               "devices": json.dumps({str(k): v for k, v in sorted(devices.items())})}
+        for op, plural in (("read", "reads"), ("write", "writes")):
+            row[plural] = sum(p["io"][op]["count"] for p in paths)
+            row[op + "_bytes"] = sum(p["io"][op]["bytes"] for p in paths)
+            row[op + "_errors"] = sum(p["io"][op]["errors"] for p in paths)
+        rows.append(row)
+    return _table("sessions", rows)
+
+
+def events_table(result, capture):
+    rows = []
+    for path_id, path, s in paths_by_summary(result):
+        named = _named(capture, path_id, path)
+        for event in s["events"]:
+            row = dict(named, time=_ns(event.get("time")), frame=event.get("frame"),
+                       kind=event["kind"])
+            row["detail"] = json.dumps({k: v for k, v in event.items()
+                                        if k not in ("time", "frame", "kind")}, sort_keys=True)
+            rows.append(row)
+    rows.sort(key=lambda r: (r["time"] is None, r["time"] or 0, r["frame"] or 0))
+    return _table("events", rows)
+
+
+def messages_tables(result, capture, rows_per_table=MESSAGE_ROWS):
+    """The ``messages`` table in pieces of ``rows_per_table`` records (row groups)."""
+    view = MessageView(result.summary, result.messages)
+    path_ids = {(path.sess_uuid or (path.client, path.server)): path.id
+                for path in result.analyzer.path_list}
+    records = result.messages
+    for start in range(0, len(records), rows_per_table):
+        rows = [_message_row(view, rec, capture, path_ids)
+                for rec in records[start:start + rows_per_table]]
+        yield _table("messages", rows)
+
+
+def _message_row(view, rec, capture, path_ids):
+    """A ``messages`` row: the record's JSON object, flattened; a response gets the
+    RNBD columns of the request it answers."""
+    out = view.as_json(rec)
+    fields = out["fields"]
+    rnbd = view.rnbd_of(rec)
+    io = rnbd is not None and rnbd["msg"] == "io"
+    row = {key: out[key] for key in ("frame", "session", "paths_uuid", "sess_uuid", "client",
+                                     "server", "src", "dst", "dst_qpn", "cid", "msg",
+                                     "paired_frame", "latency_us")}
+    row.update(capture=capture, time=_ns(rec["time"]),
+               path_id=path_ids.get(rec["sess_uuid"] or (rec["client"], rec["server"])),
+               buf_id=fields.get("buf_id", fields.get("msg_id")),
+               errno=fields.get("errno"),
+               rnbd_msg=rnbd["msg"] if rnbd is not None else None,
+               rnbd_op=rnbd_op(rnbd["rw"]) if io else None,
+               device_id=rnbd.get("device_id") if rnbd is not None else None,
+               sector=rnbd["sector"] if io and has_sector(rnbd["rw"]) else None,
+               bi_size=rnbd["bi_size"] if io else None,
+               fields=json.dumps(fields, sort_keys=True),
+               rnbd=json.dumps(out["rnbd"], sort_keys=True) if out["rnbd"] else None)
+    return row

@@ -1,0 +1,98 @@
+"""``export``: a capture's tables as Parquet files in a folder.
+
+Layout: ``DIR/<table>/<capture>-<hash>.parquet``, one folder per table, so
+that a folder is a table for DuckDB (``read_parquet('DIR/ios/*.parquet')``),
+Spark, Trino or pandas, and exports of several captures into the same DIR add
+up (the ``capture`` column tells them apart; exporting a capture again replaces
+its own files).
+"""
+
+import hashlib
+import os
+import re
+
+import pyarrow.parquet as pq
+
+from . import build
+from .ios import IoWriter
+from .schema import TABLES, schema
+
+
+def capture_name(inputs):
+    """The ``capture`` column: the argument as given, or the arguments joined by ', '."""
+    if isinstance(inputs, (str, os.PathLike)):
+        return os.fspath(inputs)
+    return ", ".join(os.fspath(p) for p in inputs)
+
+
+def file_stem(capture):
+    """A file name for a capture's part of each table: readable and unique."""
+    first = os.path.basename(capture.split(", ")[0].rstrip("/")) or "stdin"
+    first = re.sub(r"(\.gz)?$", "", first)
+    first = re.sub(r"\.(pcapng|pcap|cap|erf)$", "", first)
+    first = re.sub(r"[^A-Za-z0-9_.-]+", "_", first) or "capture"
+    digest = hashlib.sha1(capture.encode()).hexdigest()[:8]
+    return "%s-%s" % (first, digest)
+
+
+class Export:
+    """What an export wrote: the analysis, and rows and file per table."""
+
+    def __init__(self, result, capture):
+        self.result = result
+        self.capture = capture
+        self.rows = {}
+        self.files = {}
+
+
+def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progress=None):
+    """Write ``tables`` of the capture ``inputs`` (a path, or several: one capture)
+    into ``out_dir``; returns an :class:`Export`.
+
+    ``analyze(inputs, keep_messages, queue_depth, io_sink, progress)`` runs the
+    analysis (default: ``rtrs_scapy.analysis.analyze``; the parallel runners of
+    ``rtrs_scapy.parallel`` fit here)."""
+    if analyze is None:
+        from ..analysis import analyze
+    capture = capture_name(inputs)
+    stem = file_stem(capture)
+    target = {}
+    for table in tables:
+        os.makedirs(os.path.join(out_dir, table), exist_ok=True)
+        target[table] = os.path.join(out_dir, table, stem + ".parquet")
+    writer = IoWriter(target["ios"] + ".partial", capture) if "ios" in tables else None
+    try:
+        result = analyze(inputs, keep_messages="messages" in tables, queue_depth=queue_depth,
+                         io_sink=writer, progress=progress)
+    except BaseException:
+        if writer is not None:
+            writer.abandon()
+        raise
+    done = Export(result, capture)
+    if writer is not None:
+        done.rows["ios"] = writer.close(result.analyzer)
+        os.replace(writer.path, target["ios"])
+        done.files["ios"] = target["ios"]
+    makers = {"paths": build.paths_table, "sessions": build.sessions_table,
+              "events": build.events_table}
+    for table in tables:
+        if table in makers:
+            pieces = [makers[table](result, capture)]
+        elif table == "messages":
+            pieces = build.messages_tables(result, capture)
+        else:
+            continue
+        done.rows[table] = _write(target[table], table, pieces)
+        done.files[table] = target[table]
+    return done
+
+
+def _write(path, table, pieces):
+    """Arrow tables into one Parquet file (a row group each); the row count."""
+    rows = 0
+    with pq.ParquetWriter(path + ".partial", schema(table)) as writer:
+        for piece in pieces:
+            writer.write_table(piece)
+            rows += piece.num_rows
+    os.replace(path + ".partial", path)
+    return rows

@@ -1,0 +1,198 @@
+"""The ``ios`` table, written while the capture is read.
+
+The analyzer hands IO rows (analysis/iorows.py) to a sink in batches, once each
+request's fate is known.  :class:`IoWriter` is that sink: it gathers batches up
+to a row group and writes them to Parquet, so memory stays flat whatever the
+size of the capture.  Names (session, sess_uuid, device) are the ones the
+analyzer knows when a row group is written; a name learnt only later (an OPEN
+reply after the first IO of its device, a path tied to its handshake at the
+end) would leave earlier rows without it, so ``close()`` compares the names
+used with the final ones and rewrites the file, one row group at a time, only
+when they differ.
+"""
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..analysis import iorows
+from ..analysis.rnbd import kind_name, op_name
+from ..constants import RNBD_OP_FLUSH, errno_name
+from .names import PATH_COLUMNS, Names
+from .schema import TIME, schema
+
+ROW_GROUP_ROWS = 1 << 17
+_OPS = pa.array(["read", "write"])            # iorows op 1, 2
+_OUTCOMES = pa.array(list(iorows.OUTCOMES))
+
+
+def _nullable(values, missing):
+    """A numpy column as Arrow, null where ``missing``."""
+    return pa.array(values, mask=missing)
+
+
+def _lookup(table, codes):
+    """``table[codes]`` as an Arrow array."""
+    return table.take(pa.array(codes))
+
+
+def _by_key(keys, name, missing=None):
+    """``name(key)`` per row as an Arrow string array, computed once per distinct
+    key; null where ``missing``.  Also the names by key."""
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    values = [name(k) for k in uniq.tolist()]
+    return pa.array(values, pa.string()).take(pa.array(inverse.reshape(-1), mask=missing)), \
+        dict(zip(uniq.tolist(), values))
+
+
+def path_columns(path_ids, names):
+    """The path name columns (PATH_COLUMNS) of rows with these path ids, and the
+    names used per path id."""
+    uniq, inverse = np.unique(path_ids, return_inverse=True)
+    per_path = {p: names.path(p) for p in uniq.tolist()}
+    take = pa.array(inverse.reshape(-1))
+    columns = {column: pa.array([per_path[p][k] for p in uniq.tolist()], pa.string()).take(take)
+               for k, column in enumerate(PATH_COLUMNS)}
+    return columns, per_path
+
+
+def device_column(path_ids, device_ids, names):
+    """Device names of rows (null without a device id), and the names used by
+    (path id, device id)."""
+    keys = (path_ids.astype(np.int64) << 32) | (device_ids.astype(np.int64) & 0xFFFFFFFF)
+
+    def name(key):
+        device = key & 0xFFFFFFFF
+        return names.device(key >> 32, device) if device != 0xFFFFFFFF else None
+    column, by_key = _by_key(keys, name)
+    return column, {(k >> 32, k & 0xFFFFFFFF): v for k, v in by_key.items()
+                    if k & 0xFFFFFFFF != 0xFFFFFFFF}
+
+
+def arrow_rows(rows, capture, names):
+    """A batch of IO rows as an Arrow table of the ``ios`` schema, and the names it
+    used: {("path", id): names, ("device", path id, device id): name}."""
+    n = len(rows["frame"])
+    path = rows["path"]
+    path_cols, per_path = path_columns(path, names)
+    device_id = rows["device_id"]
+    devices, per_device = device_column(path, device_id, names)
+    used = {("path", p): known for p, known in per_path.items()}
+    used.update((("device",) + key, name) for key, name in per_device.items())
+    rnbd_op = rows["rnbd_op"]
+    is_io = rnbd_op >= 0
+    rnbd_type = rows["rnbd_type"]
+    answered = rows["outcome"] == iorows.ANSWERED
+    errno = rows["errno"]
+    response = rows["response_frame"] >= 0
+    columns = {
+        "capture": pa.array([capture], pa.string()).take(pa.array(np.zeros(n, dtype=np.int64))),
+        "frame": pa.array(rows["frame"]),
+        "first_frame": _nullable(rows["first_frame"], rows["first_frame"] < 0),
+        "time": pa.array(rows["time_ns"], TIME),
+        **path_cols,
+        "path_id": pa.array(path.astype(np.int32)),
+        "cid": _nullable(rows["cid"].astype(np.int32), rows["cid"] < 0),
+        "op": _lookup(_OPS, rows["op"] - 1),
+        "buf_id": pa.array(rows["buf_id"].astype(np.int32)),
+        "bytes": pa.array(rows["bytes"]),
+        "partial": pa.array(rows["partial"] != 0),
+        "rnbd_msg": _by_key(rnbd_type, kind_name, rnbd_type < 0)[0],
+        "rnbd_op": _by_key(rnbd_op, op_name, ~is_io)[0],
+        "device_id": _nullable(device_id.astype(np.int32), device_id < 0),
+        "device": devices,
+        "sector": _nullable(rows["sector"], ~is_io | (rnbd_op == RNBD_OP_FLUSH)),
+        "bi_size": _nullable(rows["bi_size"], ~is_io),
+        "outcome": _lookup(_OUTCOMES, rows["outcome"]),
+        "response_frame": _nullable(rows["response_frame"], ~response),
+        "response_time": pa.array(rows["response_ns"], TIME, mask=~response),
+        "latency_us": _nullable(rows["latency_ns"] / 1e3, rows["latency_ns"] < 0),
+        "errno": _nullable(errno.astype(np.int32), ~answered),
+        "errno_name": _by_key(errno, lambda e: errno_name(e) if e else None, ~answered)[0],
+        "failover_from": _nullable(rows["failover_from"], rows["failover_from"] < 0),
+    }
+    return pa.Table.from_pydict(columns, schema=schema("ios")), used
+
+
+class IoWriter:
+    """The analyzer's IO sink: row groups of the ``ios`` table into one Parquet file.
+
+    Use as ``analyze(..., io_sink=writer)``; the analyzer calls ``bind_analyzer(analyzer)``
+    first (so that rows are named as they are written), then the writer with
+    each batch; ``close(analyzer)`` after the analysis."""
+
+    def __init__(self, path, capture, row_group_rows=ROW_GROUP_ROWS):
+        self.path = os.fspath(path)
+        self.capture = capture
+        self.row_group_rows = row_group_rows
+        self.names = Names()
+        self.pending = []
+        self.pending_rows = 0
+        self.rows = 0
+        self.used = {}           # name key -> set of the names written for it
+        self.writer = pq.ParquetWriter(self.path, schema("ios"))
+
+    def bind_analyzer(self, analyzer):
+        self.names = Names(analyzer)
+
+    def __call__(self, batch):
+        size = len(batch["frame"])
+        if not size:
+            return
+        self.pending.append(batch)
+        self.pending_rows += size
+        if self.pending_rows >= self.row_group_rows:
+            self.flush()
+
+    def flush(self):
+        if not self.pending:
+            return
+        rows = iorows.concat(self.pending) if len(self.pending) > 1 else self.pending[0]
+        self.pending, self.pending_rows = [], 0
+        table, used = arrow_rows(rows, self.capture, self.names)
+        for key, name in used.items():
+            self.used.setdefault(key, set()).add(name)
+        self.writer.write_table(table, row_group_size=self.row_group_rows)
+        self.rows += table.num_rows
+
+    def close(self, analyzer):
+        """Write what is left; name earlier rows again if a name became known later."""
+        self.flush()
+        self.writer.close()
+        final = Names(analyzer)
+        stale = any(names != {final.path(key[1]) if key[0] == "path"
+                              else final.device(key[1], key[2])}
+                    for key, names in self.used.items())
+        if stale:
+            self._rename(final)
+        return self.rows
+
+    def abandon(self):
+        """The analysis failed: no file."""
+        self.writer.close()
+        os.remove(self.path)
+
+    def _rename(self, names):
+        """Rewrite the file with the final names, one row group at a time."""
+        source = pq.ParquetFile(self.path)
+        fresh = self.path + ".renamed"
+        with pq.ParquetWriter(fresh, schema("ios")) as writer:
+            for group in range(source.num_row_groups):
+                table = source.read_row_group(group)
+                writer.write_table(_renamed(table, names), row_group_size=self.row_group_rows)
+        source.close()
+        os.replace(fresh, self.path)
+
+
+def _renamed(table, names):
+    """A row group of the ``ios`` table with the names of ``names``."""
+    path = table.column("path_id").to_numpy()
+    columns, _ = path_columns(path, names)
+    columns["device"], _ = device_column(
+        path, table.column("device_id").fill_null(-1).to_numpy(), names)
+    for column, values in columns.items():
+        index = table.schema.get_field_index(column)
+        table = table.set_column(index, table.schema.field(index), values)
+    return table

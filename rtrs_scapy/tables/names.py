@@ -1,0 +1,48 @@
+"""Names of paths and devices as the analyzer knows them at a given moment.
+
+IO rows carry path ids and RNBD device ids; the tables carry names.  A path's
+names come from its handshake and info exchange, a device's from the OPEN and
+its reply; RNBD device ids are session-wide, so a device opened on one path
+names the IO of every path of the session.
+"""
+
+#: what a path is known by, in the tables' column order
+PATH_COLUMNS = ("session", "paths_uuid", "sess_uuid", "client", "server")
+
+
+def path_names(path):
+    """(session, paths_uuid, sess_uuid, client, server) of a model Path."""
+    session = path.session
+    return (session.sessname if session is not None else None,
+            session.paths_uuid if session is not None else path.paths_uuid,
+            path.sess_uuid, path.client, path.server)
+
+
+def session_devices(path):
+    """{device_id: name} of the path's session (every path's OPENs)."""
+    session = path.session
+    if session is None:
+        return dict(path.devices)
+    devices = {}
+    for member in session.paths:
+        devices.update(member.devices)
+    return devices
+
+
+class Names:
+    """Lookups by path id over an analyzer (or None: nothing is known yet)."""
+
+    def __init__(self, analyzer=None):
+        self.analyzer = analyzer
+
+    def path(self, path_id):
+        paths = self.analyzer.path_list if self.analyzer is not None else ()
+        if 0 <= path_id < len(paths):
+            return path_names(paths[path_id])
+        return (None,) * len(PATH_COLUMNS)
+
+    def device(self, path_id, device_id):
+        paths = self.analyzer.path_list if self.analyzer is not None else ()
+        if device_id < 0 or not 0 <= path_id < len(paths):
+            return None
+        return session_devices(paths[path_id]).get(device_id)

@@ -1,0 +1,156 @@
+"""``rtrs-dissect plot`` and ``report`` as files: images of every kind, PNG and
+SVG, of a real size and not blank; the HTML report one file that names nothing
+outside itself; usage errors exit 2."""
+
+import functools
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from conftest import PROJECT_PCAPS, real_pcap
+from rtrs_scapy.analysis import analyze
+from rtrs_scapy.report import plots
+from rtrs_scapy.report.html import render
+from rtrs_scapy.report.view import CaptureView, Selection
+
+CAPTURES = [real_pcap("errors"), real_pcap("multipath"), real_pcap("load"),
+            PROJECT_PCAPS / "failover_inflight.pcap", PROJECT_PCAPS / "reconnect_timeout.pcap"]
+SVG = "{http://www.w3.org/2000/svg}"
+#: an image with fewer colours than this is blank or nearly (axes and text alone
+#: in black and white, anti-aliased, give a few dozen)
+MIN_COLOURS = 64
+MAX_REPORT_BYTES = 10 * 1024 * 1024
+
+
+@functools.lru_cache(maxsize=None)
+def view_of(pcap):
+    batches = []
+    result = analyze(str(pcap), keep_messages=True, io_sink=batches.append)
+    return CaptureView(result, batches)
+
+
+def cli(*args):
+    """rtrs-dissect as a user runs it (its own process: exit codes, stdout, stderr)."""
+    return subprocess.run([str(Path(sys.executable).with_name("rtrs-dissect")),
+                           *map(str, args)], capture_output=True, text=True)
+
+
+def png_facts(path):
+    """(width, height, distinct colours) of a PNG."""
+    with Image.open(path) as img:
+        assert img.format == "PNG"
+        colours = img.convert("RGB").getcolors(maxcolors=1 << 24)
+        return img.width, img.height, len(colours)
+
+
+def svg_facts(path):
+    """(width in pt, height in pt, drawn paths) of an SVG; it links nothing outside
+    (its own elements and inline images only)."""
+    root = ET.parse(path).getroot()
+    assert root.tag == SVG + "svg"
+    for element in root.iter():
+        for name, value in element.attrib.items():
+            if name.endswith("href"):
+                assert value.startswith(("#", "data:")), value
+    size = [float(root.attrib[k].rstrip("pt")) for k in ("width", "height")]
+    return size[0], size[1], sum(1 for _ in root.iter(SVG + "path"))
+
+
+@pytest.mark.parametrize("kind", sorted(plots.KINDS))
+@pytest.mark.parametrize("pcap", CAPTURES, ids=lambda p: p.name)
+def test_every_kind_is_a_png_with_something_drawn(pcap, kind, tmp_path):
+    view = view_of(pcap)
+    out = tmp_path / ("%s.png" % kind)
+    plots.save(plots.draw(kind, view, Selection(view)), out)
+    width, height, colours = png_facts(out)
+    assert 600 <= width <= 4000 and 250 <= height <= 8000
+    assert colours >= MIN_COLOURS
+
+
+@pytest.mark.parametrize("kind", sorted(plots.KINDS))
+def test_every_kind_is_an_svg_with_something_drawn(kind, tmp_path):
+    view = view_of(real_pcap("errors"))
+    out = tmp_path / ("%s.svg" % kind)
+    plots.save(plots.draw(kind, view, Selection(view, session="lab1")), out)
+    width, height, paths = svg_facts(out)
+    assert 400 <= width <= 3000 and 200 <= height <= 6000
+    assert paths >= 20
+
+
+def test_svg_files_are_reproducible(tmp_path):
+    view = view_of(real_pcap("multipath"))
+    for name in ("a.svg", "b.svg"):
+        plots.save(plots.draw("timeline", view, Selection(view)), tmp_path / name)
+    assert (tmp_path / "a.svg").read_bytes() == (tmp_path / "b.svg").read_bytes()
+
+
+def test_plot_command_writes_png_and_svg(tmp_path):
+    for name in ("timeline.png", "ladder.svg"):
+        done = cli("plot", name.split(".")[0], real_pcap("errors"), "-o", tmp_path / name, "-q")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == ""
+    assert png_facts(tmp_path / "timeline.png")[2] >= MIN_COLOURS
+    assert svg_facts(tmp_path / "ladder.svg")[2] >= 20
+
+
+def test_several_files_are_one_capture(tmp_path):
+    """errors and multipath read as one: both sessions named lab1 (PROVENANCE.md) are
+    selected by the name, the multipath session's second path by its client."""
+    for option in (("--session", "lab1"), ("--path", "10.77.1.2")):
+        out = tmp_path / ("%s.png" % option[0].strip("-"))
+        done = cli("plot", "ladder", real_pcap("errors"), real_pcap("multipath"), *option,
+                   "-o", out, "-q")
+        assert done.returncode == 0, done.stderr
+        assert png_facts(out)[2] >= MIN_COLOURS
+
+
+@pytest.mark.parametrize("args,message", [
+    (("plot", "nosuch", "{pcap}", "-o", "x.png"), "KIND"),
+    (("plot", "load", "{pcap}", "-o", "x.jpg"), ".png or .svg"),
+    (("plot", "load", "{pcap}", "-o", "x.png", "--session", "nosuch"),
+     "its sessions: (name not in the capture) 6c9c36cf, laberr, lab1"),
+    (("plot", "sizes", "{pcap}", "-o", "x.png", "--device", "7"),
+     "its devices: 0 /dev/loop0, 1 /dev/ram1"),
+    (("report", "{pcap}"), "-o"),
+])
+def test_usage_errors_exit_2(args, message, tmp_path):
+    """Session names and device names as the real capture's test bed set them
+    (PROVENANCE.md: labrej, laberr and lab1; /dev/loop0 and /dev/ram1)."""
+    done = cli(*[a.replace("{pcap}", str(real_pcap("errors"))) for a in args])
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_unreadable_capture_exits_1(tmp_path):
+    missing = tmp_path / "missing.pcap"
+    done = cli("report", missing, "-o", tmp_path / "r.html")
+    assert done.returncode == 1
+    assert "missing.pcap" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("pcap", CAPTURES, ids=lambda p: p.name)
+def test_report_is_one_file_that_names_nothing_outside(pcap):
+    page = render(view_of(pcap))
+    assert len(page.encode()) < MAX_REPORT_BYTES
+    assert not re.search(r"<(script|img|iframe|link|source|video|audio)\b[^>]*\s(src|href)=",
+                         page, re.IGNORECASE)
+    assert not re.search(r"@import|url\(\s*['\"]?(https?:)?//", page)
+    assert page.count("<script") == 3 + page.count('class="figure-spec"')
+
+
+def test_report_and_plot_need_no_scapy():
+    """Like the summary, the report reads the capture through the generated wire.py:
+    rtrs-dissect report and plot start without Scapy."""
+    code = ("import sys, rtrs_scapy.cli.report, rtrs_scapy.cli.plot, rtrs_scapy.report.html, "
+            "rtrs_scapy.report.plots; print(sorted(m for m in sys.modules "
+            "if m.split('.')[0] == 'scapy'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"

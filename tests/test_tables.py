@@ -1,0 +1,249 @@
+"""The tables (rtrs_scapy/tables): what DuckDB reads from an export equals what the
+summary says and what the captures' truth.json says (the kernel's counters, the
+test bed's maps and kernel log, the request and response immediates counted in
+each real capture)."""
+
+import json
+from collections import Counter
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap, real_truth
+from test_cli_messages import IO_ERROR, mapped_devices
+from rtrs_scapy.analysis import analyze
+from rtrs_scapy.tables import docs
+from rtrs_scapy.tables.export import export
+from rtrs_scapy.tables.ios import IoWriter
+from rtrs_scapy.tables.schema import META_VERSION, SCHEMA_VERSION, TABLES, TIME, schema
+from rtrs_scapy.tables.sql import connect
+
+#: the crafted corpus: every capture with the crafter's truth beside it
+CRAFTED = sorted(PROJECT_PCAPS / t.name[:-len(".truth.json")]
+                 for t in PROJECT_PCAPS.glob("*.truth.json"))
+CAPTURES = [path for _name, path, _truth in REAL_ALL] + CRAFTED
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """capture path -> (Export, DuckDB connection over its folder)."""
+    done = {}
+
+    def get(path):
+        if path not in done:
+            folder = tmp_path_factory.mktemp(path.name.split(".")[0])
+            done[path] = (export(str(path), str(folder)), connect(str(folder)))
+        return done[path]
+    yield get
+    for _, con in done.values():
+        con.close()
+
+
+def all_paths(summary):
+    return [p for s in summary["sessions"] for p in s["paths"]]
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: str(p.relative_to(PROJECT_PCAPS)))
+def test_ios_add_up_to_the_summary(exported, path):
+    done, con = exported(path)
+    paths = all_paths(done.result.summary)
+    figures = {op: (n, b, lat, err) for op, n, b, lat, err in con.execute(
+        "SELECT op, count(*), sum(bytes), count(latency_us), count(*) FILTER (errno <> 0) "
+        "FROM ios GROUP BY op").fetchall()}
+    for op in ("read", "write"):
+        expected = (sum(p["io"][op]["count"] for p in paths),
+                    sum(p["io"][op]["bytes"] for p in paths),
+                    sum(p["latency_us"][op]["count"] for p in paths),
+                    sum(p["io"][op]["errors"] for p in paths))
+        assert figures.get(op, (0, None, 0, 0)) == (expected if expected[0] else
+                                                   (0, None, 0, 0))
+    failovers = con.execute("SELECT count(*) FROM ios WHERE failover_from IS NOT NULL")
+    assert failovers.fetchone()[0] == sum(p["failovers"] for p in paths)
+
+
+@pytest.mark.parametrize("path", CRAFTED, ids=lambda p: str(p.relative_to(PROJECT_PCAPS)))
+def test_ios_per_path_equal_the_crafters_truth(exported, path):
+    """Requests and bytes per path, counted like the kernel's stats/rdma."""
+    truth = json.loads(path.with_name(path.name + ".truth.json").read_text())
+    _, con = exported(path)
+    got = {}
+    for client, server, op, n, b in con.execute(
+            "SELECT client, server, op, count(*), sum(bytes) FROM ios GROUP BY ALL").fetchall():
+        got[(client, server, op)] = (n, b)
+    want = {}
+    for p in truth["paths"]:
+        for op in ("read", "write"):
+            n, b = p["stats"][op + "s"], p["stats"][op + "_bytes"]
+            if n:
+                key = (p["client_addr"], p["server_addr"], op)
+                old = want.get(key, (0, 0))
+                want[key] = (old[0] + n, old[1] + b)
+    assert got == want
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in REAL_ALL])
+def test_ios_and_messages_count_the_immediates_of_the_capture(exported, name):
+    """Requests and responses as the test bed counted their immediates in the capture."""
+    counts = real_truth(name)["checks"]["pcap_rtrs_counts"]
+    _, con = exported(real_pcap(name))
+    assert con.execute("SELECT count(*) FROM ios").fetchone()[0] == counts["IO_REQ"]
+    kinds = dict(con.execute("SELECT msg, count(*) FROM messages GROUP BY msg").fetchall())
+    assert kinds["read"] + kinds["write"] == counts["IO_REQ"]
+    assert kinds["io_rsp"] == counts["IO_RSP_W_INV"] + counts["IO_RSP"]
+    for kind in ("INFO_REQ", "INFO_RSP", "HB_MSG", "HB_ACK"):
+        assert kinds.get(kind.lower(), 0) == counts[kind]
+
+
+@pytest.mark.parametrize("name", ["basic_inval", "basic_noinval", "discard", "jumbo", "load"])
+def test_ios_equal_the_kernel_counters(exported, name):
+    """stats/rdma read before the unmap: the RNBD CLOSE of the unmap is not in it."""
+    truth = real_truth(name)
+    (stats,) = truth["rtrs_stats"]["client"]["pre_unmap"].values()
+    _, con = exported(real_pcap(name))
+    rows = dict((op, (n, b)) for op, n, b in con.execute(
+        "SELECT op, count(*), sum(bytes) FROM ios WHERE rnbd_msg IS DISTINCT FROM 'close' "
+        "GROUP BY op").fetchall())
+    assert rows["read"] == (stats["rdma"]["reads"], stats["rdma"]["read_bytes"])
+    assert rows["write"] == (stats["rdma"]["writes"], stats["rdma"]["write_bytes"])
+    closes = con.execute("SELECT count(*) FROM ios WHERE rnbd_msg = 'close'").fetchone()[0]
+    assert closes == len(truth["unmaps"])
+
+
+def test_failed_ios_are_the_kernels_io_errors(exported):
+    """Device, sector and op of each failed IO row equal the client kernel's
+    'I/O error, dev rnbdN, sector S op (OP)' lines; the failed OPEN is ENOENT."""
+    truth = real_truth("errors")
+    devices = mapped_devices(truth)
+    logged = Counter()
+    for line in truth["kernel_log"]["client"]:
+        found = IO_ERROR.search(line)
+        if found:
+            logged[(devices[found.group(1)][1], int(found.group(2)), found.group(3))] += 1
+    _, con = exported(real_pcap("errors"))
+    failed = con.execute("SELECT device, sector, upper(rnbd_op) FROM ios "
+                         "WHERE errno < 0 AND rnbd_msg = 'io'").fetchall()
+    assert Counter(failed) == logged
+    opens = con.execute("SELECT session, errno_name FROM ios WHERE rnbd_msg = 'open' "
+                        "AND errno < 0").fetchall()
+    missing = [sess for sess, path in devices.values() if path == "/dev/does_not_exist"]
+    assert opens == [(missing[0], "ENOENT")]
+
+
+def test_sessions_and_paths_by_name_and_uuid(exported):
+    truth = real_truth("multipath")
+    _, con = exported(real_pcap("multipath"))
+    (session,) = con.execute("SELECT session, paths_uuid, path_count FROM sessions").fetchall()
+    assert session[0] == truth["config"]["session"] and session[2] == truth["config"]["paths"]
+    paths = con.execute("SELECT path_id, sess_uuid, client, server, queue_depth, "
+                        "queue_depth_source, always_invalidate FROM paths ORDER BY path_id")
+    paths = paths.fetchall()
+    assert len(paths) == 2 and len({p[1] for p in paths}) == 2
+    for _, _, client, server, depth, source, inval in paths:
+        assert client in truth["config"]["client_ip"] and server in truth["config"]["server_ip"]
+        assert (depth, source) == (truth["config"]["server_module_params"]["sess_queue_depth"],
+                                   "handshake")
+        assert inval is truth["config"]["always_invalidate"]
+    # every IO row names its path as the paths table does
+    joined = con.execute("SELECT count(*) FROM ios JOIN paths USING (path_id, sess_uuid, "
+                         "client, server, session, paths_uuid)").fetchone()[0]
+    assert joined == con.execute("SELECT count(*) FROM ios").fetchone()[0]
+
+
+@pytest.mark.parametrize("path", [real_pcap("errors"), real_pcap("multipath"),
+                                  PROJECT_PCAPS / "reconnect_timeout.pcap"],
+                         ids=lambda p: str(p.relative_to(PROJECT_PCAPS)))
+def test_events_are_the_summarys(exported, path):
+    done, con = exported(path)
+    expected = Counter((p["sess_uuid"], e["kind"], e["frame"])
+                       for p in all_paths(done.result.summary) for e in p["events"])
+    assert expected
+    got = Counter(con.execute("SELECT sess_uuid, kind, frame FROM events").fetchall())
+    assert got == expected
+
+
+def test_the_files_carry_the_schema(exported):
+    done, _ = exported(real_pcap("basic_inval"))
+    for table, name in done.files.items():
+        written = pq.read_schema(name)
+        assert written.equals(schema(table), check_metadata=False)
+        assert written.metadata[META_VERSION].decode() == SCHEMA_VERSION
+        for field in written:
+            assert field.metadata[b"description"]
+    assert pq.read_schema(done.files["ios"]).field("time").type == pa.timestamp("ns", "UTC")
+    assert TIME == pa.timestamp("ns", tz="UTC")
+
+
+def test_times_are_the_captures(exported):
+    """The first request of basic_inval: frame 22, 2026-11-29T15:15:15.863726Z."""
+    _, con = exported(real_pcap("basic_inval"))
+    row = con.execute("SELECT frame, strftime(time, '%Y-%m-%dT%H:%M:%S.%fZ'), "
+                      "epoch_ns(time) FROM ios ORDER BY frame LIMIT 1").fetchone()
+    assert row == (22, "2026-11-29T15:15:15.863726Z", 1795965315863726000)
+    assert con.execute("SELECT strftime(time, '%Y-%m-%dT%H:%M:%S.%fZ') FROM messages "
+                       "WHERE frame = 22").fetchone() == ("2026-11-29T15:15:15.863726Z",)
+
+
+def test_messages_table_has_every_record(exported):
+    done, con = exported(real_pcap("errors"))
+    records = done.result.messages
+    got = con.execute("SELECT frame, msg, paired_frame FROM messages ORDER BY frame, msg")
+    assert got.fetchall() == sorted((r["frame"], r["msg"], r["paired_frame"]) for r in records)
+    # a response carries the RNBD columns of the request it answers
+    row = con.execute("SELECT r.device_id, r.sector, q.frame FROM messages r JOIN messages q "
+                      "ON q.frame = r.paired_frame WHERE r.msg = 'io_rsp' AND r.errno = -5 "
+                      "ORDER BY r.frame LIMIT 1").fetchone()
+    assert row[1] == 14336
+    conn_rsp = con.execute("SELECT fields::JSON ->> 'queue_depth' FROM messages "
+                           "WHERE msg = 'conn_rsp' LIMIT 1").fetchone()
+    assert conn_rsp == (str(real_truth("errors")["protocol_expected"]["conn_rsp"]["queue_depth"]),)
+
+
+def test_names_learnt_late_are_written_all_the_same(tmp_path):
+    """A sink that does not see the analyzer names nothing while writing; closing
+    names every row as the bound writer does."""
+    pcap = str(real_pcap("errors"))
+    tables = {}
+    for bound in (True, False):
+        writer = IoWriter(tmp_path / ("ios-%s.parquet" % bound), pcap, row_group_rows=4)
+        sink = writer if bound else (lambda batch, w=writer: w(batch))
+        result = analyze(pcap, keep_messages=False, io_sink=sink)
+        writer.close(result.analyzer)
+        tables[bound] = pq.read_table(writer.path)
+    truth = real_truth("errors")
+    assert tables[True].num_rows == truth["checks"]["pcap_rtrs_counts"]["IO_REQ"]
+    assert tables[True].equals(tables[False])
+    rows = tables[True].select(["device_id", "device"]).to_pylist()
+    assert all(r["device"] is not None for r in rows if r["device_id"] is not None)
+    opened = {path for sess, path in mapped_devices(truth).values() if sess == "lab1"}
+    assert {r["device"] for r in rows if r["device"]} == opened
+
+
+def test_docs_are_generated_from_the_schema():
+    text = docs.DOC.read_text()
+    assert docs.refreshed(text) == text
+    for table in TABLES:
+        assert "### %s" % table in text
+        for field in schema(table):
+            assert "| `%s` |" % field.name in text
+
+
+def test_tables_of_another_major_version_are_refused(tmp_path):
+    (tmp_path / "ios").mkdir()
+    old = schema("ios").with_metadata({b"rtrs_scapy.table": b"ios",
+                                       b"rtrs_scapy.schema_version": b"0.9"})
+    pq.write_table(old.empty_table(), tmp_path / "ios" / "old.parquet")
+    from rtrs_scapy.tables.sql import TablesError
+    with pytest.raises(TablesError, match="schema version 1.x"):
+        connect(str(tmp_path))
+
+
+def test_a_folder_without_a_table_gives_an_empty_view(tmp_path):
+    export(str(real_pcap("discard")), str(tmp_path), tables=("ios",))
+    con = connect(str(tmp_path))
+    assert con.execute("SELECT count(*) FROM messages").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM ios").fetchone() == (25,)
+    assert json.loads(con.execute("SELECT to_json(list(column_name)) FROM "
+                                  "(DESCRIBE events)").fetchone()[0]) == \
+        [f.name for f in schema("events")]

@@ -1,0 +1,163 @@
+"""``rtrs-dissect watch --jsonl``: per-interval records that add up to the summary
+of the same input (every real capture, piped), intervals on the capture's clock
+with --replay, the IO errors as the kernel logged them."""
+
+import json
+import re
+import shlex
+import subprocess
+import time
+from collections import Counter
+from datetime import datetime
+
+import pytest
+
+from conftest import REAL_PCAPS, real_pcap, real_truth
+from watch_util import (OPS, RTRS_DISSECT, interval_totals, record_stamps, summary,
+                        summary_totals, watch_jsonl)
+
+CAPTURES = sorted(REAL_PCAPS.glob("*.pcap")) + sorted(REAL_PCAPS.glob("*.pcap.gz"))
+PATH_KEYS = ["session", "sess_uuid", "client", "server", "state", "read", "write", "inflight",
+             "queue_depth", "errors", "reconnects", "heartbeat_age_s"]
+#: "I/O error, dev rnbd0, sector 14336 op 0x0:(READ) flags ..." (block/blk-core.c)
+IO_ERROR = re.compile(r"I/O error, dev (\w+), sector (\d+) op 0x\w+:\((\w+)\)")
+
+
+def piped(path):
+    """``cat FILE | rtrs-dissect watch --jsonl -`` (zcat for .gz)."""
+    reader = "zcat" if path.suffix == ".gz" else "cat"
+    done = subprocess.run("%s %s | %s watch --jsonl -" % (reader, shlex.quote(str(path)),
+                                                            shlex.quote(RTRS_DISSECT)),
+                          shell=True, capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stderr.decode()
+    return [json.loads(line) for line in done.stdout.decode().splitlines()]
+
+
+def parse_time(text):
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_piped_intervals_add_up_to_the_summary(capture):
+    """Counts, bytes, errors by name and reconnects, summed over all intervals,
+    equal ``summary --format json`` of the same capture."""
+    intervals = piped(capture)
+    assert intervals
+    assert interval_totals(intervals) == summary_totals(summary(capture))
+
+
+def test_all_real_captures_in_one_pipe(tmp_path):
+    """``cat pcaps/real/*.pcap | watch -``: a pcap header at each file's start
+    (as when tcpdump restarts); the intervals add up to the summary of the same
+    bytes read as one file."""
+    whole = tmp_path / "all.pcap"
+    files = sorted(REAL_PCAPS.glob("*.pcap"))
+    whole.write_bytes(b"".join(p.read_bytes() for p in files))
+    intervals = watch_jsonl("-", stdin=whole.read_bytes())
+    expected = summary_totals(summary(whole))
+    assert len(expected) == sum(len(summary_totals(summary(p))) for p in files)
+    assert interval_totals(intervals) == expected
+
+
+def test_interval_objects_have_the_documented_shape():
+    intervals = watch_jsonl(real_pcap("multipath"))
+    for interval in intervals:
+        assert list(interval) == ["time", "interval_s", "paths", "events"]
+        assert interval["time"].endswith("Z")
+        for path in interval["paths"]:
+            assert list(path) == PATH_KEYS
+            for op in OPS:
+                assert list(path[op]) == ["count", "bytes", "latency_us"]
+                assert list(path[op]["latency_us"]) == ["p50", "p99"]
+        for event in interval["events"]:
+            assert {"time", "frame", "kind", "session", "client", "server"} <= set(event)
+
+
+@pytest.mark.parametrize("seconds", [1.0, 0.5])
+def test_replay_intervals_follow_the_capture_clock(seconds):
+    """With --replay the intervals end at the first record's time plus whole
+    intervals, the last one at the last record, at the pace of --speed; a silence
+    of more than 60 intervals is skipped (errors.pcap is silent for 40 s)."""
+    capture = real_pcap("errors")
+    stamps = record_stamps(capture)
+    speed = 20
+    began = time.monotonic()
+    intervals = watch_jsonl("--replay", "--speed", speed, "--interval", seconds, capture)
+    took = time.monotonic() - began
+    ends = [parse_time(i["time"]) for i in intervals]
+    steps = [(end - stamps[0]) / seconds for end in ends[:-1]]
+    assert steps == [pytest.approx(round(k), abs=1e-4) for k in steps]
+    assert ends[-1] == pytest.approx(stamps[-1], abs=1e-5)
+    skipped = 0
+    for before, after in zip([0] + steps, steps):
+        if round(after - before) > 1:      # nothing was captured in between
+            gap = (stamps[0] + before * seconds, stamps[0] + (after - 1) * seconds)
+            assert not [t for t in stamps if gap[0] <= t < gap[1]]
+            assert after - before > 60
+            skipped += round(after - before) - 1
+    assert all(i["interval_s"] == seconds for i in intervals[:-1])
+    assert (skipped > 0) == (seconds == 0.5)     # 40 s: more than 60 intervals of 0.5 s
+    assert took >= 0.9 * (stamps[-1] - stamps[0] - skipped * seconds) / speed
+    # as fast as possible: the same intervals
+    fast = watch_jsonl("--interval", seconds, capture)
+    assert [i["time"] for i in fast] == [i["time"] for i in intervals]
+    assert interval_totals(fast) == interval_totals(intervals)
+
+
+def test_io_error_events_are_the_kernels_io_errors():
+    """The io_error events name the device, sector and op of every 'I/O error'
+    line of the client kernel's log, and the failed OPEN."""
+    truth = real_truth("errors")
+    devices = {}
+    for entry in truth["maps"]:
+        opts = dict(item.split("=", 1) for item in entry["opts"].split())
+        devices[entry["dev"] or None] = opts["device_path"]
+    logged = Counter()
+    for line in truth["kernel_log"]["client"]:
+        found = IO_ERROR.search(line)
+        if found:
+            logged[(devices[found.group(1)], int(found.group(2)), found.group(3))] += 1
+    assert logged
+    events = [e for i in watch_jsonl(real_pcap("errors")) for e in i["events"]
+              if e["kind"] == "io_error"]
+    seen = Counter((e["device"], e["sector"], e["rnbd_op"].upper()) for e in events
+                   if "sector" in e)
+    assert seen == logged
+    opens = [e for e in events if e.get("rnbd") == "open"]
+    assert [e["name"] for e in opens] == ["ENOENT"]
+
+
+def test_connects_and_disconnects_are_events():
+    """multipath: each path's connect and its disconnect appear once, in time order."""
+    events = [e for i in watch_jsonl(real_pcap("multipath")) for e in i["events"]]
+    expected = Counter()
+    for session in summary(real_pcap("multipath"))["sessions"]:
+        for path in session["paths"]:
+            for e in path["events"]:
+                if e["kind"] in ("connect", "disconnect"):
+                    expected[(path["client"], e["kind"], e["frame"])] += 1
+    seen = Counter((e["client"], e["kind"], e["frame"]) for e in events
+                   if e["kind"] in ("connect", "disconnect"))
+    assert seen == expected and len(seen) >= 4
+    times = [parse_time(e["time"]) for e in events]
+    assert times == sorted(times)
+
+
+def test_unusable_input_is_one_line():
+    done = subprocess.run([RTRS_DISSECT, "watch", "--jsonl", "-"], input=b"not a capture",
+                          capture_output=True)
+    assert done.returncode == 1
+    assert done.stderr.decode().strip().splitlines() == [
+        "Error: standard input: not a pcap or pcapng capture (magic 0x6e6f7420)"]
+
+
+def test_quiet_paths_age_out_and_their_totals_stay():
+    """errors.pcap: the laberr session ends at 15:17:12; with --age-out 5 its path
+    leaves the intervals after 15:17:17, and the sums still equal the summary."""
+    capture = real_pcap("errors")
+    intervals = watch_jsonl("--age-out", 5, capture)
+    shown = [(i["time"], {p["session"] for p in i["paths"]}) for i in intervals]
+    laberr = [t for t, sessions in shown if "laberr" in sessions]
+    assert laberr and max(laberr) < "2026-11-29T15:17:19"
+    assert any(t > "2026-11-29T15:17:19" and "lab1" in sessions for t, sessions in shown)
+    assert interval_totals(intervals) == summary_totals(summary(capture))

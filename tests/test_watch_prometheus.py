@@ -1,0 +1,111 @@
+"""``watch --prometheus``: scraped over HTTP on 127.0.0.1 during a replay; at the
+end its counters equal the summary of the capture."""
+
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import real_pcap
+from watch_util import RTRS_DISSECT, free_port, summary
+
+SCRAPE_EVERY = 0.3
+
+
+def scrape(port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as reply:
+        text = reply.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("rtrs_"):
+                samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def total(samples, name, **match):
+    return sum(v for (n, labels), v in samples.items() if n == name
+               and all(dict(labels).get(k) == want for k, want in match.items()))
+
+
+def expected(summary_json):
+    """(session label, path label) -> the summary's figures of that path."""
+    out = {}
+    for session in summary_json["sessions"]:
+        label = session["sessname"] or session["paths_uuid"]
+        for path in session["paths"]:
+            out[(label, "%s->%s" % (path["client"], path["server"]))] = path
+    return out
+
+
+def test_exporter_scraped_during_a_replay_equals_the_summary():
+    capture = real_pcap("errors")
+    port = free_port()
+    proc = subprocess.Popen([RTRS_DISSECT, "watch", "--replay", "--speed", "15",
+                             "--prometheus", "127.0.0.1:%d" % port, str(capture)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ended = threading.Event()
+
+    def read_stderr():
+        for line in proc.stderr:
+            if "input ended" in line:
+                ended.set()
+    threading.Thread(target=read_stderr, daemon=True).start()
+    threading.Thread(target=proc.stdout.read, daemon=True).start()
+    during = []
+    try:
+        deadline = time.monotonic() + 120
+        while not ended.is_set() and time.monotonic() < deadline:
+            time.sleep(SCRAPE_EVERY)
+            try:
+                during.append(scrape(port))
+            except OSError:       # not listening yet
+                continue
+        assert ended.is_set(), "the replay did not end"
+        final = scrape(port)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(30)
+    assert code == 0
+    # counters grew during the replay, never went back
+    series = [total(s, "rtrs_requests_total") for s in during] + [
+        total(final, "rtrs_requests_total")]
+    assert len(set(series)) > 2 and series == sorted(series)
+
+    paths = expected(summary(capture))
+    assert len(paths) == 3
+    for (session, path), want in paths.items():
+        for op in ("read", "write"):
+            labels = dict(session=session, path=path, op=op)
+            assert total(final, "rtrs_requests_total", **labels) == want["io"][op]["count"]
+            assert total(final, "rtrs_bytes_total", **labels) == want["io"][op]["bytes"]
+            assert total(final, "rtrs_request_latency_seconds_count", **labels) == \
+                want["latency_us"][op]["count"]
+        assert total(final, "rtrs_reconnects_total", session=session, path=path) == \
+            want["reconnects"]
+        for name in {e["name"] for e in want["errors"]}:
+            assert total(final, "rtrs_errors_total", session=session, path=path,
+                         errno=name) == sum(1 for e in want["errors"] if e["name"] == name)
+        assert total(final, "rtrs_errors_total", session=session, path=path) == \
+            len(want["errors"])
+        assert total(final, "rtrs_queue_depth", session=session, path=path) == \
+            (want["queue_depth"] or 0)
+    # RNBD: per device and operation, the summary's RNBD view
+    want_rnbd = {}
+    for session in summary(capture)["sessions"]:
+        for device in session["rnbd"]["devices"].values():
+            for op, stats in device["ops"].items():
+                want_rnbd[(session["sessname"], device["name"], op)] = (
+                    stats["count"], stats["bytes"], stats["errors"])
+    assert len(want_rnbd) == 3
+    got_rnbd = {}
+    for (name, labels), value in final.items():
+        if name.startswith("rtrs_rnbd_"):
+            labels = dict(labels)
+            got_rnbd.setdefault((labels["session"], labels["device"], labels["op"]),
+                                {})[name] = value
+    assert {key: (v["rtrs_rnbd_requests_total"], v["rtrs_rnbd_bytes_total"],
+                  v["rtrs_rnbd_errors_total"]) for key, v in got_rnbd.items()} == want_rnbd
