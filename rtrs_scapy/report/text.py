@@ -414,9 +414,14 @@ def _capture_counters(cap):
                        ("malformed", "malformed packets"), ("cnps", "CNPs")):
         if cap.get(key):
             parts.append("%s %d" % (label, cap[key]))
-    for key, value in sorted((cap.get("limits") or {}).items()):
-        if value:
-            parts.append("%s %s" % (key.replace("_", " "), _value(value)))
+    limits = cap.get("limits") or {}
+    if limits.get("reached"):
+        for verb in ("evicted", "refused"):
+            if limits[verb]:
+                parts.append("limits reached, %s: %s" % (verb, ", ".join(
+                    "%s %d%s" % (table, count, " (table of %d)" % limits["sizes"][table]
+                                 if table in limits["sizes"] else "")
+                    for table, count in sorted(limits[verb].items()))))
     return parts
 
 

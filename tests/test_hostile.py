@@ -1,0 +1,87 @@
+"""The analyzer on hostile captures (rtrs_scapy/craft/hostile.py): memory bounded
+by rtrs_scapy/limits.py, not by what the file claims; evictions counted in
+``capture.limits``; anomalies counted per kind with the first examples kept.
+
+Memory is the peak that tracemalloc sees in ``analyze()`` (Python objects and
+numpy arrays): it must not grow from 100k to 200k packets.  Time is measured by
+benchmarks/hostile.py, not here.
+"""
+
+import tracemalloc
+
+import pytest
+
+from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap
+from rtrs_scapy.analysis import analyze
+from rtrs_scapy.craft.hostile import KINDS, io_rsp_without_request, write_pcap
+from rtrs_scapy.limits import limit
+
+SIZES = (100_000, 200_000)
+#: what one extra 100k packets may add to the peak (allocator slack, dict resizes)
+GROWTH_BYTES = 4 * 1024 * 1024
+
+
+def peak_of(path):
+    """(summary, peak traced bytes) of one analysis."""
+    tracemalloc.start()
+    try:
+        summary = analyze(path, keep_messages=False).summary
+        return summary, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module", params=sorted(KINDS))
+def hostile(request, tmp_path_factory):
+    runs = {}
+    for n in SIZES:
+        path = tmp_path_factory.mktemp("hostile") / ("%s_%d.pcap" % (request.param, n))
+        write_pcap(path, KINDS[request.param](n))
+        runs[n] = peak_of(path)
+    return request.param, runs
+
+
+def test_memory_does_not_grow_with_the_file(hostile):
+    kind, runs = hostile
+    (_, small), (_, large) = runs[SIZES[0]], runs[SIZES[1]]
+    assert large <= small + GROWTH_BYTES, (kind, small, large)
+
+
+def test_what_the_limits_cost_is_counted(hostile):
+    kind, runs = hostile
+    summary, _ = runs[SIZES[1]]
+    limits = summary["capture"]["limits"]
+    assert limits["sizes"]["streams"] == limit("streams")
+    if kind == "qps":      # a stream per packet: all but the table's worth evicted
+        assert limits["evicted"]["streams"] >= SIZES[1] - limit("streams")
+        assert limits["evicted"]["messages"] == limits["evicted"]["streams"]
+    elif kind == "cm_reqs":  # a session per REQ: CM transactions evicted, a table of paths
+        assert limits["evicted"]["cm"] >= SIZES[1] - limit("cm")
+        paths = [p for s in summary["sessions"] for p in s["paths"]]
+        assert len(paths) == limit("domains")
+        assert summary["capture"]["rtrs_packets"] == SIZES[1]
+    else:                  # one QP, one path, nothing to evict
+        assert not limits["reached"]
+        (session,) = summary["sessions"]
+        assert session["paths"][0]["responses_without_request"] == SIZES[1]
+
+
+def test_a_gap_per_packet_gives_counts_and_a_few_examples(tmp_path):
+    """Every other packet of a stream missing: 50k PSN gaps, 100 of them listed."""
+    frames = [frame for i, frame in enumerate(io_rsp_without_request(100_000)) if i % 2 == 0]
+    summary = analyze(write_pcap(tmp_path / "gaps.pcap", frames), keep_messages=False).summary
+    assert summary["anomaly_counts"]["psn_gap"] == len(frames) - 1
+    gaps = [a for a in summary["anomalies"] if a["kind"] == "psn_gap"]
+    assert len(gaps) == limit("examples")
+    assert gaps[0]["detail"] == "QP 0x11: PSN 2 where 1 was expected"
+
+
+CRAFTED = sorted(p for p in PROJECT_PCAPS.glob("*.pcap*") if not p.name.endswith(".json"))
+
+
+@pytest.mark.parametrize("pcap", [real_pcap(name) for name, _, _ in REAL_ALL] + CRAFTED,
+                         ids=lambda p: p.name)
+def test_no_real_or_crafted_capture_reaches_a_limit(pcap):
+    summary = analyze(pcap, keep_messages=False).summary
+    assert summary["capture"]["limits"]["reached"] is False
+    assert sum(summary["anomaly_counts"].values()) == len(summary["anomalies"])
