@@ -117,7 +117,7 @@ class Null:
     def frames_seen(self, chunk, packets): pass
     def messages_done(self, rows, arena): pass
     def events(self, rows): pass
-    def cm_mad(self, *args): pass
+    def cm_run(self, *args): pass
 
 def run(consumer):
     start = time.perf_counter()

@@ -58,7 +58,7 @@ def test_what_the_limits_cost_is_counted(hostile):
     elif kind == "cm_reqs":  # a session per REQ: CM transactions evicted, a table of paths
         assert limits["evicted"]["cm"] >= SIZES[1] - limit("cm")
         paths = [p for s in summary["sessions"] for p in s["paths"]]
-        assert len(paths) == limit("domains")
+        assert len(paths) == limit("idle_paths")
         assert summary["capture"]["rtrs_packets"] == SIZES[1]
     else:                  # one QP, one path, nothing to evict
         assert not limits["reached"]
@@ -85,3 +85,14 @@ def test_no_real_or_crafted_capture_reaches_a_limit(pcap):
     summary = analyze(pcap, keep_messages=False).summary
     assert summary["capture"]["limits"]["reached"] is False
     assert sum(summary["anomaly_counts"].values()) == len(summary["anomalies"])
+
+
+def test_a_flood_of_requests_taken_in_bulk_is_the_flood_taken_one_by_one(tmp_path):
+    """CmTracker.requests_in_bulk takes the head of a long run of MADs at once; runs of
+    1,000 records (chunks) are too short for it: both give the same summary."""
+    path = write_pcap(tmp_path / "reqs.pcap", KINDS["cm_reqs"](30_000))
+    bulk = analyze(path, keep_messages=True)
+    one_by_one = analyze(path, keep_messages=True, chunk_records=1000)
+    assert bulk.summary == one_by_one.summary
+    assert bulk.messages == one_by_one.messages
+    assert bulk.summary["capture"]["limits"]["evicted"]["cm"] == 30_000 - limit("cm")

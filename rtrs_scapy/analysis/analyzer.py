@@ -18,6 +18,7 @@ import numpy as np
 from ..capture.ib import P_KIND
 from ..capture.links import address_text
 from ..constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
+from ..engine import mads
 from ..engine import transport as T
 from ..imm import mem_bits
 from ..plans import plan
@@ -116,14 +117,18 @@ class Analyzer:
             self.next_session_id += 1
 
     def _room_for_path(self):
-        """Below the "domains" limit, evicting the path idle the longest (no RC
-        traffic, least recently named by a REQ) if need be; False when every path
-        carries traffic (the new one is refused, counted)."""
-        while self.live_paths >= self.bounds.size["domains"]:
-            if not self.idle:
-                self.bounds.refused["domains"] += 1
-                return False
+        """Room for one more path: paths without traffic are kept to the "idle_paths"
+        limit, all paths to the "paths" limit, evicting the path idle the longest
+        (no traffic, least recently named by a REQ); False when every path carries
+        traffic (the new one is refused, counted)."""
+        size = self.bounds.size
+        if len(self.idle) >= size["idle_paths"]:
             self._evict(next(iter(self.idle)))   # OrderedDict: O(1) at the front
+        while self.live_paths >= size["paths"]:
+            if not self.idle:
+                self.bounds.refused["paths"] += 1
+                return False
+            self._evict(next(iter(self.idle)))
         return True
 
     def _evict(self, path):
@@ -139,7 +144,7 @@ class Analyzer:
         self.live_paths -= 1
         self.session_lut = None
         self.cm.forget(path)
-        self.bounds.evicted["domains"] += 1
+        self.bounds.evicted["idle_paths"] += 1
         for attempt in path.attempts:   # no cyclic GC while reading: break the cycles
             attempt.connections.clear()
         path.attempts.clear()
@@ -289,6 +294,15 @@ class Analyzer:
             self.link_type = int(chunk.links[0])
         self.last_ts = int(chunk.stamps[-1]) / 1e9
         self.link_types.update(np.unique(chunk.links).tolist())
+
+    def cm_run(self, chunk, packets, first, last):
+        """Consecutive CM MADs; a flood of REQs that open sessions nobody answers goes
+        to the CM tracker in bulk (CmTracker.requests_in_bulk)."""
+        self.frame = chunk.first_frame + first
+        self.traffic()
+        first += self.cm.requests_in_bulk(chunk, packets, first, last)
+        for mad in mads(chunk, packets, first, last):
+            self.cm_mad(*mad)
 
     def cm_mad(self, frame, stamp, src, dst, data, start, end):
         self.frame = frame
@@ -489,6 +503,8 @@ class Analyzer:
         whole = not row[T.R_PARTIAL]
         if whole and mtype == RTRS_MSG_INFO_REQ and length == _info_req.size:
             path = self._send_path(row, path_id, i, True)
+            if path is None:
+                return
             path.pathname = _info_req.decode(data, 0, len(data))["pathname"]
             if path.session.sessname is None:
                 path.session.sessname = path.pathname
@@ -496,6 +512,8 @@ class Analyzer:
                 and _sg_cnt(data, 0)[0] and \
                 length == _info_rsp.size + _sg_desc.size * _sg_cnt(data, 0)[0]:
             path = self._send_path(row, path_id, i, False)
+            if path is None:
+                return
             path.chunks = _sg_cnt(data, 0)[0]
             path.state = "connected"
         else:
@@ -503,9 +521,12 @@ class Analyzer:
                          "SEND of %d bytes is no RTRS message" % length)
 
     def _send_path(self, row, path_id, i, c2s):
+        """The path of an info message's stream (None: the paths are full)."""
         if path_id[i] < 0:
-            path_id[i] = self._infer_stream(row, (int(row[T.R_SLOT]), int(row[T.R_GEN])),
-                                            c2s)[0]
+            known = self._infer_stream(row, (int(row[T.R_SLOT]), int(row[T.R_GEN])), c2s)
+            if known is None:
+                return None
+            path_id[i] = known[0]
         return self.path_list[path_id[i]]
 
     def _read_data(self, rows, arena, kind, path_id):

@@ -32,8 +32,12 @@ heartbeat, provided no fresh RC traffic was seen in one of the directions meanwh
 (newer kernels skip heartbeats while IO flows).
 """
 
+import uuid
 from collections import OrderedDict
 
+import numpy as np
+
+from ..capture.ib import P_DST_HI, P_DST_LO, P_SRC_HI, P_SRC_LO, P_START, P_STOP
 from ..constants import (
     HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F,
     RTRS_PROTO_VER_MAJOR, errno_name,
@@ -62,12 +66,93 @@ PRIVATE_OFFSET = {"CMReq": plan("CMReq").size, "CMRep": plan("CMRep").size,
                   "CMRej": plan("CMRej").size}
 CMA_HDR = plan("CmaIpHdr").size
 PMTU_BYTES = {code: int(size) for code, size in path_mtus.items()}
+REQ_ATTRIBUTE = next(attr for attr, name in cm_attribute_ids.items()
+                     if name == "ConnectRequest")
 MAX_DEFERRED = 64     # REQs of one unknown path kept deferred; more make it a path
 HEARTBEAT_TIMEOUT_S = HEARTBEAT_INTERVAL_S * (RTRS_HB_MISSED_MAX + 1)
 
 _cma = plan("CmaIpHdr").reader("ip_version", "src_addr", "dst_addr")
 _conn_req_magic = _conn_req.reader("magic")
 _conn_rsp_magic = _conn_rsp.reader("magic")
+
+
+def _flood_of_new_sessions(buf, packets):
+    """Columns of the MADs ``packets`` (IB packet columns): per MAD, whether it is an
+    RTRS conn_req of the running protocol version behind an RDMA CM IP header, with
+    its client (hi, lo), comm id and sess_uuid (two 64-bit halves)."""
+    start = packets[:, P_START]
+    body = start + MAD_HDR
+    private = body + PRIVATE_OFFSET["CMReq"] + CMA_HDR
+    whole = packets[:, P_STOP] - private >= _conn_req.size
+    at = np.where(whole, start, 0)       # short MADs: read something harmless, rejected
+    body, private = at + MAD_HDR, np.where(whole, private, 0)
+    mad, req, conn_req = plan("MAD"), plan("CMReq"), _conn_req
+    sid = req.column(np, buf, body, "service_id")
+    ok = (whole & (mad.column(np, buf, at, "mgmt_class") == MGMT_CLASS_CM)
+          & (mad.column(np, buf, at, "attribute_id") == REQ_ATTRIBUTE)
+          & (sid >> 24 == IP_SERVICE_ID_PREFIX >> 24)
+          & ((sid >> 16) & 0xFF != RDMA_PS_IB & 0xFF)
+          & (conn_req.column(np, buf, private, "magic") == RTRS_MAGIC)
+          & (conn_req.column(np, buf, private, "version") >> 8 == RTRS_PROTO_VER_MAJOR))
+    uuid_at = private + conn_req.layout.field("sess_uuid").offset
+    raw = buf[uuid_at[:, None] + np.arange(16)]
+    return {"ok": ok, "src_hi": packets[:, P_SRC_HI], "src_lo": packets[:, P_SRC_LO],
+            "comm": req.column(np, buf, body, "local_comm_id"),
+            "sess": np.ascontiguousarray(raw).view(">u8").reshape(-1, 2).astype(np.int64)}
+
+
+def _hash(a, b, c=0):
+    """One int64 of int64 columns (wrapping): a collision only makes two keys look
+    alike, which shortens a flood's run, never lengthens it."""
+    return (a * np.int64(-7046029254386353131)) ^ (b * np.int64(7145902811939364889)) ^ c
+
+
+def _keys(flood):
+    """(comm id, session) hashes of flood REQs."""
+    return (_hash(flood["src_hi"], flood["src_lo"], flood["comm"]),
+            _hash(flood["sess"][:, 0], flood["sess"][:, 1]))
+
+
+def _fresh_prefix(flood, known_sessions, known_comm_ids, block):
+    """The length of the leading run of flood REQs whose comm id and session occur
+    once in it and in no table (nor in the kept ``block``)."""
+    comm, sess = _keys(flood)
+    known_comm = np.array(known_comm_ids, dtype=np.int64).reshape(-1, 3)
+    halves = np.frombuffer(b"".join(known_sessions), dtype=">u8").astype(np.int64)
+    halves = halves.reshape(-1, 2)
+    known_comm = _hash(known_comm[:, 0], known_comm[:, 1], known_comm[:, 2])
+    known_sess = _hash(halves[:, 0], halves[:, 1])
+    if block is not None:
+        known_comm = np.concatenate((known_comm, block.comm))
+        known_sess = np.concatenate((known_sess, block.sess))
+    bad = ~flood["ok"]
+    for keys, known in ((comm, known_comm), (sess, known_sess)):
+        _, first = np.unique(keys, return_index=True)
+        repeated = np.ones(len(keys), dtype=bool)
+        repeated[first] = False
+        bad |= repeated | np.isin(keys, known)
+    stops = np.flatnonzero(bad)
+    return int(stops[0]) if len(stops) else len(bad)
+
+
+class _Block:
+    """The last REQs of a flood, kept as they came: MADs first..last of a chunk."""
+
+    def __init__(self, chunk, packets, first, last, flood, at):
+        self.count = last - first
+        self.frames = chunk.first_frame + np.arange(first, last)
+        self.stamps = chunk.stamps[first:last].copy()
+        columns = packets[first:last]
+        self.src = columns[:, [P_SRC_HI, P_SRC_LO]].tolist()
+        self.dst = columns[:, [P_DST_HI, P_DST_LO]].tolist()
+        self.data = [bytes(chunk.data[s:e]) for s, e in columns[:, [P_START, P_STOP]].tolist()]
+        comm, sess = _keys(flood)
+        self.comm, self.sess = comm[at:at + self.count], sess[at:at + self.count]
+
+    def mads(self):
+        for i in range(self.count):
+            yield (int(self.frames[i]), int(self.stamps[i]), tuple(self.src[i]),
+                   tuple(self.dst[i]), self.data[i], 0, len(self.data[i]))
 
 
 def is_ip_service_id(sid):
@@ -118,6 +203,7 @@ class CmTracker:
         self.unclaimed = OrderedDict()   # REQs without RTRS magic, in case an RTRS server answers
         self.requested = OrderedDict()  # sess_uuid -> REQs of a path not known yet (_defer)
         self.requested_ids = {}  # (client address, comm id) -> sess_uuid of such a REQ
+        self.block = None      # the last REQs of a flood, not deferred yet (_Block)
         self.orphans = OrderedDict()     # (sender, comm id) of a DREQ without its REQ -> its path
         self.unattached = []   # DREQs whose path was not known yet: (frame, ts, src, dst)
         self.finished = False
@@ -125,6 +211,8 @@ class CmTracker:
     def feed(self, frame, ts, src, dst, buf, off, end):
         """Decode one MAD at buf[off:end]; returns what it belongs to (Connection or
         Path), or None when it is no RTRS CM message."""
+        if self.block is not None:
+            self._expand()
         if end - off < MAD_HDR:
             self.an.anomaly(frame, "truncated_mad", "%d bytes" % (end - off))
             return None
@@ -137,6 +225,41 @@ class CmTracker:
         if known is not None:
             self.rtrs_frames += 1
         return known
+
+    def requests_in_bulk(self, chunk, packets, first, last):
+        """How many MADs from ``first`` are taken here at once: the head of a flood of
+        REQs that each open a session of their own.  Fed one by one, each would be
+        deferred (_defer) and pushed out of the full table by the next ones before
+        anything could name it: so the flood's last table's worth is kept as a block,
+        deferred only when something else comes (``_expand``), and the others are
+        counted (RTRS frames, CM evictions).  The same result as feeding them one by
+        one: they must be RTRS conn_reqs of the running version (after an RDMA CM IP
+        header) whose comm ids and sessions occur once and in no table."""
+        size = self.an.bounds.size["cm"]
+        if last - first < size:
+            return 0
+        flood = _flood_of_new_sessions(chunk.buf, packets[first:last])
+        known = [uuid.UUID(key).bytes for key in list(self.an.paths) + list(self.requested)
+                 if isinstance(key, str)]
+        comm_known = [(src[0], src[1], comm) for (src, comm) in
+                      list(self.by_comm_id) + list(self.requested_ids)]
+        count = _fresh_prefix(flood, known, comm_known, self.block)
+        if count < size:
+            return 0
+        dropped = self.block.count if self.block is not None else 0
+        self.rtrs_frames += count - size + dropped
+        self.an.bounds.evicted["cm"] += count - size + dropped + len(self.requested)
+        self.requested.clear()       # the flood pushes out every deferred REQ
+        self.requested_ids.clear()
+        self.block = _Block(chunk, packets, first + count - size, first + count, flood,
+                            count - size)
+        return count
+
+    def _expand(self):
+        """The kept REQs of a flood, deferred one by one (something else came)."""
+        block, self.block = self.block, None
+        for frame, stamp, src, dst, data, start, end in block.mads():
+            self.feed(frame, stamp / 1e9, src, dst, data, start, end)
 
     def _put(self, table, key, value):
         """``table[key] = value`` in a table of at most the "cm" limit of entries
@@ -248,6 +371,8 @@ class CmTracker:
     def materialize(self, frame=None):
         """The deferred REQs up to ``frame`` (all of them without) become connections,
         in capture order."""
+        if self.block is not None:
+            self._expand()
         reqs = sorted((req for waiting in self.requested.values() for req in waiting
                        if frame is None or req[0] <= frame), key=lambda req: req[0])
         for req in reqs:

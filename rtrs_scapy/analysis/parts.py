@@ -30,7 +30,7 @@ from typing import List
 import numpy as np
 
 from ..capture import open_capture
-from ..engine import Engine
+from ..engine import Engine, mads
 from ..engine import transport as T
 from .analyzer import Analyzer
 
@@ -93,8 +93,9 @@ class _Recorder:
     def events(self, rows):
         self.part.items.append(("events", rows.copy()))
 
-    def cm_mad(self, frame, stamp, src, dst, data, start, end):
-        self.part.items.append(("cm", frame, stamp, src, dst, bytes(data[start:end])))
+    def cm_run(self, chunk, packets, first, last):
+        for frame, stamp, src, dst, data, start, end in mads(chunk, packets, first, last):
+            self.part.items.append(("cm", frame, stamp, src, dst, bytes(data[start:end])))
 
 
 def map_file(path):
