@@ -4,8 +4,9 @@
 
 Builds captures of ``--packets`` packets (make_capture.py: copies of one capture,
 each a session of its own): ``load``, the real load capture (4 KiB random IO, 4
-in flight, PMTU 1024), and ``large``, a crafted one (``rtrs-dissect craft load``:
-1 to 16 KiB IO, 32 in flight, PMTU 4096; crafted once, about 3 minutes).  Then
+in flight, PMTU 1024), and ``large``, a crafted one (``rtrs-dissect craft
+sequential``: 124 KiB sequential writes then reads, 8 in flight, PMTU 4096;
+crafted once).  Then
 measures whole processes,
 start-up included, with their peak RSS, the median of ``--repeat`` runs:
 
@@ -41,8 +42,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 OUT = HERE / "out"
 SOURCES = {"load": REPO / "pcaps" / "real" / "load.pcap.gz", "large": OUT / "large.pcap"}
-CRAFT_LARGE = ["craft", "load", "-p", "pmtu=4096", "-p", "concurrency=32", "-p", "ios=20000",
-               "-p", "max_size=16384", "--no-truth"]
+CRAFT_LARGE = ["craft", "sequential", "-p", "pmtu=4096", "-p", "ios=1600", "--no-truth"]
 SMALL = REPO / "pcaps" / "real" / "basic_inval.pcap"
 PYTHON = sys.executable
 DISSECT = str(Path(PYTHON).with_name("rtrs-dissect"))
