@@ -1,8 +1,8 @@
 """Throughput and memory of rtrs-dissect against tshark, Scapy and dpkt, in one run.
 
-    .venv/bin/python benchmarks/run.py [--packets 3000000] [--repeat 3]
+    .venv/bin/python benchmarks/run.py [--packets 3000000 10000000] [--repeat 3]
 
-Builds captures of ``--packets`` packets (make_capture.py: copies of one capture,
+Builds captures of each ``--packets`` size (make_capture.py: copies of one capture,
 each a session of its own): ``load``, the real load capture (4 KiB random IO, 4
 in flight, PMTU 1024), and ``large``, a crafted one (``rtrs-dissect craft
 sequential``: 124 KiB sequential writes then reads, 8 in flight, PMTU 4096;
@@ -161,24 +161,29 @@ def table_row(tool, packets, seconds, rss, base_rate):
 
 
 def workload(name, args):
-    path = capture(name, args.packets)
     python, dissect = PYTHON, DISSECT
-    print("\n%s: %s, %s packets, %.0f MiB\n" % (name, path.name, "{:,}".format(args.packets),
-                                               path.stat().st_size / 2 ** 20))
+    print("\n%s (%s)\n" % (name, ", ".join("%s packets: %.0f MiB" % (
+        "{:,}".format(n), capture(name, n).stat().st_size / 2 ** 20) for n in args.packets)))
     print("| tool | packets | time | rate | peak RSS | rtrs-dissect is faster by |")
     print("|---|---|---|---|---|---|")
-    seconds, rss = median_run([dissect, "summary", str(path), "--format", "json", "-q"],
-                              args.repeat)
-    base = args.packets / seconds
-    table_row("rtrs-dissect summary (2 cores)", args.packets, seconds, rss, None)
-    if shutil.which("taskset"):
-        seconds, rss = median_run(["taskset", "-c", "0", dissect, "summary", str(path),
-                                   "--format", "json", "-q"], args.repeat)
-        table_row("rtrs-dissect summary (1 core)", args.packets, seconds, rss, base)
+    for packets in args.packets:
+        path = capture(name, packets)
+        seconds, rss = median_run([dissect, "summary", str(path), "--format", "json", "-q"],
+                                  args.repeat)
+        base = packets / seconds
+        table_row("rtrs-dissect summary (2 cores)", packets, seconds, rss, None)
+        if shutil.which("taskset"):
+            seconds, rss = median_run(["taskset", "-c", "0", dissect, "summary", str(path),
+                                       "--format", "json", "-q"], args.repeat)
+            table_row("rtrs-dissect summary (1 core)", packets, seconds, rss, base)
+    packets = args.packets[0]          # the peers, against the first size
+    path = capture(name, packets)
+    base = packets / median_run([dissect, "summary", str(path), "--format", "json", "-q"],
+                                args.repeat)[0]
     seconds, rss = median_run(["cat", str(path)], args.repeat)
-    table_row("floor: cat", args.packets, seconds, rss, base)
+    table_row("floor: cat (the file from the page cache)", packets, seconds, rss, base)
     seconds, rss = median_run([python, "-c", WALK, str(path)], 1)
-    table_row("floor: the pcap record loop in Python", args.packets, seconds, rss, base)
+    table_row("the records iterated one by one in Python", packets, seconds, rss, base)
     if shutil.which("tshark"):
         sample = tshark_sample(path, args.tshark_packets)
         fields = ["tshark", "-n", "-r", str(sample), "-T", "fields", "-e", "infiniband.bth.opcode",
@@ -199,13 +204,12 @@ def workload(name, args):
     stages = json.loads(subprocess.run([python, "-c", STAGES, str(path)], check=True,
                                        capture_output=True, text=True).stdout)
     print("\nper packet, in one process without the read-ahead thread: " + ", ".join(
-        "%s %.0f ns" % (stage, seconds / args.packets * 1e9) for stage, seconds in
-        stages.items()))
+        "%s %.0f ns" % (stage, seconds / packets * 1e9) for stage, seconds in stages.items()))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--packets", type=int, default=3_000_000)
+    parser.add_argument("--packets", type=int, nargs="+", default=[3_000_000, 10_000_000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sample", type=int, default=20_000)
     parser.add_argument("--tshark-packets", type=int, default=300_000)
