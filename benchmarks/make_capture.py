@@ -9,25 +9,14 @@ capture's session and path UUIDs set to the copy number.
 
 import argparse
 import sys
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rtrs_scapy.analysis import analyze  # noqa: E402
-from rtrs_scapy.craft.repeat import repeat_capture  # noqa: E402
-
-
-def uuids(src):
-    """The session and path UUIDs of a capture's handshakes, as the CM private data
-    holds them."""
-    summary = analyze(src, keep_messages=False).summary
-    found = {session["paths_uuid"] for session in summary["sessions"]}
-    found.update(p["sess_uuid"] for session in summary["sessions"] for p in session["paths"])
-    return [uuid.UUID(u).bytes for u in found if u]
+from rtrs_scapy.craft.repeat import repeat_capture, session_uuids  # noqa: E402
 
 
 def build(src, dst, packets):
-    return repeat_capture(src, dst, packets, uuids(src))
+    return repeat_capture(src, dst, packets, session_uuids(src))
 
 
 def main():

@@ -27,7 +27,7 @@ from . import decode as D
 from . import iorows, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
-from .io import IoBatch
+from .io import IoBatch, per_id
 from .linking import link_reconnected
 from .model import Path, Session
 from .qdepth import MemBitsInference
@@ -63,7 +63,6 @@ class Analyzer:
         self.path_list = []         # path id -> Path
         self.session_ids = {}       # Session -> int (the pairing key)
         self.next_session_id = 0
-        self.session_lut = None     # path id -> session id, until paths change
         self.live_paths = 0
         self.idle = OrderedDict()   # paths without RC traffic, least recently named first
         self.free_ids = []          # ids of evicted paths
@@ -109,7 +108,6 @@ class Analyzer:
             path.id = len(self.path_list)
             self.path_list.append(path)
         self.live_paths += 1
-        self.session_lut = None
         path.session = session
         session.paths.append(path)
         if session not in self.session_ids:
@@ -142,7 +140,6 @@ class Analyzer:
         self.path_list[path.id] = None
         self.free_ids.append(path.id)
         self.live_paths -= 1
-        self.session_lut = None
         self.cm.forget(path)
         self.bounds.evicted["idle_paths"] += 1
         for attempt in path.attempts:   # no cyclic GC while reading: break the cycles
@@ -261,16 +258,15 @@ class Analyzer:
 
     def session_of(self, path_ids):
         """Session ids (the pairing key) of an array of path ids."""
-        if self.session_lut is None:
-            self.session_lut = np.array([self.session_ids[p.session] if p is not None else -1
-                                         for p in self.path_list], dtype=np.int64)
-        return self.session_lut[path_ids]
+        return per_id(path_ids, lambda i: self.session_ids[self.path_list[i].session]
+                      if self.path_list[i] is not None else -1)
 
     def cid_of(self, conn_ids):
         """cids of an array of connection ids (-1 for none)."""
-        lut = np.array([c.cid if c.cid is not None else -1 for c, _ in self.conns] + [-1],
-                       dtype=np.int64)
-        return lut[np.where(conn_ids >= 0, conn_ids, len(self.conns))]
+        def cid(i):
+            conn = self.conns[i][0] if i >= 0 else None
+            return conn.cid if conn is not None and conn.cid is not None else -1
+        return per_id(conn_ids, cid)
 
     def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None, path=None):
         """A message record; ``path`` when there is no connection (no handshake seen)."""

@@ -18,6 +18,15 @@ OPS = ("read", "write")
 READ, WRITE = 1, 2
 
 
+def per_id(ids, value):
+    """``value(id)`` for each id of an int64 array, called once per distinct id: a
+    batch costs its own size, never the number of paths or connections."""
+    distinct, inverse = np.unique(ids, return_inverse=True)
+    values = np.array([value(int(i)) for i in distinct.tolist()], dtype=np.int64)
+    return values[inverse.reshape(ids.shape)] if len(distinct) else np.zeros(ids.shape,
+                                                                            dtype=np.int64)
+
+
 class IoBatch:
     def __init__(self, an, rows, arena, req, rsp, path_id, record):
         self.an = an
@@ -134,7 +143,7 @@ class IoBatch:
         rows = self.req_rows[req]
         reqs = {k: v[req] for k, v in self.reqs.items()}
         rpath = self.req_path[req]
-        bits = np.array([p.mem_bits or 0 for p in paths], dtype=np.int64)[rpath]
+        bits = per_id(rpath, lambda i: paths[i].mem_bits or 0)
         payload = rows[:, T.R_IMM] & IMM_PAYLOAD_MASK
         buf_id = payload >> bits
         offset = payload & ((np.int64(1) << bits) - 1)

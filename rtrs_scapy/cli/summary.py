@@ -9,6 +9,18 @@ from .common import analyze_capture, captures_argument, format_option, queue_dep
 from .scale import analysis_runner, run_options
 
 
+def write_json(value, out, piece=1 << 16):
+    """``value`` as indented JSON, written in pieces: a summary of thousands of
+    sessions never exists whole as one string."""
+    pieces = []
+    for text in json.JSONEncoder(indent=1).iterencode(value):
+        pieces.append(text)
+        if len(pieces) == piece:
+            out.write("".join(pieces))
+            pieces.clear()
+    out.write("".join(pieces) + "\n")
+
+
 @click.command()
 @captures_argument
 @format_option
@@ -33,6 +45,6 @@ def summary(captures, fmt, quiet, queue_depth, jobs, dask):
         result = analyze_capture(list(captures), quiet, keep_messages=False,
                                  queue_depth=queue_depth, analyze=run)
     if fmt == "json":
-        click.echo(json.dumps(result.summary, indent=1))
+        write_json(result.summary, click.get_text_stream("stdout"))
     else:
         click.echo(render(result.summary), nl=False)

@@ -11,6 +11,7 @@ columns, so a 10 M-packet file is written at disk speed.
 """
 
 import struct
+import uuid
 
 import numpy as np
 
@@ -25,6 +26,16 @@ def _frames(src):
     with open_capture(src) as cap:
         frames = [(ts, bytes(buf[s:e])) for _no, ts, buf, s, e, _lt in cap]
         return frames, cap.link_type
+
+
+def session_uuids(src):
+    """The session and path UUIDs of a capture's handshakes, as the CM private data
+    holds them (what repeat_capture makes distinct per copy)."""
+    from ..analysis import analyze
+    summary = analyze(src, keep_messages=False).summary
+    found = {session["paths_uuid"] for session in summary["sessions"]}
+    found.update(p["sess_uuid"] for session in summary["sessions"] for p in session["paths"])
+    return [uuid.UUID(u).bytes for u in found if u]
 
 
 def repeat_capture(src, dst, packets, uuids=()):
