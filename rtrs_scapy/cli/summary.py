@@ -1,6 +1,7 @@
 """``rtrs-dissect summary``: what every session did (the default command)."""
 
 import json
+import sys
 
 import click
 
@@ -45,6 +46,6 @@ def summary(captures, fmt, quiet, queue_depth, jobs, dask):
         result = analyze_capture(list(captures), quiet, keep_messages=False,
                                  queue_depth=queue_depth, analyze=run)
     if fmt == "json":
-        write_json(result.summary, click.get_text_stream("stdout"))
+        write_json(result.summary, sys.stdout)
     else:
         click.echo(render(result.summary), nl=False)
