@@ -1,24 +1,38 @@
-"""Throughput and memory of rtrs-dissect against Scapy and tshark, in one run.
+"""Throughput and memory of rtrs-dissect against tshark, Scapy and dpkt, in one run.
 
-    .venv/bin/python benchmarks/run.py [--sizes 1000000 4000000] [--sample 20000]
+    .venv/bin/python benchmarks/run.py [--packets 3000000 10000000] [--repeat 3]
 
-Builds captures of the given sizes from a real one (make_capture.py: repeated
-with shifted timestamps and addresses), then measures whole processes
-(start-up included) with their peak RSS:
+Builds captures of each ``--packets`` size (make_capture.py: copies of one capture,
+each a session of its own): ``load``, the real load capture (4 KiB random IO, 4
+in flight, PMTU 1024), and ``large``, a crafted one (``rtrs-dissect craft
+sequential``: 124 KiB sequential writes then reads, 8 in flight, PMTU 4096;
+crafted once).  Then
+measures whole processes,
+start-up included, with their peak RSS, the median of ``--repeat`` runs:
 
-* ``rtrs-dissect summary --format json -q`` on every size;
-* Scapy's ``PcapReader`` with full dissection on the first ``--sample`` packets
-  (it runs at a few thousand packets/s: a full file would take hours);
-* ``tshark -r`` with the generated Lua plugin (``wireshark/rtrs.lua``) when it
-  exists, and plain tshark, on the first ``--tshark-packets`` packets.
+* ``rtrs-dissect summary --format json -q`` on the whole file, on both cores and
+  pinned to one (``taskset``);
+* the floor: reading the file (``cat``), and walking its records in Python
+  (the pcap record loop alone, no decoding);
+* tshark without plugin, ``-T fields`` of three InfiniBand fields (its fastest
+  decode of what we decode), and tshark with the generated ``wireshark/rtrs.lua``,
+  on the first ``--tshark-packets``;
+* Scapy's ``PcapReader`` with full dissection and a dpkt record loop, on the first
+  ``--sample`` packets (a full file would take hours for Scapy);
+* the cold start: ``rtrs-dissect --version`` and a summary of a 1,558-frame capture;
+* the stages in one process: records walked and decoded, the transport, the
+  analysis.
 
-Rates are packets per second of wall-clock time; ratios are against the
-rtrs-dissect rate of the smallest size.  Not a test: nothing is asserted.
+Rates are packets per second of wall-clock time; the ratio is rtrs-dissect's rate
+over the tool's, both on the same workload in this run.  Not a test.
 """
 
 import argparse
+import importlib.util
+import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -27,10 +41,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 OUT = HERE / "out"
-DEFAULT_INPUT = REPO.parent / "shared" / "pcaps" / "basic_inval" / "basic_inval.pcap"
-
-sys.path.insert(0, str(HERE))
-from make_capture import build  # noqa: E402
+SOURCES = {"load": REPO / "pcaps" / "real" / "load.pcap.gz", "large": OUT / "large.pcap"}
+CRAFT_LARGE = ["craft", "sequential", "-p", "pmtu=4096", "-p", "ios=1600", "--no-truth"]
+SMALL = REPO / "pcaps" / "real" / "basic_inval.pcap"
+PYTHON = sys.executable
+DISSECT = str(Path(PYTHON).with_name("rtrs-dissect"))
 
 
 def measure(argv, stdout=subprocess.DEVNULL):
@@ -46,71 +61,167 @@ def measure(argv, stdout=subprocess.DEVNULL):
     return elapsed, usage.ru_maxrss / 1024.0
 
 
-def capture(size, source):
-    path = OUT / ("bench_%d.pcap" % size)
+def median_run(argv, repeat):
+    runs = [measure(argv) for _ in range(repeat)]
+    return statistics.median(t for t, _ in runs), max(rss for _, rss in runs)
+
+
+def capture(name, packets):
+    """The workload's file, built by child processes (this one stays small: a child's
+    peak RSS counts the pages it was forked with)."""
+    source, path = SOURCES[name], OUT / ("%s_%d.pcap" % (name, packets))
+    if name == "large" and not source.exists():
+        subprocess.run([DISSECT, *CRAFT_LARGE, "-o", str(source)], check=True)
     if not path.exists():
-        build(source, path, size)
+        subprocess.run([PYTHON, str(HERE / "make_capture.py"), str(source), str(path),
+                        "--packets", str(packets)], check=True, stdout=subprocess.DEVNULL)
     return path
 
 
-SCAPY_SNIPPET = """
+WALK = """
+import sys
+from rtrs_scapy.capture import open_capture
+n = 0
+with open_capture(sys.argv[1]) as cap:
+    for _record in cap:
+        n += 1
+"""
+
+SCAPY = """
 import sys
 from scapy.utils import PcapReader
-import rtrs_scapy
-n = 0
-for pkt in PcapReader(sys.argv[1]):
-    n += 1
+import rtrs_scapy.layers
+for n, pkt in enumerate(PcapReader(sys.argv[1]), 1):   # each one dissected to its last layer
     if n == int(sys.argv[2]):
         break
 """
 
+DPKT = """
+import sys
+import dpkt
+with open(sys.argv[1], "rb") as f:
+    for n, (ts, buf) in enumerate(dpkt.pcap.Reader(f), 1):
+        dpkt.ethernet.Ethernet(buf)
+        if n == int(sys.argv[2]):
+            break
+"""
 
-def row(name, packets, seconds, rss, base):
+STAGES = """
+import sys, time, json
+from rtrs_scapy.analysis import Analyzer
+from rtrs_scapy.capture import open_capture
+from rtrs_scapy.engine import Engine
+
+class Null:
+    engine = None
+    def frames_seen(self, chunk, packets): pass
+    def messages_done(self, rows, arena): pass
+    def events(self, rows): pass
+    def cm_run(self, *args): pass
+
+def run(consumer):
+    start = time.perf_counter()
+    with open_capture(sys.argv[1]) as cap:
+        engine = Engine(consumer) if consumer is not None else None
+        for chunk in cap.chunks():
+            chunk.decoded()
+            if engine is not None:
+                engine.feed(chunk)
+            cap.done(chunk)
+        if engine is not None:
+            engine.flush()
+    if isinstance(consumer, Analyzer):
+        consumer.close()
+    return time.perf_counter() - start
+
+run(Null())       # compile and warm the caches
+walk = run(None)
+transport = run(Null())
+analysis = run(Analyzer())
+print(json.dumps({"walk_decode": walk, "transport": transport - walk,
+                  "analysis": analysis - transport}))
+"""
+
+
+def tshark_sample(path, packets):
+    sample = OUT / ("%s_tshark_%d.pcap" % (path.stem, packets))
+    if not sample.exists():
+        subprocess.run(["editcap", "-r", str(path), str(sample), "1-%d" % packets],
+                       check=True, stdout=subprocess.DEVNULL)
+    return sample
+
+
+def table_row(tool, packets, seconds, rss, base_rate):
     rate = packets / seconds
-    ratio = "%.2fx" % (rate / base) if base else "-"
-    print("%-44s %10d %8.2f s %12.0f pkt/s %8.1f MiB  %s" % (name, packets, seconds, rate,
-                                                              rss, ratio))
-    return rate
+    ratio = "%.1f×" % (base_rate / rate) if base_rate and rate < base_rate else (
+        "%.2f×" % (base_rate / rate) if base_rate else "1")
+    print("| %s | %s | %.2f s | %s pkt/s | %.0f MiB | %s |" % (
+        tool, "{:,}".format(packets), seconds, "{:,.0f}".format(rate), rss, ratio))
+    sys.stdout.flush()
+
+
+def workload(name, args):
+    python, dissect = PYTHON, DISSECT
+    print("\n%s (%s)\n" % (name, ", ".join("%s packets: %.0f MiB" % (
+        "{:,}".format(n), capture(name, n).stat().st_size / 2 ** 20) for n in args.packets)))
+    print("| tool | packets | time | rate | peak RSS | rtrs-dissect is faster by |")
+    print("|---|---|---|---|---|---|")
+    for packets in args.packets:
+        path = capture(name, packets)
+        seconds, rss = median_run([dissect, "summary", str(path), "--format", "json", "-q"],
+                                  args.repeat)
+        base = packets / seconds
+        table_row("rtrs-dissect summary (2 cores)", packets, seconds, rss, None)
+        if shutil.which("taskset"):
+            seconds, rss = median_run(["taskset", "-c", "0", dissect, "summary", str(path),
+                                       "--format", "json", "-q"], args.repeat)
+            table_row("rtrs-dissect summary (1 core)", packets, seconds, rss, base)
+    packets = args.packets[0]          # the peers, against the first size
+    path = capture(name, packets)
+    base = packets / median_run([dissect, "summary", str(path), "--format", "json", "-q"],
+                                args.repeat)[0]
+    seconds, rss = median_run(["cat", str(path)], args.repeat)
+    table_row("floor: cat (the file from the page cache)", packets, seconds, rss, base)
+    seconds, rss = median_run([python, "-c", WALK, str(path)], 1)
+    table_row("the records iterated one by one in Python", packets, seconds, rss, base)
+    if shutil.which("tshark"):
+        sample = tshark_sample(path, args.tshark_packets)
+        fields = ["tshark", "-n", "-r", str(sample), "-T", "fields", "-e", "infiniband.bth.opcode",
+                  "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn"]
+        seconds, rss = median_run(fields, 1)
+        table_row("tshark -T fields (IB opcode, QP, PSN)", args.tshark_packets, seconds, rss,
+                  base)
+        seconds, rss = median_run(["tshark", "-n", "-r", str(sample), "-X",
+                                   "lua_script:%s" % (REPO / "wireshark" / "rtrs.lua")], 1)
+        table_row("tshark + rtrs.lua", args.tshark_packets, seconds, rss, base)
+    seconds, rss = median_run([python, "-c", SCAPY, str(path), str(args.sample)], 1)
+    table_row("Scapy PcapReader, full dissection", args.sample, seconds, rss, base)
+    if importlib.util.find_spec("dpkt") is None:
+        print("| dpkt | not installed (`pip install -e '.[bench]'`) | | | | |")
+    else:
+        seconds, rss = median_run([python, "-c", DPKT, str(path), str(args.sample * 10)], 1)
+        table_row("dpkt record loop + Ethernet", args.sample * 10, seconds, rss, base)
+    stages = json.loads(subprocess.run([python, "-c", STAGES, str(path)], check=True,
+                                       capture_output=True, text=True).stdout)
+    print("\nper packet, in one process without the read-ahead thread: " + ", ".join(
+        "%s %.0f ns" % (stage, seconds / packets * 1e9) for stage, seconds in stages.items()))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input", default=str(DEFAULT_INPUT))
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 4_000_000])
+    parser.add_argument("--packets", type=int, nargs="+", default=[3_000_000, 10_000_000])
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sample", type=int, default=20_000)
-    parser.add_argument("--tshark-packets", type=int, default=200_000)
+    parser.add_argument("--tshark-packets", type=int, default=300_000)
+    parser.add_argument("--workloads", nargs="+", default=sorted(SOURCES), choices=SOURCES)
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
-    python = sys.executable
-    dissect = str(Path(python).with_name("rtrs-dissect"))
-
-    print("%-44s %10s %10s %18s %12s  %s" % ("tool", "packets", "time", "rate", "peak RSS",
-                                             "vs rtrs-dissect"))
-    base = None
-    for size in args.sizes:
-        path = capture(size, args.input)
-        seconds, rss = measure([dissect, "summary", str(path), "--format", "json", "-q"])
-        rate = row("rtrs-dissect summary --format json", size, seconds, rss, base)
-        base = base or rate
-
-    small = capture(min(args.sizes), args.input)
-    seconds, rss = measure([python, "-c", SCAPY_SNIPPET, str(small), str(args.sample)])
-    row("scapy PcapReader + dissection (sample)", args.sample, seconds, rss, base)
-
-    tshark = shutil.which("tshark")
-    if tshark:
-        sample = OUT / ("bench_tshark_%d.pcap" % args.tshark_packets)
-        if not sample.exists():
-            build(args.input, sample, args.tshark_packets)
-        plugin = REPO / "wireshark" / "rtrs.lua"
-        if plugin.exists():
-            seconds, rss = measure([tshark, "-n", "-X", "lua_script:%s" % plugin, "-r",
-                                    str(sample)])
-            row("tshark + rtrs.lua (sample)", args.tshark_packets, seconds, rss, base)
-        seconds, rss = measure([tshark, "-n", "-r", str(sample)])
-        row("tshark, no plugin (sample)", args.tshark_packets, seconds, rss, base)
-    else:
-        print("tshark not installed: skipped")
+    dissect = DISSECT
+    print("cold start: `rtrs-dissect --version` %.2f s, `summary` of %s (1,558 frames) "
+          "%.2f s" % (median_run([dissect, "--version"], args.repeat)[0], SMALL.name,
+                      median_run([dissect, "summary", str(SMALL), "-q"], args.repeat)[0]))
+    for name in args.workloads:
+        workload(name, args)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ name)`` reads one field of many messages at once.
 """
 
 import struct
-import uuid
 
 from . import wire
 from .layout_ir import LayoutError
@@ -45,6 +44,7 @@ class Plan:
             raise LayoutError("%s: plan size %d != layout size %d"
                               % (self.name, self.struct.size, self.size))
         self._readers = {}
+        self._all = None        # (names, reader, lists) of the whole message
 
     @staticmethod
     def _code(spec):
@@ -105,10 +105,13 @@ class Plan:
 
     def decode(self, buf, off, end):
         """All fields as a dict; lists bounded by the bytes up to ``end``."""
-        names = tuple(spec.name for spec in self.layout.fields
-                      if spec.kind not in ("list", "trailer"))
-        values = dict(zip(names, self.reader(*names)(buf, off)))
-        for spec in self.layout.lists:
+        if self._all is None:
+            names = tuple(spec.name for spec in self.layout.fields
+                          if spec.kind not in ("list", "trailer"))
+            self._all = names, self.reader(*names), self.layout.lists
+        names, read, lists = self._all
+        values = dict(zip(names, read(buf, off)))
+        for spec in lists:
             element = _plan_of(spec.element)
             start = off + self.size
             room = max(0, (end - start) // element.size)
@@ -123,7 +126,9 @@ def _cstr(raw):
 
 
 def _uuid(raw):
-    return str(uuid.UUID(bytes=bytes(raw)))
+    """The canonical text of a UUID (what ``str(uuid.UUID(bytes=raw))`` gives)."""
+    h = raw.hex()
+    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:32])
 
 
 _PLANS = {}

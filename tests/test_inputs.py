@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REAL, real_pcap
+from conftest import REAL, REPO, real_pcap
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.capture import CaptureError, open_capture
 from rtrs_scapy.capture.inputs import open_inputs
@@ -68,6 +68,23 @@ def test_ring_buffer_in_any_order_and_as_a_directory(whole, tmp_path):
     (tmp_path / "notes.txt").write_text("not a capture")
     by_directory = analyze(str(tmp_path), keep_messages=False)
     assert without_capture_block(by_directory.summary) == without_capture_block(result.summary)
+
+
+def test_a_ring_of_repeated_sessions_loses_no_frame(tmp_path):
+    """Files that follow one another hold copies of one session that differ only in
+    addresses and UUIDs (benchmarks/make_capture.py): nothing is another host's copy."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from make_capture import build
+    big = tmp_path / "copies.pcap"
+    build(real_pcap("basic_inval"), big, 6000)
+    frames = frames_of(big)
+    files = [write_pcap(tmp_path / ("ring%d.pcap" % k), frames[a:a + 1500])
+             for k, a in enumerate(range(0, 6000, 1500))]
+    merged = analyze([str(f) for f in files], keep_messages=False).summary
+    assert merged["capture"]["capture_duplicates"] == 0
+    assert merged["capture"]["packets"] == 6000
+    assert without_capture_block(merged) == without_capture_block(
+        analyze(big, keep_messages=False).summary)
 
 
 @pytest.mark.parametrize("offset", [0.00003, 0.0021, -0.0008])

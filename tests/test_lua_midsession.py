@@ -24,7 +24,7 @@ from typing import Optional
 
 import pytest
 
-from rtrs_scapy.analysis.qdepth import MemBitsInference, pair_events
+from rtrs_scapy.analysis.qdepth import infer, pair_events
 from rtrs_scapy.imm import IMM_PAYLOAD_MASK, MSG_ID_MASK, mem_bits
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
 from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, request_class
@@ -202,15 +202,7 @@ def decode(name, first):
             depth = known[domain]
             bits, qd, source = mem_bits(depth), depth, "handshake"
         else:
-            rule = MemBitsInference()
-            for event, _n, _t in evs:
-                if rule.decided:
-                    break
-                if event[0] == "req":
-                    rule.request(event[1], event[2])
-                else:
-                    rule.response(event[1])
-            rule.finish()
+            rule = infer(event for event, _n, _t in evs)
             bits, qd, source = rule.mem_bits, rule.queue_depth, rule.source
         for _event, number, _t in evs:
             out.depth[number] = (qd, source)

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from rtrs_scapy.analysis.qdepth import MemBitsInference
+from rtrs_scapy.analysis.qdepth import infer
 
 from conftest import REPO
 
@@ -58,19 +58,6 @@ def lua_events(events):
     return "{" + ",".join(items) + "}"
 
 
-def python_rule(events):
-    rule = MemBitsInference()
-    for event in events:
-        if rule.decided:
-            break
-        if event[0] == "req":
-            rule.request(event[1], event[2])
-        else:
-            rule.response(event[1])
-    rule.finish()
-    return rule
-
-
 @pytest.fixture(scope="module")
 def lua_results(tmp_path_factory):
     assert LUA52, "lua5.2 is required (scripts/test.sh installs it)"
@@ -100,4 +87,4 @@ def test_vector(vector, lua_results):
     want = vector["expect"]
     assert (bits, depth, source, pairs) == (
         want["mem_bits"], want["queue_depth"], want["source"], want["pairs"])
-    assert decided_at == python_rule(vector["events"]).decided_at
+    assert decided_at == infer(vector["events"]).decided_at

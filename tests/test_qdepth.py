@@ -10,29 +10,16 @@ import pytest
 
 from conftest import REPO
 from rtrs_scapy.analysis.qdepth import (
-    DEFAULT_MEM_BITS, PRUNE_MARGIN, MemBitsInference, pair_events, queue_depth_of,
+    DEFAULT_MEM_BITS, PRUNE_MARGIN, MemBitsInference, infer, pair_events, queue_depth_of,
 )
 from rtrs_scapy.imm import mem_bits
 
 VECTORS = json.loads((REPO / "tests" / "vectors" / "qdepth.json").read_text())
 
 
-def run(events):
-    rule = MemBitsInference()
-    for event in events:
-        if rule.decided:
-            break
-        if event[0] == "req":
-            rule.request(event[1], event[2])
-        else:
-            rule.response(event[1])
-    rule.finish()
-    return rule
-
-
 @pytest.mark.parametrize("vector", VECTORS, ids=[v["name"] for v in VECTORS])
 def test_vector(vector):
-    rule = run(vector["events"])
+    rule = infer(vector["events"])
     want = vector["expect"]
     assert (rule.mem_bits, rule.source, rule.queue_depth) == (
         want["mem_bits"], want["source"], want["queue_depth"])
@@ -57,14 +44,14 @@ def test_only_buf_id_zero_assumes_the_kernel_default():
     events = []
     for _ in range(10):
         events += [("req", 4128, 4128), ("rsp", 0)]
-    rule = run(events)
+    rule = infer(events)
     assert (rule.mem_bits, rule.source, rule.queue_depth) == (DEFAULT_MEM_BITS, "assumed", 512)
 
 
 def test_offsets_alone_decide_when_one_candidate_is_left():
     bits = mem_bits(512)
     # buf_id 1 (odd) excludes every larger mem_bits, an offset of 2**18 every smaller one
-    rule = run([("req", (1 << bits) | (1 << 18), 1 << 18)])
+    rule = infer([("req", (1 << bits) | (1 << 18), 1 << 18)])
     assert (rule.mem_bits, rule.source) == (bits, "inferred")
 
 
@@ -77,7 +64,7 @@ def test_a_wrong_guess_falls_behind_and_is_dropped():
         ids = [2, 4, 6, 8]
         events += [("req", (i << bits) | 4128, 4128) for i in ids]
         events += [("rsp", i) for i in reversed(ids)]
-    rule = run(events)
+    rule = infer(events)
     assert (rule.mem_bits, rule.source, rule.queue_depth) == (bits, "inferred", 1024)
 
 

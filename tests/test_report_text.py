@@ -290,11 +290,14 @@ def test_rnbd_control_failures_and_size_histogram_order():
 
 
 def test_anomaly_counts_and_limits():
-    data = summary([path()], limits={"evicted_requests": 3})
+    data = summary([path()], limits={"sizes": {"requests": 65536, "cm": 4096},
+                                     "evicted": {"requests": 3, "messages": 2},
+                                     "refused": {"cm": 1}, "reached": True})
     data["anomalies"] = [{"frame": 5, "kind": "psn_gap", "detail": "QP 0x11: PSN 7 where 6 "
                                                                    "was expected"}]
     data["anomaly_counts"] = {"psn_gap": 1, "unmatched_response": 120}
     out = text(data)
-    assert "  evicted requests 3" in out
+    assert "limits reached, evicted: messages 2, requests 3 (table of 65536)" in out
+    assert "limits reached, refused: cm 1 (table of 4096)" in out
     assert "anomalies (121): psn_gap 1, unmatched_response 120" in out
     assert "  frame 5: psn_gap: QP 0x11: PSN 7 where 6 was expected" in out

@@ -56,7 +56,7 @@ local QD = {
   IMM_TYPE_SHIFT = 28,
   MAX_SESS_QUEUE_DEPTH = 65535,
 }
--- bounds of the state tables (rtrs_scapy.wireshark.limits)
+-- bounds of the state tables (rtrs_scapy.limits)
 local LIMITS = {
   streams = 16384,  -- QP streams (PSN state, connection learnt from CM or content)
   messages = 1024,  -- multi-packet messages in reassembly

@@ -34,8 +34,10 @@ class Analysis:
                 "truncated": capture.truncated, "files": capture.files,
                 "capture_duplicates": capture.duplicates}
         self.summary = summarize(analyzer, info)
+        counts = self.summary["anomaly_counts"]
         for frame, kind, detail in self.problems:
             self.summary["anomalies"].append({"frame": frame, "kind": kind, "detail": detail})
+            counts[kind] = counts.get(kind, 0) + 1
 
     @property
     def messages(self):
@@ -57,7 +59,7 @@ def _no_cyclic_gc():
 
 
 def analyze(path, keep_messages=True, queue_depth=None, progress=None,
-            chunk_records=CHUNK_RECORDS, until_frame=None, io_sink=None):
+            chunk_records=CHUNK_RECORDS, until_frame=None, io_sink=None, limits=None):
     """Analyze a capture: a file, ``-`` (stdin), a directory, or a list of those (one
     capture, merged in time order); ``progress(bytes_done, bytes_total)`` is called
     now and then.
@@ -65,10 +67,12 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
     ``chunk_records`` (records per chunk) changes the pace, never the result.
     ``until_frame`` stops reading after the chunk holding that frame (a summary of
     what was read: ``rtrs-dissect show`` needs no more).  ``io_sink`` receives the
-    IO rows (one per request, see iorows.py) in batches as their fate is known."""
+    IO rows (one per request, see iorows.py) in batches as their fate is known.
+    ``limits`` overrides bounds of rtrs_scapy/limits.py by name."""
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth,
-                        io_sink=io_sink)
-    engine = Engine(analyzer)
+                        io_sink=io_sink, limits=limits)
+    engine = Engine(analyzer, **({"max_streams": limits["streams"]}
+                                 if limits and "streams" in limits else {}))
     with open_inputs(path) as capture, _no_cyclic_gc():
         for chunk in ahead(capture.chunks(chunk_records)):
             engine.feed(chunk)

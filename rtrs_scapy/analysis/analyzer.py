@@ -11,19 +11,24 @@ depth rule of paths without a handshake (until it decides), and the message
 records of ``rtrs-dissect messages``.
 """
 
+from collections import OrderedDict
+
 import numpy as np
 
 from ..capture.ib import P_KIND
 from ..capture.links import address_text
 from ..constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
+from ..engine import mads
 from ..engine import transport as T
 from ..imm import mem_bits
 from ..plans import plan
 from ..wire import OPCODES
 from . import decode as D
 from . import iorows, pairing, rnbd
+from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
-from .io import IoBatch
+from .io import IoBatch, per_id
+from .linking import link_reconnected
 from .model import Path, Session
 from .qdepth import MemBitsInference
 from .records import Records
@@ -41,8 +46,9 @@ class Analyzer:
     """The engine's consumer; ``close()`` ends the capture."""
 
     def __init__(self, keep_messages=False, queue_depth=None, io_sink=None,
-                 keep_latencies=True):
+                 keep_latencies=True, limits=None):
         self.forced_queue_depth = queue_depth
+        self.bounds = Bounds(limits)    # rtrs_scapy/limits.py, and what reaching them cost
         self.io_sink = io_sink      # called with batches of IO rows (iorows.py), or None
         # False: no per-path latency lists (the summary's percentiles stay empty); a
         # stream watched for hours keeps constant memory, the IO rows carry latencies
@@ -55,10 +61,15 @@ class Analyzer:
         self.sessions = {}          # paths_uuid (or ("inferred", client, server)) -> Session
         self.paths = {}             # sess_uuid or (client, server) -> Path
         self.path_list = []         # path id -> Path
-        self.session_ids = {}       # Session -> int
+        self.session_ids = {}       # Session -> int (the pairing key)
+        self.next_session_id = 0
+        self.live_paths = 0
+        self.idle = OrderedDict()   # paths without RC traffic, least recently named first
+        self.free_ids = []          # ids of evicted paths
         self.conns = []             # conn id -> (Connection, client_to_server)
         self.stream_paths = {}      # (slot, gen) of an unbound stream -> (path id, c2s)
-        self.anomalies = []
+        self.anomaly_log = Anomalies(self.bounds.size["examples"])
+        self.anomalies = self.anomaly_log.examples
         self.cm = CmTracker(self)
         self.engine = None          # set by the engine that feeds this analyzer
         self.addr_cache = {}
@@ -79,34 +90,81 @@ class Analyzer:
     def text(self, raw):
         text = self.addr_cache.get(raw)
         if text is None:
+            if len(self.addr_cache) >= self.bounds.size["cm"]:
+                self.addr_cache.clear()
             text = self.addr_cache[raw] = address_text(raw)
         return text
 
-    def anomaly(self, frame, kind, detail):
-        self.anomalies.append({"frame": frame, "kind": kind, "detail": detail})
+    def anomaly(self, frame, kind, detail, *args):
+        """Counted by kind; the first ones kept with ``detail % args``."""
+        self.anomaly_log.add(frame, kind, detail, args)
 
     def _add_path(self, key, path, session):
         self.paths[key] = path
-        path.id = len(self.path_list)
-        self.path_list.append(path)
+        if self.free_ids:          # an evicted path's id: nothing refers to it
+            path.id = self.free_ids.pop()
+            self.path_list[path.id] = path
+        else:
+            path.id = len(self.path_list)
+            self.path_list.append(path)
+        self.live_paths += 1
         path.session = session
         session.paths.append(path)
         if session not in self.session_ids:
-            self.session_ids[session] = len(self.session_ids)
+            self.session_ids[session] = self.next_session_id
+            self.next_session_id += 1
+
+    def _room_for_path(self):
+        """Room for one more path: paths without traffic are kept to the "idle_paths"
+        limit, all paths to the "paths" limit, evicting the path idle the longest
+        (no traffic, least recently named by a REQ); False when every path carries
+        traffic (the new one is refused, counted)."""
+        size = self.bounds.size
+        if len(self.idle) >= size["idle_paths"]:
+            self._evict(next(iter(self.idle)))   # OrderedDict: O(1) at the front
+        while self.live_paths >= size["paths"]:
+            if not self.idle:
+                self.bounds.refused["paths"] += 1
+                return False
+            self._evict(next(iter(self.idle)))
+        return True
+
+    def _evict(self, path):
+        del self.idle[path]
+        del self.paths[path.sess_uuid]
+        session = path.session
+        session.paths.remove(path)
+        if not session.paths:
+            del self.sessions[session.paths_uuid]
+            del self.session_ids[session]
+        self.path_list[path.id] = None
+        self.free_ids.append(path.id)
+        self.live_paths -= 1
+        self.cm.forget(path)
+        self.bounds.evicted["idle_paths"] += 1
+        for attempt in path.attempts:   # no cyclic GC while reading: break the cycles
+            attempt.connections.clear()
+        path.attempts.clear()
+        path.connections.clear()
 
     def path_for(self, sess_uuid, paths_uuid, client, server, names=None):
         """The path of a conn_req; ``names``: (client, server) as the RDMA CM header
         gives them, else the packet's addresses."""
         path = self.paths.get(sess_uuid)
-        if path is None:
-            client_name, server_name = names or (self.text(client), self.text(server))
-            path = Path(sess_uuid, paths_uuid=paths_uuid, client=client_name,
-                        server=server_name)
-            path.client_raw, path.server_raw = client, server
-            session = self.sessions.get(paths_uuid)
-            if session is None:
-                session = self.sessions[paths_uuid] = Session(paths_uuid)
-            self._add_path(sess_uuid, path, session)
+        if path is not None:
+            if path in self.idle:      # named again: the most recently used
+                self.idle.move_to_end(path)
+            return path
+        if not self._room_for_path():
+            return None
+        client_name, server_name = names or (self.text(client), self.text(server))
+        path = Path(sess_uuid, paths_uuid=paths_uuid, client=client_name, server=server_name)
+        path.client_raw, path.server_raw = client, server
+        session = self.sessions.get(paths_uuid)
+        if session is None:
+            session = self.sessions[paths_uuid] = Session(paths_uuid)
+        self._add_path(sess_uuid, path, session)
+        self.idle[path] = None
         return path
 
     def inferred_path(self, client, server):
@@ -116,8 +174,11 @@ class Analyzer:
         if path is not None:
             return path
         for known in self.path_list:   # a handshake seen for the same endpoints
-            if known.client_raw == client and known.server_raw == server:
+            if known is not None and known.client_raw == client \
+                    and known.server_raw == server:
                 return known
+        if not self._room_for_path():
+            return None
         path = Path(None, client=self.text(client), server=self.text(server))
         path.client_raw, path.server_raw = client, server
         self._add_path(key, path, self.sessions.setdefault(("inferred",) + key, Session(None)))
@@ -157,6 +218,7 @@ class Analyzer:
         the REP's that of the client→server stream
         (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
         path = conn.path
+        self.idle.pop(path, None)      # bound streams name it: it stays
         for addr, qpn, c2s, psn in ((path.server_raw, conn.server_qpn, True, conn.rep_psn),
                                     (path.client_raw, conn.client_qpn, False, conn.req_psn)):
             conn_id = len(self.conns)
@@ -165,6 +227,8 @@ class Analyzer:
 
     def abort_pending(self, path):
         """A path (re)connects: its unanswered requests will never be answered."""
+        if path.first_traffic is None:   # no traffic, nothing pending
+            return
         mine = self.carry["path"] == path.id
         path.aborted += int(np.count_nonzero(mine))
         if mine.any():
@@ -185,7 +249,7 @@ class Analyzer:
             span[1] = max(span[1], (times[last], frames[last]))
         path_list = self.path_list
         for k in np.flatnonzero(batch["failover_from"] >= 0).tolist():
-            path_list[int(batch["path"][k])].events.append({
+            self.listed(path_list[int(batch["path"][k])].events, {
                 "time": int(batch["time_ns"][k]) / 1e9, "frame": int(batch["frame"][k]),
                 "kind": "failover", "buf_id": int(batch["buf_id"][k]),
                 "first_frame": int(batch["failover_from"][k])})
@@ -194,14 +258,15 @@ class Analyzer:
 
     def session_of(self, path_ids):
         """Session ids (the pairing key) of an array of path ids."""
-        lut = np.array([self.session_ids[p.session] for p in self.path_list], dtype=np.int64)
-        return lut[path_ids]
+        return per_id(path_ids, lambda i: self.session_ids[self.path_list[i].session]
+                      if self.path_list[i] is not None else -1)
 
     def cid_of(self, conn_ids):
         """cids of an array of connection ids (-1 for none)."""
-        lut = np.array([c.cid if c.cid is not None else -1 for c, _ in self.conns] + [-1],
-                       dtype=np.int64)
-        return lut[np.where(conn_ids >= 0, conn_ids, len(self.conns))]
+        def cid(i):
+            conn = self.conns[i][0] if i >= 0 else None
+            return conn.cid if conn is not None and conn.cid is not None else -1
+        return per_id(conn_ids, cid)
 
     def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None, path=None):
         """A message record; ``path`` when there is no connection (no handshake seen)."""
@@ -226,6 +291,15 @@ class Analyzer:
         self.last_ts = int(chunk.stamps[-1]) / 1e9
         self.link_types.update(np.unique(chunk.links).tolist())
 
+    def cm_run(self, chunk, packets, first, last):
+        """Consecutive CM MADs; a flood of REQs that open sessions nobody answers goes
+        to the CM tracker in bulk (CmTracker.requests_in_bulk)."""
+        self.frame = chunk.first_frame + first
+        self.traffic()
+        first += self.cm.requests_in_bulk(chunk, packets, first, last)
+        for mad in mads(chunk, packets, first, last):
+            self.cm_mad(*mad)
+
     def cm_mad(self, frame, stamp, src, dst, data, start, end):
         self.frame = frame
         self.traffic()
@@ -236,6 +310,8 @@ class Analyzer:
         of a connection establishes it when its RTU is not in the capture, the last one
         per path and direction tells whether IO still flowed while heartbeats stopped."""
         slots, rows = self.engine.touched()
+        if not len(slots):
+            return
         for slot, row in zip(slots.tolist(), rows.tolist()):
             conn_id = row[T.CONN]
             if conn_id >= 0:
@@ -249,19 +325,21 @@ class Analyzer:
                 path = self.path_list[pid]
             if row[T.FRESH_FRAME] >= 0:
                 self.cm.rc_traffic(path, conn, c2s, row[T.FRESH_FRAME], row[T.FRESH_TS] / 1e9)
+                if path.first_traffic is None or row[T.FRESH_FRAME] < path.first_traffic:
+                    path.first_traffic = row[T.FRESH_FRAME]
             path.last_traffic[c2s] = max(path.last_traffic.get(c2s, 0.0), row[T.LAST_TS] / 1e9)
 
     def events(self, rows):
         for row in rows:
             kind, frame, code = int(row[T.E_KIND]), int(row[T.E_FRAME]), int(row[T.E_A])
             if kind == T.EV_PSN_GAP:
-                self.anomaly(frame, "psn_gap", "QP 0x%x: PSN %d where %d was expected"
-                             % (row[T.E_QPN], code, row[T.E_B]))
+                self.anomaly(frame, "psn_gap", "QP 0x%x: PSN %d where %d was expected",
+                             row[T.E_QPN], code, row[T.E_B])
             elif kind == T.EV_PARTIAL_MESSAGE:
                 self.anomaly(frame, "partial_message", "last packet without its first")
             elif kind == T.EV_NAK:   # reported if the stream turns out to be RTRS's
-                self.naks.append((frame, code, int(row[T.E_CONN]), int(row[T.E_SLOT]),
-                                  int(row[T.E_GEN])))
+                self._unattributed(self.naks, (frame, code, int(row[T.E_CONN]),
+                                               int(row[T.E_SLOT]), int(row[T.E_GEN])))
             elif kind == T.EV_UNKNOWN_OPCODE:
                 self.anomaly(frame, "unknown_opcode", "BTH opcode 0x%02x" % code)
             elif kind == T.EV_FOREIGN_OPCODE:
@@ -291,7 +369,7 @@ class Analyzer:
         self._heartbeats(rows, kind, path_id, c2s)
         for i in np.flatnonzero(kind == D.K_UNKNOWN_IMM).tolist():
             self.anomaly(int(rows[i, T.R_LAST_FRAME]), "unknown_imm",
-                         "immediate 0x%08x" % rows[i, T.R_IMM])
+                         "immediate 0x%08x", rows[i, T.R_IMM])
         for i in np.flatnonzero(kind == D.K_SEND).tolist():
             self._send(rows, arena, i, path_id)
         req = np.flatnonzero((kind == D.K_REQUEST) & (path_id >= 0))
@@ -345,8 +423,41 @@ class Analyzer:
         src = (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO]))
         dst = (int(row[T.R_DST_HI]), int(row[T.R_DST_LO]))
         path = self.inferred_path(*((src, dst) if c2s else (dst, src)))
+        if path is None:     # the paths are full (rtrs_scapy/limits.py)
+            return None
         known = self.stream_paths[key] = (path.id, c2s)
+        if len(self.stream_paths) > 2 * self.bounds.size["streams"]:
+            self._forget_evicted_streams()
         return known
+
+    def listed(self, items, item):
+        """A path's failed request or timeline event, within the limit."""
+        if len(items) < self.bounds.size["listed"]:
+            items.append(item)
+        else:
+            self.bounds.refused["listed"] += 1
+
+    def bound_pending(self):
+        """The requests awaiting their response, within the limit: the oldest go."""
+        extra = len(self.carry["key"]) - self.bounds.size["requests"]
+        if extra > 0:
+            newest = np.sort(np.argsort(self.carry["frame"], kind="stable")[extra:])
+            self.carry = pairing.take(self.carry, newest)
+            self.bounds.evicted["requests"] += extra
+
+    def _unattributed(self, pending, item):
+        """What waits for its stream's path until the end, within the limit."""
+        if len(pending) < self.bounds.size["unattributed"]:
+            pending.append(item)
+        else:
+            self.bounds.refused["unattributed"] += 1
+
+    def _forget_evicted_streams(self):
+        """Streams the transport evicted (their slot has a newer generation) leave the
+        table of streams tied to a path by their content."""
+        gens = self.engine.streams.state[:, T.GEN]
+        self.stream_paths = {key: known for key, known in self.stream_paths.items()
+                             if gens[key[0]] == key[1]}
 
     def _heartbeats(self, rows, kind, path_id, c2s):
         """Heartbeats of CM-bound streams count at once; the others once the capture
@@ -360,14 +471,12 @@ class Analyzer:
                 self.count_heartbeat(path, bool(c2s[i]), is_msg, frame, time)
                 self.cm.heartbeat(path, frame, time)
             else:
-                self.unattributed.append(((int(row[T.R_SLOT]), int(row[T.R_GEN])),
-                                          int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]),
-                                          (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO])),
-                                          (int(row[T.R_DST_HI]), int(row[T.R_DST_LO])),
-                                          is_msg))
+                self._unattributed(self.unattributed, (
+                    (int(row[T.R_SLOT]), int(row[T.R_GEN])), int(row[T.R_LAST_FRAME]),
+                    int(row[T.R_LAST_TS]), (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO])),
+                    (int(row[T.R_DST_HI]), int(row[T.R_DST_LO])), is_msg))
 
-    @staticmethod
-    def count_heartbeat(path, client_to_server, is_msg, frame=None, time=None):
+    def count_heartbeat(self, path, client_to_server, is_msg, frame=None, time=None):
         """A heartbeat; two HB_MSG of one side further apart than HEARTBEAT_GAP_S are a
         gap in the timeline."""
         side = "client_to_server" if client_to_server else "server_to_client"
@@ -376,9 +485,9 @@ class Analyzer:
             return
         last = path.heartbeat_seen.get(side)
         if last is not None and time - last[1] > HEARTBEAT_GAP_S:
-            path.events.append({"time": last[1], "frame": last[0], "kind": "heartbeat_gap",
-                                "side": side, "gap_s": round(time - last[1], 6),
-                                "next_frame": frame})
+            self.listed(path.events, {"time": last[1], "frame": last[0],
+                                      "kind": "heartbeat_gap", "side": side,
+                                      "gap_s": round(time - last[1], 6), "next_frame": frame})
         path.heartbeat_seen[side] = (frame, time)
 
     def _send(self, rows, arena, i, path_id):
@@ -390,6 +499,8 @@ class Analyzer:
         whole = not row[T.R_PARTIAL]
         if whole and mtype == RTRS_MSG_INFO_REQ and length == _info_req.size:
             path = self._send_path(row, path_id, i, True)
+            if path is None:
+                return
             path.pathname = _info_req.decode(data, 0, len(data))["pathname"]
             if path.session.sessname is None:
                 path.session.sessname = path.pathname
@@ -397,6 +508,8 @@ class Analyzer:
                 and _sg_cnt(data, 0)[0] and \
                 length == _info_rsp.size + _sg_desc.size * _sg_cnt(data, 0)[0]:
             path = self._send_path(row, path_id, i, False)
+            if path is None:
+                return
             path.chunks = _sg_cnt(data, 0)[0]
             path.state = "connected"
         else:
@@ -404,9 +517,12 @@ class Analyzer:
                          "SEND of %d bytes is no RTRS message" % length)
 
     def _send_path(self, row, path_id, i, c2s):
+        """The path of an info message's stream (None: the paths are full)."""
         if path_id[i] < 0:
-            path_id[i] = self._infer_stream(row, (int(row[T.R_SLOT]), int(row[T.R_GEN])),
-                                            c2s)[0]
+            known = self._infer_stream(row, (int(row[T.R_SLOT]), int(row[T.R_GEN])), c2s)
+            if known is None:
+                return None
+            path_id[i] = known[0]
         return self.path_list[path_id[i]]
 
     def _read_data(self, rows, arena, kind, path_id):
@@ -442,7 +558,8 @@ class Analyzer:
         if self.closed:
             return self
         self.closed = True
-        for path in self.path_list:
+        self.cm.materialize()
+        for path in self.live():
             if path.inference is not None:
                 path.inference.finish()
                 self.decided(path)
@@ -462,10 +579,13 @@ class Analyzer:
                 c2s = src == path.client_raw
             self.count_heartbeat(path, c2s, is_msg, frame, stamp / 1e9)
             self.cm.heartbeat(path, frame, stamp / 1e9)
+        link_reconnected(self)
         if len(self.carry["key"]):
             self.io_rows(iorows.from_requests(self.carry, np.arange(len(self.carry["key"])),
                                               iorows.IN_FLIGHT))
-        for path in self.path_list:
+        for path in self.live():
+            if path.linked_to is not None:
+                continue
             path.in_flight_at_end = int(np.count_nonzero(self.carry["path"] == path.id))
             self._io_events(path)
             path.errors.sort(key=lambda e: e["frame"])
@@ -506,11 +626,16 @@ class Analyzer:
 
     def path_between(self, src, dst):
         """The first path with these two endpoints (either direction)."""
-        for path in self.path_list:
+        for path in self.live():
             if {src, dst} == {path.client_raw, path.server_raw}:
                 return path
         return None
 
+    def live(self):
+        """The paths, without the slots of evicted ones."""
+        return [p for p in self.path_list if p is not None]
+
     @property
     def rtrs_packets(self):
-        return self.cm.rtrs_frames + sum(p.rtrs_packets for p in self.path_list)
+        return self.cm.rtrs_frames + sum(p.rtrs_packets for p in self.live()
+                                         if p.linked_to is None)

@@ -32,6 +32,12 @@ heartbeat, provided no fresh RC traffic was seen in one of the directions meanwh
 (newer kernels skip heartbeats while IO flows).
 """
 
+import uuid
+from collections import OrderedDict
+
+import numpy as np
+
+from ..capture.ib import P_DST_HI, P_DST_LO, P_SRC_HI, P_SRC_LO, P_START, P_STOP
 from ..constants import (
     HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F,
     RTRS_PROTO_VER_MAJOR, errno_name,
@@ -59,13 +65,94 @@ MAD_HDR = plan("MAD").size
 PRIVATE_OFFSET = {"CMReq": plan("CMReq").size, "CMRep": plan("CMRep").size,
                   "CMRej": plan("CMRej").size}
 CMA_HDR = plan("CmaIpHdr").size
-MAX_UNCLAIMED = 1024  # bounded memory for non-RTRS CM traffic
 PMTU_BYTES = {code: int(size) for code, size in path_mtus.items()}
+REQ_ATTRIBUTE = next(attr for attr, name in cm_attribute_ids.items()
+                     if name == "ConnectRequest")
+MAX_DEFERRED = 64     # REQs of one unknown path kept deferred; more make it a path
 HEARTBEAT_TIMEOUT_S = HEARTBEAT_INTERVAL_S * (RTRS_HB_MISSED_MAX + 1)
 
 _cma = plan("CmaIpHdr").reader("ip_version", "src_addr", "dst_addr")
 _conn_req_magic = _conn_req.reader("magic")
 _conn_rsp_magic = _conn_rsp.reader("magic")
+
+
+def _flood_of_new_sessions(buf, packets):
+    """Columns of the MADs ``packets`` (IB packet columns): per MAD, whether it is an
+    RTRS conn_req of the running protocol version behind an RDMA CM IP header, with
+    its client (hi, lo), comm id and sess_uuid (two 64-bit halves)."""
+    start = packets[:, P_START]
+    body = start + MAD_HDR
+    private = body + PRIVATE_OFFSET["CMReq"] + CMA_HDR
+    whole = packets[:, P_STOP] - private >= _conn_req.size
+    at = np.where(whole, start, 0)       # short MADs: read something harmless, rejected
+    body, private = at + MAD_HDR, np.where(whole, private, 0)
+    mad, req, conn_req = plan("MAD"), plan("CMReq"), _conn_req
+    sid = req.column(np, buf, body, "service_id")
+    ok = (whole & (mad.column(np, buf, at, "mgmt_class") == MGMT_CLASS_CM)
+          & (mad.column(np, buf, at, "attribute_id") == REQ_ATTRIBUTE)
+          & (sid >> 24 == IP_SERVICE_ID_PREFIX >> 24)
+          & ((sid >> 16) & 0xFF != RDMA_PS_IB & 0xFF)
+          & (conn_req.column(np, buf, private, "magic") == RTRS_MAGIC)
+          & (conn_req.column(np, buf, private, "version") >> 8 == RTRS_PROTO_VER_MAJOR))
+    uuid_at = private + conn_req.layout.field("sess_uuid").offset
+    raw = buf[uuid_at[:, None] + np.arange(16)]
+    return {"ok": ok, "src_hi": packets[:, P_SRC_HI], "src_lo": packets[:, P_SRC_LO],
+            "comm": req.column(np, buf, body, "local_comm_id"),
+            "sess": np.ascontiguousarray(raw).view(">u8").reshape(-1, 2).astype(np.int64)}
+
+
+def _hash(a, b, c=0):
+    """One int64 of int64 columns (wrapping): a collision only makes two keys look
+    alike, which shortens a flood's run, never lengthens it."""
+    return (a * np.int64(-7046029254386353131)) ^ (b * np.int64(7145902811939364889)) ^ c
+
+
+def _keys(flood):
+    """(comm id, session) hashes of flood REQs."""
+    return (_hash(flood["src_hi"], flood["src_lo"], flood["comm"]),
+            _hash(flood["sess"][:, 0], flood["sess"][:, 1]))
+
+
+def _fresh_prefix(flood, known_sessions, known_comm_ids, block):
+    """The length of the leading run of flood REQs whose comm id and session occur
+    once in it and in no table (nor in the kept ``block``)."""
+    comm, sess = _keys(flood)
+    known_comm = np.array(known_comm_ids, dtype=np.int64).reshape(-1, 3)
+    halves = np.frombuffer(b"".join(known_sessions), dtype=">u8").astype(np.int64)
+    halves = halves.reshape(-1, 2)
+    known_comm = _hash(known_comm[:, 0], known_comm[:, 1], known_comm[:, 2])
+    known_sess = _hash(halves[:, 0], halves[:, 1])
+    if block is not None:
+        known_comm = np.concatenate((known_comm, block.comm))
+        known_sess = np.concatenate((known_sess, block.sess))
+    bad = ~flood["ok"]
+    for keys, known in ((comm, known_comm), (sess, known_sess)):
+        _, first = np.unique(keys, return_index=True)
+        repeated = np.ones(len(keys), dtype=bool)
+        repeated[first] = False
+        bad |= repeated | np.isin(keys, known)
+    stops = np.flatnonzero(bad)
+    return int(stops[0]) if len(stops) else len(bad)
+
+
+class _Block:
+    """The last REQs of a flood, kept as they came: MADs first..last of a chunk."""
+
+    def __init__(self, chunk, packets, first, last, flood, at):
+        self.count = last - first
+        self.frames = chunk.first_frame + np.arange(first, last)
+        self.stamps = chunk.stamps[first:last].copy()
+        columns = packets[first:last]
+        self.src = columns[:, [P_SRC_HI, P_SRC_LO]].tolist()
+        self.dst = columns[:, [P_DST_HI, P_DST_LO]].tolist()
+        self.data = [bytes(chunk.data[s:e]) for s, e in columns[:, [P_START, P_STOP]].tolist()]
+        comm, sess = _keys(flood)
+        self.comm, self.sess = comm[at:at + self.count], sess[at:at + self.count]
+
+    def mads(self):
+        for i in range(self.count):
+            yield (int(self.frames[i]), int(self.stamps[i]), tuple(self.src[i]),
+                   tuple(self.dst[i]), self.data[i], 0, len(self.data[i]))
 
 
 def is_ip_service_id(sid):
@@ -110,17 +197,22 @@ class CmTracker:
 
     def __init__(self, an):
         self.an = an
-        self.by_comm_id = {}   # (owner address, comm id) -> Connection
+        self.by_comm_id = OrderedDict()   # (owner address, comm id) -> Connection
         self.cm_retransmissions = 0
         self.rtrs_frames = 0   # MADs of RTRS connections
-        self.unclaimed = {}    # REQs without RTRS magic, in case an RTRS server answers
-        self.orphans = {}      # (sender, comm id) of a DREQ without its REQ -> its path
+        self.unclaimed = OrderedDict()   # REQs without RTRS magic, in case an RTRS server answers
+        self.requested = OrderedDict()  # sess_uuid -> REQs of a path not known yet (_defer)
+        self.requested_ids = {}  # (client address, comm id) -> sess_uuid of such a REQ
+        self.block = None      # the last REQs of a flood, not deferred yet (_Block)
+        self.orphans = OrderedDict()     # (sender, comm id) of a DREQ without its REQ -> its path
         self.unattached = []   # DREQs whose path was not known yet: (frame, ts, src, dst)
         self.finished = False
 
     def feed(self, frame, ts, src, dst, buf, off, end):
         """Decode one MAD at buf[off:end]; returns what it belongs to (Connection or
         Path), or None when it is no RTRS CM message."""
+        if self.block is not None:
+            self._expand()
         if end - off < MAD_HDR:
             self.an.anomaly(frame, "truncated_mad", "%d bytes" % (end - off))
             return None
@@ -133,6 +225,57 @@ class CmTracker:
         if known is not None:
             self.rtrs_frames += 1
         return known
+
+    def requests_in_bulk(self, chunk, packets, first, last):
+        """How many MADs from ``first`` are taken here at once: the head of a flood of
+        REQs that each open a session of their own.  Fed one by one, each would be
+        deferred (_defer) and pushed out of the full table by the next ones before
+        anything could name it: so the flood's last table's worth is kept as a block,
+        deferred only when something else comes (``_expand``), and the others are
+        counted (RTRS frames, CM evictions).  The same result as feeding them one by
+        one: they must be RTRS conn_reqs of the running version (after an RDMA CM IP
+        header) whose comm ids and sessions occur once and in no table."""
+        size = self.an.bounds.size["cm"]
+        if last - first < size:
+            return 0
+        flood = _flood_of_new_sessions(chunk.buf, packets[first:last])
+        known = [uuid.UUID(key).bytes for key in list(self.an.paths) + list(self.requested)
+                 if isinstance(key, str)]
+        comm_known = [(src[0], src[1], comm) for (src, comm) in
+                      list(self.by_comm_id) + list(self.requested_ids)]
+        count = _fresh_prefix(flood, known, comm_known, self.block)
+        if count < size:
+            return 0
+        dropped = self.block.count if self.block is not None else 0
+        self.rtrs_frames += count - size + dropped
+        self.an.bounds.evicted["cm"] += count - size + dropped + len(self.requested)
+        self.requested.clear()       # the flood pushes out every deferred REQ
+        self.requested_ids.clear()
+        self.block = _Block(chunk, packets, first + count - size, first + count, flood,
+                            count - size)
+        return count
+
+    def _expand(self):
+        """The kept REQs of a flood, deferred one by one (something else came)."""
+        block, self.block = self.block, None
+        for frame, stamp, src, dst, data, start, end in block.mads():
+            self.feed(frame, stamp / 1e9, src, dst, data, start, end)
+
+    def _put(self, table, key, value):
+        """``table[key] = value`` in a table of at most the "cm" limit of entries
+        (rtrs_scapy/limits.py): the oldest entry goes, counted."""
+        table[key] = value
+        if len(table) > self.an.bounds.size["cm"]:
+            table.popitem(last=False)
+            self.an.bounds.evicted["cm"] += 1
+
+    def forget(self, path):
+        """A path evicted by the analyzer: its connections leave the CM tables."""
+        for conn in path.connections:
+            for key in ((path.client_raw, conn.client_comm_id),
+                        (path.server_raw, conn.server_comm_id)):
+                if self.by_comm_id.get(key) is conn:
+                    del self.by_comm_id[key]
 
     # -- hooks of the analyzer ------------------------------------------------
 
@@ -175,11 +318,15 @@ class CmTracker:
         if (src, comm_id) in self.by_comm_id:
             self.cm_retransmissions += 1
             return self.by_comm_id[(src, comm_id)]
+        if (src, comm_id) in self.requested_ids:
+            self.cm_retransmissions += 1
+            self.rtrs_frames += 1
+            return None
         private = body + PRIVATE_OFFSET["CMReq"]
-        names = None
+        names = None     # the RDMA CM header, made text when the path is made
         if is_ip_service_id(sid):
             if private + CMA_HDR <= end:
-                names = _cma_names(buf, private)
+                names = bytes(buf[private:private + CMA_HDR])
             private += CMA_HDR
         data = bytes(buf[private:min(end, private + _conn_req.size)])
         if len(data) < _conn_req.size:
@@ -189,19 +336,68 @@ class CmTracker:
         if not is_conn_req(data):
             # not RTRS, unless an RTRS server answers it (then: a bad magic,
             # docs/PROTOCOL.md#conn_rsp)
-            self.unclaimed[(src, comm_id)] = req
-            if len(self.unclaimed) > MAX_UNCLAIMED:
-                del self.unclaimed[next(iter(self.unclaimed))]
+            self._put(self.unclaimed, (src, comm_id), req)
             return None
         if fields["version"] >> 8 != RTRS_PROTO_VER_MAJOR:
             self.an.anomaly(frame, "bad_version", "conn_req version %d.%d, the server "
                             "speaks %d.x" % (fields["version"] >> 8, fields["version"] & 0xFF,
                                              RTRS_PROTO_VER_MAJOR))
-        return self._connection(*req)
+        if fields["sess_uuid"] in self.an.paths:
+            return self._connection(*req)
+        self._defer(req)
+        return None
+
+    def _defer(self, req):
+        """The REQ of a path not known yet stays a CM transaction until a reply, a
+        reject or a disconnect names it, or the capture ends: a flood of REQs that
+        nobody answers costs a bounded table entry each, not a path
+        (rtrs_scapy/limits.py, "cm")."""
+        sess = req[4]["sess_uuid"]
+        self.rtrs_frames += 1
+        waiting = self.requested.get(sess)
+        if waiting is None:
+            waiting = self.requested[sess] = []
+        else:                                  # the table is kept least recent first
+            self.requested.move_to_end(sess)
+        waiting.append(req)
+        self.requested_ids[(req[2], req[9])] = sess
+        if len(self.requested) > self.an.bounds.size["cm"]:
+            for forgotten in self.requested.popitem(last=False)[1]:
+                self.requested_ids.pop((forgotten[2], forgotten[9]), None)
+            self.an.bounds.evicted["cm"] += 1
+        if len(waiting) > MAX_DEFERRED:
+            self.materialize(waiting[-1][0])
+
+    def materialize(self, frame=None):
+        """The deferred REQs up to ``frame`` (all of them without) become connections,
+        in capture order."""
+        if self.block is not None:
+            self._expand()
+        reqs = sorted((req for waiting in self.requested.values() for req in waiting
+                       if frame is None or req[0] <= frame), key=lambda req: req[0])
+        for req in reqs:
+            waiting = self.requested[req[4]["sess_uuid"]]
+            waiting.remove(req)
+            if not waiting:
+                del self.requested[req[4]["sess_uuid"]]
+            del self.requested_ids[(req[2], req[9])]
+            self._connection(*req)
+
+    def _known(self, key):
+        """The connection of (address, comm id): known, or a deferred REQ made real."""
+        conn = self.by_comm_id.get(key)
+        if conn is None and key in self.requested_ids:
+            sess = self.requested_ids[key]
+            self.materialize(max(req[0] for req in self.requested[sess]))
+            conn = self.by_comm_id.get(key)
+        return conn
 
     def _connection(self, frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id, names):
         """A new connection from a REQ's conn_req."""
-        path = self.an.path_for(fields["sess_uuid"], fields["paths_uuid"], src, dst, names)
+        path = self.an.path_for(fields["sess_uuid"], fields["paths_uuid"], src, dst,
+                                names and _cma_names(names, 0))
+        if path is None:       # the paths are full (rtrs_scapy/limits.py): not tracked
+            return None
         path.port = sid & 0xFFFF
         path.protocol_version = "%d.%d" % (fields["version"] >> 8, fields["version"] & 0xFF)
         path.cid_num = fields["cid_num"]
@@ -220,14 +416,14 @@ class CmTracker:
                           req_frame=frame, path=path, attempt=attempt)
         attempt.connections.append(conn)
         path.connections.append(conn)
-        self.by_comm_id[(src, comm_id)] = conn
+        self._put(self.by_comm_id, (src, comm_id), conn)
         self.an.record(frame, ts, src, dst, 1, conn, "conn_req", fields)
         return conn
 
     def _answered(self, dst, remote_id, has_conn_rsp):
         """The connection a REP/REJ answers; a REQ without RTRS magic that an RTRS
         server answered (conn_rsp in the private data) becomes one, with an anomaly."""
-        conn = self.by_comm_id.get((dst, remote_id))
+        conn = self._known((dst, remote_id))
         if conn is not None or not has_conn_rsp:
             return conn
         req = self.unclaimed.pop((dst, remote_id), None)
@@ -253,7 +449,7 @@ class CmTracker:
             self.cm_retransmissions += 1
             return conn
         conn.server_qpn, conn.rep_psn, conn.server_comm_id = qpn, psn, comm_id
-        self.by_comm_id[(src, comm_id)] = conn
+        self._put(self.by_comm_id, (src, comm_id), conn)
         path = conn.path
         record = fields
         if fields.get("errno"):
@@ -279,7 +475,7 @@ class CmTracker:
         data = bytes(buf[private:min(end, private + _conn_rsp.size)])
         fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
         # the sender's own comm ID: a client giving up (Timeout), a server after its REP
-        conn = self.by_comm_id.get((src, comm_id)) if comm_id else None
+        conn = self._known((src, comm_id)) if comm_id else None
         if conn is None:
             conn = self._answered(dst, remote_id, bool(fields))
         if conn is None:
@@ -338,13 +534,13 @@ class CmTracker:
         if end - body < plan(cls).size:
             return None
         local_id, remote_id = read_ids(buf, body)
-        return self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
+        return self._known((src, local_id)) or self._known((dst, remote_id))
 
     def _dreq(self, frame, ts, src, dst, buf, body, end):
         if end - body < plan("CMDreq").size:
             return None
         local_id, remote_id = _dreq(buf, body)
-        conn = self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
+        conn = self._known((src, local_id)) or self._known((dst, remote_id))
         if conn is None:
             return self._orphan_dreq(frame, ts, src, dst, local_id)
         path = conn.path
@@ -368,12 +564,12 @@ class CmTracker:
             self.cm_retransmissions += 1
             return self.orphans[key]
         path = self._path_by_endpoints(src, dst)
-        if len(self.orphans) >= MAX_UNCLAIMED:
-            del self.orphans[next(iter(self.orphans))]
-        self.orphans[key] = path
+        self._put(self.orphans, key, path)
         if path is None:
-            if len(self.unattached) < MAX_UNCLAIMED:
+            if len(self.unattached) < self.an.bounds.size["cm"]:
                 self.unattached.append((frame, ts, src, dst))
+            else:
+                self.an.bounds.refused["cm"] += 1
             return None
         initiator = _side(path, src)
         self._disconnect(path, frame, ts, initiator)
@@ -385,7 +581,7 @@ class CmTracker:
         if end - body < plan("CMDrep").size:
             return None
         local_id, remote_id = _drep(buf, body)
-        known = (self.by_comm_id.get((src, local_id)) or self.by_comm_id.get((dst, remote_id))
+        known = (self._known((src, local_id)) or self._known((dst, remote_id))
                  or self.orphans.get((dst, remote_id)))
         if isinstance(known, Connection):
             self.an.record(frame, ts, src, dst, 1, known, "disconnect", {"cm": "DREP"})

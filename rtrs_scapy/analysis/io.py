@@ -18,6 +18,15 @@ OPS = ("read", "write")
 READ, WRITE = 1, 2
 
 
+def per_id(ids, value):
+    """``value(id)`` for each id of an int64 array, called once per distinct id: a
+    batch costs its own size, never the number of paths or connections."""
+    distinct, inverse = np.unique(ids, return_inverse=True)
+    values = np.array([value(int(i)) for i in distinct.tolist()], dtype=np.int64)
+    return values[inverse.reshape(ids.shape)] if len(distinct) else np.zeros(ids.shape,
+                                                                            dtype=np.int64)
+
+
 class IoBatch:
     def __init__(self, an, rows, arena, req, rsp, path_id, record):
         self.an = an
@@ -134,7 +143,7 @@ class IoBatch:
         rows = self.req_rows[req]
         reqs = {k: v[req] for k, v in self.reqs.items()}
         rpath = self.req_path[req]
-        bits = np.array([p.mem_bits or 0 for p in paths], dtype=np.int64)[rpath]
+        bits = per_id(rpath, lambda i: paths[i].mem_bits or 0)
         payload = rows[:, T.R_IMM] & IMM_PAYLOAD_MASK
         buf_id = payload >> bits
         offset = payload & ((np.int64(1) << bits) - 1)
@@ -197,8 +206,8 @@ class IoBatch:
         for j in np.flatnonzero(result.reused).tolist():
             old = int(np.flatnonzero(result.replaced_by == j)[0])
             an.anomaly(int(table["frame"][j]), "buf_id_reused",
-                       "buf_id %d still pending from frame %d" % (table["key"][j],
-                                                                  table["frame"][old]))
+                       "buf_id %d still pending from frame %d", table["key"][j],
+                       table["frame"][old])
         for j in np.flatnonzero(result.failover).tolist():   # counted where it went
             path = paths[table["path"][j]]
             path.failovers += 1
@@ -220,19 +229,20 @@ class IoBatch:
             path = paths[spath[k]]
             if path.sess_uuid is not None:
                 an.anomaly(int(rows[k, T.R_LAST_FRAME]), "unmatched_response",
-                           "no pending request for msg_id %d" % msg_id[k])
+                           "no pending request for msg_id %d", msg_id[k])
             else:
                 an.unmatched_responses += 1
                 path.responses_without_request += 1
             if errno[k]:   # its request precedes the capture: the failure still shows
-                path.errors.append(self._unpaired_error(rows[k], int(errno[k]),
-                                                        bool(self.rsps["with_invalidate"][rsp][k])))
+                an.listed(path.errors, self._unpaired_error(
+                    rows[k], int(errno[k]), bool(self.rsps["with_invalidate"][rsp][k])))
         if an.records is not None:
             self._records(rsp, rows, msg_id, errno, result, table, answered, latency)
         self._io_rows(table, result, rows, answered, req_of, latency, errno)
         an.carry = pairing.take(table, result.pending)
         an.carry["first_frame"] = result.first_frame[result.pending]
         an.carry["first_stamp"] = result.first_stamp[result.pending]
+        an.bound_pending()
 
     def _io_rows(self, table, result, rows, answered, req_of, latency, errno):
         """IO rows of the requests whose fate this batch decided."""
@@ -273,7 +283,7 @@ class IoBatch:
                              rnbd_op=rnbd.op_name(int(table["rnbd_op"][request])),
                              sector=int(table["sector"][request]),
                              bi_size=int(table["bi_size"][request]))
-        path.errors.append(error)
+        self.an.listed(path.errors, error)
 
     def _records(self, rsp, rows, msg_id, errno, result, table, answered, latency):
         records = self.an.records

@@ -106,6 +106,7 @@ class Path:
     heartbeats_lost: List[dict] = field(default_factory=list)
     last_heartbeat: Optional[Tuple[int, float]] = None   # (frame, time)
     last_traffic: Dict[bool, float] = field(default_factory=dict)  # client_to_server -> time
+    first_traffic: Optional[int] = None   # frame of the first RC packet of its streams
     events: List[dict] = field(default_factory=list)    # timeline entries of the IO engine
     heartbeat_seen: Dict[str, tuple] = field(default_factory=dict)  # side -> (frame, time)
     last_recon_cnt: Optional[int] = None
@@ -118,6 +119,9 @@ class Path:
     transport: Dict[str, int] = field(default_factory=lambda: {
         "acks": 0, "naks": 0, "rnr_naks": 0, "retransmissions": 0, "cnps": 0})
     rtrs_packets: int = 0               # data packets and ACKs of the path's streams
+    # an inferred path merged into the handshake path it continues (linking.py), or why not
+    link: Optional[dict] = None
+    linked_to: Optional["Path"] = field(default=None, repr=False)
     # the analyzer's bookkeeping
     id: int = field(default=-1, repr=False)
     inference: object = field(default=None, repr=False)    # qdepth rule while undecided

@@ -30,7 +30,7 @@ from typing import List
 import numpy as np
 
 from ..capture import open_capture
-from ..engine import Engine
+from ..engine import Engine, mads
 from ..engine import transport as T
 from .analyzer import Analyzer
 
@@ -58,6 +58,7 @@ class FilePart:
     tails: dict = field(default_factory=dict)   # stream key -> tail bytes of its open message
     problems: list = field(default_factory=list)
     truncated: bool = False
+    counters: np.ndarray = None      # the transport's global counters (evictions)
 
 
 class _Recorder:
@@ -92,8 +93,9 @@ class _Recorder:
     def events(self, rows):
         self.part.items.append(("events", rows.copy()))
 
-    def cm_mad(self, frame, stamp, src, dst, data, start, end):
-        self.part.items.append(("cm", frame, stamp, src, dst, bytes(data[start:end])))
+    def cm_run(self, chunk, packets, first, last):
+        for frame, stamp, src, dst, data, start, end in mads(chunk, packets, first, last):
+            self.part.items.append(("cm", frame, stamp, src, dst, bytes(data[start:end])))
 
 
 def map_file(path):
@@ -108,6 +110,7 @@ def map_file(path):
         part.problems = list(capture.problems)
         part.truncated = capture.truncated
     st = engine.streams
+    part.counters = st.counters.copy()
     used = np.flatnonzero(st.state[:, T.USED])
     part.streams = st.state[np.ix_(used, EDGE)].copy()
     for slot in used[st.state[used, T.ACTIVE] == 1].tolist():
@@ -126,6 +129,7 @@ class _Streams:
         self.ids = {}                 # (hi, lo, qpn) -> global slot
         self.state = np.zeros((0, T.S_COLUMNS), dtype=np.int64)
         self.touched_ids = set()
+        self.counters = np.zeros(T.G_COLUMNS, dtype=np.int64)   # summed over the parts
 
     def slot(self, key):
         slot = self.ids.get(key)
@@ -207,6 +211,8 @@ class _Reducer:
 
     def add(self, part):
         an, offset = self.an, self.frames
+        if part.counters is not None:
+            self.binder.streams.counters += part.counters
         firsts = {}
         if part.streams is not None:
             for row in part.streams:

@@ -123,6 +123,21 @@ class MemBitsInference:
         return queue_depth_of(self.mem_bits) if self.decided else None
 
 
+def infer(events):
+    """The rule played over ``events`` (("req", payload, offset) and ("rsp", msg_id)
+    tuples in capture order) until it decides, then finished: the decided rule."""
+    rule = MemBitsInference()
+    for event in events:
+        if rule.decided:
+            break
+        if event[0] == "req":
+            rule.request(event[1], event[2])
+        else:
+            rule.response(event[1])
+    rule.finish()
+    return rule
+
+
 def pair_events(events, bits):
     """The pairing rule, event by event: ``events`` are ("req", payload, offset)
     and ("rsp", msg_id) tuples in capture order; returns the (request index,

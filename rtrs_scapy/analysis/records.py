@@ -86,7 +86,15 @@ class Records:
             if path is not None:
                 self.list[index].update(sess_uuid=path.sess_uuid, client=path.client,
                                         server=path.server)
-        self.list = [r for r in self.list if r["msg"] != "pending"]
+        self.list = sorted((r for r in self.list if r["msg"] != "pending"),
+                           key=lambda r: r["frame"])   # a deferred CM REQ comes late
+
+    def relabel(self, names, path):
+        """Records named (sess_uuid, client, server) ``names`` belong to ``path``: an
+        inferred path merged into the handshake path it continues (linking.py)."""
+        for rec in self.list:
+            if (rec["sess_uuid"], rec["client"], rec["server"]) == names:
+                rec.update(sess_uuid=path.sess_uuid, client=path.client, server=path.server)
 
     def request(self, index, op, fields, usr):
         rec = self.list[index]

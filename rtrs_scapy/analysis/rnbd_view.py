@@ -61,6 +61,16 @@ class RnbdView:
     def summary(self, session):
         return self.sessions.get(session, _SessionView()).summary()
 
+    def device_ids(self, session):
+        view = self.sessions.get(session)
+        return list(view.devices) if view is not None else []
+
+    def merge(self, old, new):
+        """``old``'s view into ``new``'s: one session seen under two identities."""
+        view = self.sessions.pop(old, None)
+        if view is not None:
+            self.of(new).merge(view)
+
 
 class _Ops:
     """count, bytes (bi_size), errors, latencies and sizes of one RNBD operation."""
@@ -79,6 +89,14 @@ class _Ops:
             self.latencies.append(rows["latency_ns"][answered] / 1e9)
         self.sizes.update(rows["bi_size"][mask].tolist())
 
+    def merge(self, other):
+        self.count += other.count
+        self.bytes += other.bytes
+        self.errors += other.errors
+        if self.latencies is not None:
+            self.latencies = other.latencies + self.latencies
+        self.sizes.update(other.sizes)
+
     def summary(self, with_latency=True):
         out = {"count": self.count, "bytes": self.bytes, "errors": self.errors,
                "sizes": {str(k): v for k, v in sorted(self.sizes.items())}}
@@ -96,6 +114,7 @@ class _Device:
                      "size_changes": []}
         self.ops = {}
         self.size = None           # nsectors of the latest OPEN reply
+        self.opened_at = None      # (frame, time) of the first OPEN reply
         self.last_end = None       # the sector after the last IO (access pattern)
         self.io = self.sequential = self.aligned = 0
 
@@ -116,6 +135,25 @@ class _Device:
                                              & (sizes % block == 0)))
         self.io += len(sectors)
         self.last_end = int(ends[-1])
+
+    def merge(self, earlier):
+        """What the same device did earlier, under another identity of its session."""
+        info, before = self.info, earlier.info
+        for key in ("name", "access_mode", "logical_block_size"):
+            info[key] = info[key] if info[key] is not None else before[key]
+        if before["nsectors"] is not None:
+            if info["nsectors"] is not None and info["nsectors"] != earlier.size:
+                frame, time = self.opened_at
+                info["size_changes"].insert(0, {"frame": frame, "time": time,
+                                                "nsectors": info["nsectors"]})
+            info["nsectors"] = before["nsectors"]
+        if before["opened_frame"] is not None:
+            info["opened_frame"], self.opened_at = before["opened_frame"], earlier.opened_at
+        info["size_changes"] = before["size_changes"] + info["size_changes"]
+        _merge_ops(self.ops, earlier.ops)
+        self.io += earlier.io
+        self.sequential += earlier.sequential
+        self.aligned += earlier.aligned
 
     def summary(self):
         out = dict(self.info)
@@ -159,6 +197,14 @@ class _SessionView:
                 info = self.device(device_id).info
                 info["closed_frame"] = max(frame, info["closed_frame"] or 0)
 
+    def merge(self, earlier):
+        _merge_ops(self.ops, earlier.ops)
+        for kind, counts in earlier.control.items():
+            for key, value in counts.items():
+                self.control[kind][key] += value
+        for device_id, device in earlier.devices.items():
+            self.device(device_id).merge(device)
+
     def opened(self, request, reply, frame, time):
         device = self.device(reply["device_id"])
         info = device.info
@@ -169,7 +215,7 @@ class _SessionView:
             info["nsectors"] = reply["nsectors"]      # the size at the first OPEN
         device.size = reply["nsectors"]
         if info["opened_frame"] is None:
-            info["opened_frame"] = frame
+            info["opened_frame"], device.opened_at = frame, (frame, time)
         info["name"] = request.get("dev_name") or info["name"]
         mode = request.get("access_mode")
         if mode is not None:
@@ -182,3 +228,8 @@ class _SessionView:
         return {"ops": {op: stats.summary() for op, stats in sorted(self.ops.items())},
                 "control": dict(self.control),
                 "devices": {str(k): d.summary() for k, d in sorted(self.devices.items())}}
+
+
+def _merge_ops(ops, earlier):
+    for name, stats in earlier.items():
+        ops.setdefault(name, _Ops(stats.latencies is not None)).merge(stats)

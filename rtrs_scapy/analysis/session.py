@@ -95,7 +95,7 @@ class RtrsSession(DefaultSession):
 
     def _path_of(self, records):
         for record in records:
-            for path in self.analyzer.path_list:
+            for path in self.analyzer.live():
                 if {record["src"], record["dst"]} == {path.client, path.server}:
                     return path
         return None

@@ -72,6 +72,7 @@ def path_summary(path):
         "events": _events(path),
         "transport": dict(path.transport),
         "devices": {str(k): v for k, v in sorted(path.devices.items())},
+        "link": path.link,
     }
 
 
@@ -152,5 +153,7 @@ def summarize(analyzer, capture_info):
         "cm_retransmissions": analyzer.cm.cm_retransmissions,
         "unmatched_responses": analyzer.unmatched_responses,
         "cnps": analyzer.cnps,
+        "limits": analyzer.bounds.summary(analyzer.engine.streams.counters),
     })
-    return {"capture": capture, "sessions": sessions, "anomalies": list(analyzer.anomalies)}
+    return {"capture": capture, "sessions": sessions, "anomalies": list(analyzer.anomalies),
+            "anomaly_counts": dict(sorted(analyzer.anomaly_log.counts.items()))}

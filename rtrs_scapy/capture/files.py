@@ -53,6 +53,8 @@ MAX_RECORD = 256 * 1024
 MAX_BLOCK = R.MAX_BLOCK
 #: Records per chunk of columns.
 CHUNK_RECORDS = 1 << 13
+#: ... or this many bytes of the file: what a chunk keeps mapped while it waits
+CHUNK_BYTES = 8 << 20
 
 _PCAP_MAGICS = {
     b"\xd4\xc3\xb2\xa1": (False, False),
@@ -317,8 +319,8 @@ class Capture:
         limit = min(max(MAX_RECORD, self.snaplen), MAX_BLOCK)
         columns = _columns(records)
         while True:
-            n, pos, why, value, _ = R.walk_pcap(buf, pos, end, big, nano, limit, link,
-                                                *columns, *_DECODE)
+            n, pos, why, value, _ = R.walk_pcap(buf, pos, end, pos + CHUNK_BYTES, big, nano,
+                                                limit, link, *columns, *_DECODE)
             if n:
                 yield self._emit(data, buf, n, columns, base)
             if why == R.FULL:
@@ -360,7 +362,8 @@ class Capture:
         columns = _columns(records)
         while True:
             n, pos, why, value, last_stamp = R.walk_pcapng(
-                buf, pos, end, big, *ifaces.columns(), last_stamp, *columns, *_DECODE)
+                buf, pos, end, pos + CHUNK_BYTES, big, *ifaces.columns(), last_stamp, *columns,
+                *_DECODE)
             self._pos = base + pos
             if n:
                 yield self._emit(data, buf, n, columns, base)

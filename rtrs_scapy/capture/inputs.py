@@ -31,6 +31,9 @@ from .ib import P_BTH, P_END, P_KIND
 #: once their clocks are aligned
 DEDUP_WINDOW = 0.005
 MIN_MATCHES = 8   # shared frames needed to measure two files' clock offset
+#: two hosts' clocks (NTP, PTP) differ by less; frames alike further apart are not
+#: the same frames (a capture repeated, as the benchmarks build them)
+MAX_CLOCK_OFFSET_NS = 1_000_000_000
 
 
 def expand(paths):
@@ -180,16 +183,21 @@ class Merged:
 
     def _align(self, heads):
         """Clock offsets of the files against the first one, from the frames their
-        first chunks share (none shared: a ring buffer's files, offset 0)."""
+        first chunks share, for the files whose first chunk lies beside the first
+        file's in time (others, like a ring buffer's files: offset 0)."""
         first = {h[1]: h[3] for h in heads}
         if 0 not in first:
             return
         ref = dict(zip(_prints(first[0]).tolist(), first[0].stamps.tolist()))
+        low = int(first[0].stamps[0]) - MAX_CLOCK_OFFSET_NS
+        high = int(first[0].stamps[-1]) + MAX_CLOCK_OFFSET_NS
         for index, chunk in first.items():
+            if not index or chunk.stamps[0] > high or chunk.stamps[-1] < low:
+                continue     # not beside the first file in time: a ring buffer's next one
             diffs = [stamp - ref[fp] for fp, stamp in zip(_prints(chunk).tolist(),
                                                           chunk.stamps.tolist()) if fp in ref]
-            if index and len(diffs) >= MIN_MATCHES:
-                offset = int(np.median(diffs))
+            offset = int(np.median(diffs)) if len(diffs) >= MIN_MATCHES else 0
+            if abs(offset) <= MAX_CLOCK_OFFSET_NS:
                 self.clock_offsets[index] = offset
                 chunk.stamps = chunk.stamps - offset
         heads[:] = [(int(c.stamps[0]), i, 0, c) for i, c in first.items()]

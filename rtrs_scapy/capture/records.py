@@ -75,14 +75,15 @@ def _pcap_header(buf, p):
 
 
 @njit(cache=True, nogil=True)
-def walk_pcap(buf, pos, end, big, nano, limit, link, offs, caplens, stamps, links, packets,
-              geometry, optable, fields):
-    """pcap records from ``pos``: returns (count, position, why, value, touched)."""
+def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, stamps, links,
+              packets, geometry, optable, fields):
+    """pcap records from ``pos`` (a chunk ends past ``stop``): returns (count, position,
+    why, value, touched)."""
     n = 0
     room = offs.shape[0]
     scale = 1 if nano else 1000
     touched = 0
-    while n < room:
+    while n < room and pos < stop:
         if end - pos < 16:
             return n, pos, NEED, 16, touched
         touched += _ahead(buf, pos, end)
@@ -120,12 +121,13 @@ def _stamp(units, mode, exp, offset_ns):
 
 
 @njit(cache=True, nogil=True)
-def walk_pcapng(buf, pos, end, big, if_link, if_mode, if_exp, if_offset, if_snap, n_if,
+def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, if_snap, n_if,
                 last_stamp, offs, caplens, stamps, links, packets, geometry, optable, fields):
-    """pcapng packet blocks from ``pos``; returns (count, position, why, value, last_stamp)."""
+    """pcapng packet blocks from ``pos`` (a chunk ends past ``stop``); returns (count,
+    position, why, value, last_stamp)."""
     n = 0
     room = offs.shape[0]
-    while n < room:
+    while n < room and pos < stop:
         if end - pos < 12:
             return n, pos, NEED, 12, last_stamp
         btype = u32(buf, pos, big)

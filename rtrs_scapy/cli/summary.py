@@ -1,12 +1,25 @@
 """``rtrs-dissect summary``: what every session did (the default command)."""
 
 import json
+import sys
 
 import click
 
 from .common import analyze_capture, captures_argument, format_option, queue_depth_option, \
     quiet_option
 from .scale import analysis_runner, run_options
+
+
+def write_json(value, out, piece=1 << 16):
+    """``value`` as indented JSON, written in pieces: a summary of thousands of
+    sessions never exists whole as one string."""
+    pieces = []
+    for text in json.JSONEncoder(indent=1).iterencode(value):
+        pieces.append(text)
+        if len(pieces) == piece:
+            out.write("".join(pieces))
+            pieces.clear()
+    out.write("".join(pieces) + "\n")
 
 
 @click.command()
@@ -33,6 +46,6 @@ def summary(captures, fmt, quiet, queue_depth, jobs, dask):
         result = analyze_capture(list(captures), quiet, keep_messages=False,
                                  queue_depth=queue_depth, analyze=run)
     if fmt == "json":
-        click.echo(json.dumps(result.summary, indent=1))
+        write_json(result.summary, sys.stdout)
     else:
         click.echo(render(result.summary), nl=False)

@@ -131,6 +131,18 @@ def _load(s, concurrency, ios, max_size):
     _close_session(s, dev, [path])
 
 
+@scenario("sequential", "large sequential IO, as a streaming copy puts it: batches of `depth` "
+          "requests of `size` bytes (the kernel's max_io_size by default) at consecutive "
+          "offsets, `ios` writes, then reads of the same range", depth=8, ios=16, size=126976)
+def _sequential(s, depth, ios, size):
+    path, dev = _open_session(s)
+    for op in ("write", "read"):
+        for first in range(0, ios, depth):
+            s.io_batch([dict(op=op, device_id=dev, offset=k * size, size=size)
+                        for k in range(first, min(first + depth, ios))])
+    _close_session(s, dev, [path])
+
+
 @scenario("real_workload", "the workload of the pcaps/real/basic_* truth.json: 20+20 x 4 KiB, "
           "2+2 x 128 KiB, 2+2 x 124 KiB, 12 s idle, unmap",
           idle=12.0)

@@ -6,9 +6,10 @@ The consumer (the analysis) receives, in capture order:
 * ``frames_seen(chunk, packets)``: the chunk's records and their IB headers;
 * ``messages_done(rows, arena)``: completed messages (transport.R_* columns)
   whose bytes of interest sit in ``arena``; ``events(rows)``: anomalies;
-* ``cm_mad(frame, stamp, src, dst, data, start, end)``: one CM MAD, in order with
-  the rows around it, so that the handshake binds streams before what follows
-  (the consumer calls ``bind()`` back);
+* ``cm_run(chunk, packets, first, last)``: the consecutive CM MADs first..last-1
+  of a chunk (``mads()`` yields them one by one), in order with the rows around
+  them, so that the handshake binds streams before what follows (the consumer
+  calls ``bind()`` back);
 and the consumer calls ``flush()`` at the end.  Rows of several chunks are
 handed over together (numpy works best on long columns), but never across a CM
 MAD.
@@ -17,15 +18,17 @@ MAD.
 import numpy as np
 
 from ..capture import ib
+from ..limits import limit
 from . import transport as T
 
 ROWS = 1 << 14
 ARENA = 1 << 22
 EVENTS = 1 << 12
+NONE_TOUCHED = (np.zeros(0, dtype=np.int64), np.zeros((0, T.S_COLUMNS), dtype=np.int64))
 
 
 class Engine:
-    def __init__(self, consumer, max_streams=16384):
+    def __init__(self, consumer, max_streams=limit("streams")):
         self.consumer = consumer
         consumer.engine = self
         self.streams = T.TransportState(max_streams)
@@ -53,8 +56,9 @@ class Engine:
             if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
                 self.flush()
             if why == T.STOP_CM:
-                self._cm(chunk, packets, start)
-                start += 1
+                end = T.cm_run(packets, start, ib.OPCODE_TABLE, packet_seq)
+                self.consumer.cm_run(chunk, packets, start, end)
+                start = end
         T.materialize(chunk.buf, st.state, st.ring, st.tail)
 
     def flush(self):
@@ -65,17 +69,12 @@ class Engine:
             self.consumer.messages_done(self.rows[:self.nr], self.arena)
         self.last_rows, self.nr, self.na, self.ne = self.nr, 0, 0, 0
 
-    def _cm(self, chunk, packets, i):
-        column = packets[i].tolist()
-        self.consumer.cm_mad(chunk.first_frame + i, int(chunk.stamps[i]),
-                             (column[ib.P_SRC_HI], column[ib.P_SRC_LO]),
-                             (column[ib.P_DST_HI], column[ib.P_DST_LO]), chunk.data,
-                             column[ib.P_START], column[ib.P_STOP])
-
     def touched(self):
         """The slots that got new packets since the last call (and their state rows)."""
         st = self.streams
         count = int(st.counters[T.G_TOUCHED])
+        if not count:
+            return NONE_TOUCHED
         slots = st.touched[:count].copy()
         st.state[slots, T.TOUCHED] = 0
         st.counters[T.G_TOUCHED] = 0
@@ -89,3 +88,14 @@ class Engine:
         slot, st.nfree = T.bind(st.table, st.state, st.free, st.nfree, st.counters,
                                 address[0], address[1], qpn, conn, next_psn, frame)
         return slot
+
+
+def mads(chunk, packets, first, last):
+    """(frame, stamp, src, dst, data, start, end) of the CM MADs first..last-1 of a
+    chunk: the MAD is ``data[start:end]``, addresses are (hi, lo) pairs."""
+    for i in range(first, last):
+        column = packets[i].tolist()
+        yield (chunk.first_frame + i, int(chunk.stamps[i]),
+               (column[ib.P_SRC_HI], column[ib.P_SRC_LO]),
+               (column[ib.P_DST_HI], column[ib.P_DST_LO]), chunk.data,
+               column[ib.P_START], column[ib.P_STOP])

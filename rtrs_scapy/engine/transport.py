@@ -99,6 +99,19 @@ def _find(table, state, hi, lo, qpn):
 
 
 @njit(cache=True, nogil=True)
+def cm_run(packets, start, optable, packet_seq):
+    """The end of the run of CM MADs that starts at ``start`` (where ``run`` stopped):
+    a flood of MADs goes to the consumer without a return to this module per MAD."""
+    i = start + 1
+    while (i < packets.shape[0] and packets[i, P_KIND] != 0 and packets[i, P_STATUS] == S_OK
+           and optable[packets[i, P_OPCODE], T_CLASS] == C_UD_SEND
+           and packets[i, P_QPN] == GSI_QPN):
+        packet_seq[i] = -1
+        i += 1
+    return i
+
+
+@njit(cache=True, nogil=True)
 def rebuild(table, state):
     """The hash index from the used slots (after evictions)."""
     table[:] = -1
@@ -496,7 +509,7 @@ def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame
 class TransportState:
     """The streams of a capture, carried from chunk to chunk."""
 
-    def __init__(self, max_streams=16384):
+    def __init__(self, max_streams):
         size = 1
         while size < 2 * max_streams:
             size *= 2

@@ -75,6 +75,16 @@ def _handshake(path):
                                      path["max_io_size"], path["max_hdr_size"], inval)
 
 
+def _link(link):
+    """An inferred path merged into the handshake path it continues, or why not."""
+    if not link:
+        return ""
+    if link["merged"]:
+        return "before its handshake: IO and heartbeats from frame %s to %s, merged (%s)" % (
+            link["inferred_first_frame"], link["inferred_last_frame"], link["reason"])
+    return "not the past of the handshake path %s: %s" % (link["candidate"], link["reason"])
+
+
 def _connections(conns):
     """Grouped by recon_cnt: each reconnect opens a new set of cids."""
     groups = {}
@@ -251,6 +261,9 @@ def render_path(path, clock, out):
         ends += "  port %d  sess_uuid %s" % (path["port"], path["sess_uuid"])
     out.append(ends)
     out.append("    " + _handshake(path))
+    link = _link(path.get("link"))
+    if link:
+        out.append("    " + link)
     conns = path["connections"]
     if conns:
         lines = _connections(conns)
@@ -401,9 +414,14 @@ def _capture_counters(cap):
                        ("malformed", "malformed packets"), ("cnps", "CNPs")):
         if cap.get(key):
             parts.append("%s %d" % (label, cap[key]))
-    for key, value in sorted((cap.get("limits") or {}).items()):
-        if value:
-            parts.append("%s %s" % (key.replace("_", " "), _value(value)))
+    limits = cap.get("limits") or {}
+    if limits.get("reached"):
+        for verb in ("evicted", "refused"):
+            if limits[verb]:
+                parts.append("limits reached, %s: %s" % (verb, ", ".join(
+                    "%s %d%s" % (table, count, " (table of %d)" % limits["sizes"][table]
+                                 if table in limits["sizes"] else "")
+                    for table, count in sorted(limits[verb].items()))))
     return parts
 
 

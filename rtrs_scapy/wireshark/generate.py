@@ -30,7 +30,7 @@ from .fields import (  # noqa: F401  (re-exported for the tests)
     MESSAGES, GenerateError, LuaField, _lua_str, _message_fields, _protofield,
     field_manifest, lua_name,
 )
-from .limits import LIMITS
+from ..limits import kept_by
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME = os.path.join(HERE, "runtime.lua")
@@ -300,9 +300,9 @@ def generate(runtime_path=RUNTIME):
     for name, value in QDEPTH_CONSTANTS:
         lines.append("  %s = %d," % (name, value))
     lines.append("}")
-    lines.append("-- bounds of the state tables (rtrs_scapy.wireshark.limits)")
+    lines.append("-- bounds of the state tables (rtrs_scapy.limits)")
     lines.append("local LIMITS = {")
-    for name, entries, what in LIMITS:
+    for name, entries, what in kept_by("plugin"):
         lines.append("  %s = %d,  -- %s" % (name, entries, what))
     lines.append("}")
     lines.append("-- IB opcodes (rtrs_scapy.layers.ib)")

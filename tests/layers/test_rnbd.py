@@ -2,7 +2,6 @@
 RNBD messages of the kernel captures, cross-checked with truth.json."""
 
 import functools
-import json
 import zlib
 
 import pytest

@@ -1,0 +1,45 @@
+"""The analyzer's share of the state limits (rtrs_scapy/limits.py) and what
+reaching them cost, for the ``capture.limits`` block of the summary; anomalies
+as counts per kind plus the first examples of each.
+
+A real capture never reaches a limit (tests/test_hostile.py holds that on the
+real captures and the corpus); a hostile one costs evictions, counted here, and
+never memory that grows with what the file claims.
+"""
+
+from collections import Counter
+
+from ..engine import transport as T
+from ..limits import kept_by
+
+
+class Bounds:
+    def __init__(self, overrides=None):
+        self.size = {name: entries for name, entries, _what in kept_by("analyzer")}
+        self.size.update(overrides or {})
+        self.evicted = Counter()    # table -> entries evicted (least recently used first)
+        self.refused = Counter()    # table -> entries not made because the table was full
+
+    def summary(self, transport_counters):
+        evicted = dict(self.evicted)
+        if transport_counters[T.G_EVICTIONS]:
+            evicted["streams"] = int(transport_counters[T.G_EVICTIONS])
+            evicted["messages"] = int(transport_counters[T.G_EVICTED_MESSAGES])
+        return {"sizes": dict(self.size), "evicted": evicted, "refused": dict(self.refused),
+                "reached": bool(evicted or self.refused)}
+
+
+class Anomalies:
+    """Every anomaly counted by kind; the first ``per_kind`` of each kept as examples,
+    their text made only then."""
+
+    def __init__(self, per_kind):
+        self.per_kind = per_kind
+        self.counts = Counter()
+        self.examples = []
+
+    def add(self, frame, kind, detail, args=()):
+        count = self.counts[kind] = self.counts[kind] + 1
+        if count <= self.per_kind:
+            self.examples.append({"frame": frame, "kind": kind,
+                                  "detail": detail % args if args else detail})

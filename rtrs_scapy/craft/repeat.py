@@ -1,0 +1,90 @@
+"""A large capture made of copies of a real one, for benchmarks and as the benign
+reference of the hostile captures (craft/hostile.py).
+
+Copy k gets its timestamps shifted past copy k-1, its IPv4 addresses moved to
+10.<k/256>.<k%256>.x and the last two bytes of the given UUIDs (the session's and
+paths' in the CM REQs) set to k, so each copy is a session of its own with its
+handshake, and the QPs and PSNs of the original (repeating them unchanged would
+only make duplicates, the same UUIDs one path's reconnects).  ICRCs are
+not recomputed: the analyzer does not check them.  A copy is patched as whole
+columns, so a 10 M-packet file is written at disk speed.
+"""
+
+import struct
+import uuid
+
+import numpy as np
+
+from ..capture import open_capture
+
+ETHERNET = 1
+IPV4_ADDRESSES = (14 + 12, 14 + 16)   # source and destination after an untagged Ethernet header
+RECORD_HEADER = 16
+
+
+def _frames(src):
+    with open_capture(src) as cap:
+        frames = [(ts, bytes(buf[s:e])) for _no, ts, buf, s, e, _lt in cap]
+        return frames, cap.link_type
+
+
+def session_uuids(src):
+    """The session and path UUIDs of a capture's handshakes, as the CM private data
+    holds them (what repeat_capture makes distinct per copy)."""
+    from ..analysis import analyze
+    summary = analyze(src, keep_messages=False).summary
+    found = {session["paths_uuid"] for session in summary["sessions"]}
+    found.update(p["sess_uuid"] for session in summary["sessions"] for p in session["paths"])
+    return [uuid.UUID(u).bytes for u in found if u]
+
+
+def repeat_capture(src, dst, packets, uuids=()):
+    """Write ``packets`` records to the pcap ``dst`` from copies of ``src``;
+    ``uuids``: the 16-byte UUIDs to make distinct per copy."""
+    frames, link_type = _frames(src)
+    if not frames:
+        raise ValueError("%s holds no frames" % src)
+    sizes = np.array([len(data) for _ts, data in frames], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(sizes + RECORD_HEADER)[:-1]))
+    base = np.frombuffer(b"".join(struct.pack("<IIII", 0, 0, len(data), len(data)) + data
+                                  for _ts, data in frames), dtype=np.uint8)
+    stamps = np.array([ts for ts, _data in frames]) - frames[0][0]
+    span = stamps[-1] + 1.0
+    ipv4 = starts[[link_type == ETHERNET and data[12:14] == b"\x08\x00"
+                   for _ts, data in frames]] + RECORD_HEADER
+    tagged = np.array([at + 14 for raw in uuids for at in _find_all(base.tobytes(), raw)],
+                      dtype=np.int64)
+    written = 0
+    with open(dst, "wb") as out:
+        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, link_type))
+        copy = 0
+        while written < packets:
+            take = min(len(frames), packets - written)
+            chunk = base.copy()
+            when = frames[0][0] + stamps + copy * span
+            seconds = np.floor(when)
+            _put32(chunk, starts, seconds)
+            _put32(chunk, starts + 4, np.minimum((when - seconds) * 1e6, 999999))
+            for offset in IPV4_ADDRESSES:
+                chunk[ipv4 + offset + 1] = copy >> 8 & 0xFF
+                chunk[ipv4 + offset + 2] = copy & 0xFF
+            chunk[tagged] = copy >> 8 & 0xFF
+            chunk[tagged + 1] = copy & 0xFF
+            end = starts[take - 1] + RECORD_HEADER + sizes[take - 1]
+            out.write(chunk[:end].tobytes())
+            written += take
+            copy += 1
+    return written
+
+
+def _find_all(data, raw):
+    at = data.find(raw)
+    while at >= 0:
+        yield at
+        at = data.find(raw, at + 1)
+
+
+def _put32(buf, offsets, values):
+    """Little-endian 32-bit ``values`` at byte ``offsets`` of ``buf``."""
+    raw = values.astype("<u4").view(np.uint8).reshape(-1, 4)
+    buf[offsets[:, None] + np.arange(4)] = raw

@@ -1,1 +1,0 @@
-"""Fast, Scapy-free capture reading and frame location."""

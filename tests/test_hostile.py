@@ -1,0 +1,135 @@
+"""The analyzer on hostile captures (rtrs_scapy/craft/hostile.py): memory bounded
+by rtrs_scapy/limits.py, not by what the file claims; evictions counted in
+``capture.limits``; anomalies counted per kind with the first examples kept.
+
+Memory is the peak that tracemalloc sees in ``analyze()`` (Python objects and
+numpy arrays): it must not grow from 100k to 200k packets.  Time is measured by
+benchmarks/hostile.py, not here.
+"""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap
+from rtrs_scapy.analysis import analyze
+from rtrs_scapy.analysis import analyzer as analyzer_module
+from rtrs_scapy.analysis import io as io_module
+from rtrs_scapy.analysis.io import per_id
+from rtrs_scapy.craft.repeat import repeat_capture, session_uuids as uuids
+from rtrs_scapy.craft.hostile import KINDS, io_rsp_without_request, write_pcap
+from rtrs_scapy.limits import limit
+
+SIZES = (100_000, 200_000)
+#: what one extra 100k packets may add to the peak (allocator slack, dict resizes)
+GROWTH_BYTES = 4 * 1024 * 1024
+
+
+def peak_of(path):
+    """(summary, peak traced bytes) of one analysis."""
+    tracemalloc.start()
+    try:
+        summary = analyze(path, keep_messages=False).summary
+        return summary, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module", params=sorted(KINDS))
+def hostile(request, tmp_path_factory):
+    runs = {}
+    for n in SIZES:
+        path = tmp_path_factory.mktemp("hostile") / ("%s_%d.pcap" % (request.param, n))
+        write_pcap(path, KINDS[request.param](n))
+        runs[n] = peak_of(path)
+    return request.param, runs
+
+
+def test_memory_does_not_grow_with_the_file(hostile):
+    kind, runs = hostile
+    (_, small), (_, large) = runs[SIZES[0]], runs[SIZES[1]]
+    assert large <= small + GROWTH_BYTES, (kind, small, large)
+
+
+def test_what_the_limits_cost_is_counted(hostile):
+    kind, runs = hostile
+    summary, _ = runs[SIZES[1]]
+    limits = summary["capture"]["limits"]
+    assert limits["sizes"]["streams"] == limit("streams")
+    if kind == "qps":      # a stream per packet: all but the table's worth evicted
+        assert limits["evicted"]["streams"] >= SIZES[1] - limit("streams")
+        assert limits["evicted"]["messages"] == limits["evicted"]["streams"]
+    elif kind == "cm_reqs":  # a session per REQ: CM transactions evicted, a table of paths
+        assert limits["evicted"]["cm"] >= SIZES[1] - limit("cm")
+        paths = [p for s in summary["sessions"] for p in s["paths"]]
+        assert len(paths) == limit("idle_paths")
+        assert summary["capture"]["rtrs_packets"] == SIZES[1]
+    else:                  # one QP, one path, nothing to evict
+        assert not limits["reached"]
+        (session,) = summary["sessions"]
+        assert session["paths"][0]["responses_without_request"] == SIZES[1]
+
+
+def test_a_gap_per_packet_gives_counts_and_a_few_examples(tmp_path):
+    """Every other packet of a stream missing: 50k PSN gaps, 100 of them listed."""
+    frames = [frame for i, frame in enumerate(io_rsp_without_request(100_000)) if i % 2 == 0]
+    summary = analyze(write_pcap(tmp_path / "gaps.pcap", frames), keep_messages=False).summary
+    assert summary["anomaly_counts"]["psn_gap"] == len(frames) - 1
+    gaps = [a for a in summary["anomalies"] if a["kind"] == "psn_gap"]
+    assert len(gaps) == limit("examples")
+    assert gaps[0]["detail"] == "QP 0x11: PSN 2 where 1 was expected"
+
+
+CRAFTED = sorted(p for p in PROJECT_PCAPS.glob("*.pcap*") if not p.name.endswith(".json"))
+
+
+@pytest.mark.parametrize("pcap", [real_pcap(name) for name, _, _ in REAL_ALL] + CRAFTED,
+                         ids=lambda p: p.name)
+def test_no_real_or_crafted_capture_reaches_a_limit(pcap):
+    summary = analyze(pcap, keep_messages=False).summary
+    assert summary["capture"]["limits"]["reached"] is False
+    assert sum(summary["anomaly_counts"].values()) == len(summary["anomalies"])
+
+
+def test_a_flood_of_requests_taken_in_bulk_is_the_flood_taken_one_by_one(tmp_path):
+    """CmTracker.requests_in_bulk takes the head of a long run of MADs at once; runs of
+    1,000 records (chunks) are too short for it: both give the same summary."""
+    path = write_pcap(tmp_path / "reqs.pcap", KINDS["cm_reqs"](30_000))
+    bulk = analyze(path, keep_messages=True)
+    one_by_one = analyze(path, keep_messages=True, chunk_records=1000)
+    assert bulk.summary == one_by_one.summary
+    assert bulk.messages == one_by_one.messages
+    assert bulk.summary["capture"]["limits"]["evicted"]["cm"] == 30_000 - limit("cm")
+
+
+def test_per_id_asks_once_per_distinct_id():
+    asked = []
+    values = per_id(np.array([5, 5, 2, -1, 2]), lambda i: asked.append(i) or i * 10)
+    assert values.tolist() == [50, 50, 20, -10, 20]
+    assert sorted(asked) == [-1, 2, 5]
+    assert per_id(np.zeros(0, dtype=np.int64), lambda i: 1 / 0).tolist() == []
+
+
+def test_per_batch_work_does_not_grow_with_the_sessions_seen(tmp_path, monkeypatch):
+    """A capture of N sessions one after the other: the path and connection
+    lookups of each batch cost that batch, not every path seen so far (repeated
+    basic_inval at 10 M packets took 55 s instead of 15 s when they did)."""
+    source = real_pcap("basic_inval")
+    asked = []
+
+    def counted(ids, value):
+        return per_id(ids, lambda i: asked.append(i) or value(i))
+
+    monkeypatch.setattr(io_module, "per_id", counted)
+    monkeypatch.setattr(analyzer_module, "per_id", counted)
+    work = {}
+    for copies in (20, 40):
+        path = tmp_path / ("copies_%d.pcap" % copies)
+        frames = analyze(source, keep_messages=False).summary["capture"]["packets"]
+        repeat_capture(source, path, frames * copies, uuids(source))
+        asked.clear()
+        summary = analyze(path, keep_messages=False).summary
+        assert len(summary["sessions"]) >= copies
+        work[copies] = len(asked)
+    assert work[40] <= 2.2 * work[20], work
