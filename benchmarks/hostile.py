@@ -20,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from run import DISSECT, OUT, PYTHON, measure  # noqa: E402
+from run import DISSECT, OUT, PYTHON, compile_package, measure  # noqa: E402
 
 BENIGN = {"benign: load repeated": REPO / "pcaps" / "real" / "load.pcap.gz",
           "benign: basic_inval repeated": REPO / "pcaps" / "real" / "basic_inval.pcap"}
@@ -54,6 +54,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
+    compile_package()
     print("| capture | packets | time | µs per packet | vs load | vs basic_inval | peak RSS "
           "| limits |")
     print("|---|---|---|---|---|---|---|---|")

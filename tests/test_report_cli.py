@@ -16,7 +16,7 @@ from conftest import PROJECT_PCAPS, real_pcap
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.report import plots
 from rtrs_scapy.report.html import render
-from rtrs_scapy.report.view import CaptureView, Selection
+from rtrs_scapy.report.view import LADDER_MESSAGES, CaptureView, Selection
 
 CAPTURES = [real_pcap("errors"), real_pcap("multipath"), real_pcap("load"),
             PROJECT_PCAPS / "failover_inflight.pcap", PROJECT_PCAPS / "reconnect_timeout.pcap"]
@@ -154,3 +154,12 @@ def test_report_and_plot_need_no_scapy():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_the_report_keeps_the_ladder_records_of_a_full_analysis_and_no_other(capture):
+    """The report keeps only what its ladders draw (a record per IO costs ~1 KiB)."""
+    full = analyze(capture).messages
+    kept = analyze(capture, keep_messages=LADDER_MESSAGES).messages
+    assert kept == [r for r in full if r["msg"] in LADDER_MESSAGES]
+    assert 0 < len(kept) < len(full)

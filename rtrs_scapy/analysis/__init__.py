@@ -62,7 +62,8 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
             chunk_records=CHUNK_RECORDS, until_frame=None, io_sink=None, limits=None):
     """Analyze a capture: a file, ``-`` (stdin), a directory, or a list of those (one
     capture, merged in time order); ``progress(bytes_done, bytes_total)`` is called
-    now and then.
+    now and then.  ``keep_messages``: keep the message records (True), none
+    (False), or only those of the message names given (records.py).
 
     ``chunk_records`` (records per chunk) changes the pace, never the result.
     ``until_frame`` stops reading after the chunk holding that frame (a summary of

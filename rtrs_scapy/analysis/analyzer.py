@@ -57,7 +57,8 @@ class Analyzer:
             io_sink.bind_analyzer(self)
         self.rnbd_view = RnbdView(keep_latencies)
         self.io_span = {}           # path id -> [first (stamp, frame), last (stamp, frame)]
-        self.records = Records(self) if keep_messages else None
+        self.records = Records(self, None if keep_messages is True else keep_messages) \
+            if keep_messages else None
         self.sessions = {}          # paths_uuid (or ("inferred", client, server)) -> Session
         self.paths = {}             # sess_uuid or (client, server) -> Path
         self.path_list = []         # path id -> Path

@@ -22,9 +22,9 @@ class Bounds:
 
     def summary(self, transport_counters):
         evicted = dict(self.evicted)
-        if transport_counters[T.G_EVICTIONS]:
-            evicted["streams"] = int(transport_counters[T.G_EVICTIONS])
-            evicted["messages"] = int(transport_counters[T.G_EVICTED_MESSAGES])
+        evicted["streams"] = int(transport_counters[T.G_EVICTIONS])
+        evicted["messages"] = int(transport_counters[T.G_EVICTED_MESSAGES])  # in reassembly
+        evicted = {name: count for name, count in evicted.items() if count}
         return {"sizes": dict(self.size), "evicted": evicted, "refused": dict(self.refused),
                 "reached": bool(evicted or self.refused)}
 

@@ -18,14 +18,39 @@ _info_req = plan("RtrsMsgInfoReq")
 _info_rsp = plan("RtrsMsgInfoRsp")
 
 
+#: the names a request or response record takes once paired ("pending" until then)
+IO_MESSAGES = frozenset(("read", "write", "io_rsp"))
+
+
+def _info_message(data):
+    """(name, fields) of an info exchange SEND, (None, None) for any other SEND."""
+    mtype = int.from_bytes(data[:2], "little") if len(data) >= 2 else None
+    if mtype == 0 and len(data) == _info_req.size:
+        return "info_req", {"pathname": _info_req.decode(data, 0, len(data))["pathname"]}
+    if mtype == 1 and len(data) >= _info_rsp.size:
+        return "info_rsp", {"sg_cnt": _info_rsp.reader("sg_cnt")(data, 0)[0]}
+    return None, None
+
+
 class Records:
-    def __init__(self, an):
+    """``kinds``: the message names kept (None: all); a report that draws only the
+    CM ladder keeps a handful per path, not one per IO."""
+
+    def __init__(self, an, kinds=None):
         self.an = an
+        self.kinds = None if kinds is None else frozenset(kinds)
         self.list = []
         self.reads = {}       # desc key -> recent READ requests (invalidation links)
         self.pathless = []    # (record index, src, dst) of records whose path came later
 
+    def wants(self, msg):
+        if self.kinds is None:
+            return True
+        return bool(self.kinds & IO_MESSAGES) if msg == "pending" else msg in self.kinds
+
     def add(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd_fields=None, path=None):
+        if not self.wants(msg):
+            return None
         an = self.an
         if path is None and conn is not None:
             path = conn.path
@@ -55,22 +80,15 @@ class Records:
             bound = row[T.R_CONN] >= 0 or k not in names   # heartbeats: CM-bound only
             path = an.path_list[path_id[i]] if path_id[i] >= 0 and bound else None
             if k in names:
-                self.add(frame, ts, src, dst, qpn, conn, names[k], {}, path=path)
+                msg, fields = names[k], {}
             elif k == D.K_SEND:
-                data = D.head_bytes(rows, arena, i)
-                mtype = int.from_bytes(data[:2], "little") if len(data) >= 2 else None
-                if mtype == 0 and len(data) == _info_req.size:
-                    fields = _info_req.decode(data, 0, len(data))
-                    self.add(frame, ts, src, dst, qpn, conn, "info_req",
-                             {"pathname": fields["pathname"]}, path=path)
-                elif mtype == 1 and len(data) >= _info_rsp.size:
-                    self.add(frame, ts, src, dst, qpn, conn, "info_rsp",
-                             {"sg_cnt": _info_rsp.reader("sg_cnt")(data, 0)[0]}, path=path)
-                else:
-                    continue
+                msg, fields = _info_message(D.head_bytes(rows, arena, i))
             elif k in (D.K_REQUEST, D.K_RESPONSE):
-                self.add(frame, ts, src, dst, qpn, conn, "pending", {}, path=path)
+                msg, fields = "pending", {}
             else:
+                continue
+            if msg is None or self.add(frame, ts, src, dst, qpn, conn, msg, fields,
+                                       path=path) is None:
                 continue
             index[i] = len(self.list) - 1
             if path is None:

@@ -9,9 +9,9 @@ from .common import analyze_capture, captures_argument, quiet_option, queue_dept
 def capture_view(captures, quiet, queue_depth):
     """One analysis run (summary, IO rows, message records) as the report sees it;
     several captures are handed to the analyzer together."""
-    from ..report.view import CaptureView
+    from ..report.view import LADDER_MESSAGES, CaptureView
     batches = []
-    result = analyze_capture(list(captures), quiet, keep_messages=True,
+    result = analyze_capture(list(captures), quiet, keep_messages=LADDER_MESSAGES,
                              queue_depth=queue_depth, io_sink=batches.append)
     return CaptureView(result, batches)
 
