@@ -11,7 +11,7 @@ import hashlib
 from scapy import fields as F
 
 from . import constants
-from .layers import cm, ib
+from .layers import cm, ib, rnbd, rtrs
 from .layout_ir import FieldSpec, Layout, LayoutError  # noqa: F401 (re-exported)
 from .layout_refs import ref
 
@@ -146,6 +146,19 @@ def _bit_group(cls, group, offset):
                                shift=total - used, width=fld.size, enum=enum))
     return specs, size
 
+
+#: Every header and message the project decodes, in the order of docs/PROTOCOL.md.
+DECODED = (
+    ib.GRH, ib.BTH, ib.RETH, ib.ImmDt, ib.IETH, ib.DETH, ib.RDETH, ib.AETH, ib.AtomicETH,
+    ib.AtomicAckETH, ib.CNPPadding, ib.LRH,
+    cm.MAD, cm.CMReq, cm.CMRep, cm.CMRej, cm.CMRtu, cm.CMDreq, cm.CMDrep, cm.CMMra,
+    cm.CmaIpHdr,
+    rtrs.RtrsMsgConnReq, rtrs.RtrsMsgConnRsp, rtrs.RtrsMsgInfoReq, rtrs.RtrsMsgInfoRsp,
+    rtrs.RtrsSgDesc, rtrs.RtrsMsgRkeyRsp, rtrs.RtrsMsgRdmaHdr, rtrs.RtrsMsgRdmaRead,
+    rtrs.RtrsMsgRdmaWrite,
+    rnbd.RnbdMsgHdr, rnbd.RnbdMsgSessInfo, rnbd.RnbdMsgSessInfoRsp, rnbd.RnbdMsgOpen,
+    rnbd.RnbdMsgOpenRsp, rnbd.RnbdMsgClose, rnbd.RnbdMsgIo,
+)
 
 _CACHE = {}
 

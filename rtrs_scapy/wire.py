@@ -104,6 +104,16 @@ ENUMS['rtrs_msg_types'] = {0: 'RTRS_MSG_INFO_REQ', 1: 'RTRS_MSG_INFO_RSP', 2: 'R
 ENUMS['transport_service_types'] = {0: 'RC', 1: 'UC', 2: 'RD', 3: 'XRC'}
 
 LAYOUTS = {}
+LAYOUTS['GRH'] = L('GRH', (
+    F('ipver', 0, 4, 'uint', endian='>', shift=28, width=4),
+    F('tclass', 0, 4, 'uint', endian='>', shift=20, width=8),
+    F('flowlabel', 0, 4, 'uint', endian='>', shift=0, width=20),
+    F('paylen', 4, 2, 'uint', endian='>'),
+    F('nexthdr', 6, 1, 'uint', endian='>'),
+    F('hoplmt', 7, 1, 'uint', endian='>'),
+    F('sgid', 8, 16, 'uint', endian='>', display='hex', shift=0, width=128),
+    F('dgid', 24, 16, 'uint', endian='>', display='hex', shift=0, width=128),
+), 40, 0, None, 'a45f0433ef77')
 LAYOUTS['BTH'] = L('BTH', (
     F('opcode', 0, 1, 'uint', endian='>', enum='ib_opcodes'),
     F('solicited', 1, 1, 'uint', endian='>', shift=7, width=1),
@@ -120,20 +130,6 @@ LAYOUTS['BTH'] = L('BTH', (
     F('psn', 9, 3, 'uint', endian='>', shift=0, width=24),
     F('icrc', -1, 4, 'trailer', endian='>', display='hex'),
 ), 12, 4, None, 'a40213727ab0')
-LAYOUTS['GRH'] = L('GRH', (
-    F('ipver', 0, 4, 'uint', endian='>', shift=28, width=4),
-    F('tclass', 0, 4, 'uint', endian='>', shift=20, width=8),
-    F('flowlabel', 0, 4, 'uint', endian='>', shift=0, width=20),
-    F('paylen', 4, 2, 'uint', endian='>'),
-    F('nexthdr', 6, 1, 'uint', endian='>'),
-    F('hoplmt', 7, 1, 'uint', endian='>'),
-    F('sgid', 8, 16, 'uint', endian='>', display='hex', shift=0, width=128),
-    F('dgid', 24, 16, 'uint', endian='>', display='hex', shift=0, width=128),
-), 40, 0, None, 'a45f0433ef77')
-LAYOUTS['AETH'] = L('AETH', (
-    F('syndrome', 0, 1, 'uint', endian='>', display='hex'),
-    F('msn', 1, 3, 'uint', endian='>', display='hex', shift=0, width=24),
-), 4, 0, None, '45dccd05a71b')
 LAYOUTS['RETH'] = L('RETH', (
     F('va', 0, 8, 'uint', endian='>', display='hex'),
     F('rkey', 8, 4, 'uint', endian='>', display='hex'),
@@ -154,6 +150,10 @@ LAYOUTS['RDETH'] = L('RDETH', (
     F('reserved', 0, 1, 'uint', endian='>'),
     F('ee_context', 1, 3, 'uint', endian='>', display='hex', shift=0, width=24),
 ), 4, 0, None, '2262ec98b526')
+LAYOUTS['AETH'] = L('AETH', (
+    F('syndrome', 0, 1, 'uint', endian='>', display='hex'),
+    F('msn', 1, 3, 'uint', endian='>', display='hex', shift=0, width=24),
+), 4, 0, None, '45dccd05a71b')
 LAYOUTS['AtomicETH'] = L('AtomicETH', (
     F('va', 0, 8, 'uint', endian='>', display='hex'),
     F('rkey', 8, 4, 'uint', endian='>', display='hex'),
@@ -348,6 +348,9 @@ LAYOUTS['RtrsMsgRkeyRsp'] = L('RtrsMsgRkeyRsp', (
     F('buf_id', 2, 2, 'uint', endian='<'),
     F('rkey', 4, 4, 'uint', endian='<', display='hex'),
 ), 8, 0, None, 'd060c104f291')
+LAYOUTS['RtrsMsgRdmaHdr'] = L('RtrsMsgRdmaHdr', (
+    F('type', 0, 2, 'uint', endian='<', enum='rtrs_msg_types'),
+), 2, 0, None, 'b29e3a5d1705')
 LAYOUTS['RtrsMsgRdmaRead'] = L('RtrsMsgRdmaRead', (
     F('type', 0, 2, 'uint', endian='<', enum='rtrs_msg_types'),
     F('usr_len', 2, 2, 'uint', endian='<'),
@@ -359,9 +362,6 @@ LAYOUTS['RtrsMsgRdmaWrite'] = L('RtrsMsgRdmaWrite', (
     F('type', 0, 2, 'uint', endian='<', enum='rtrs_msg_types'),
     F('usr_len', 2, 2, 'uint', endian='<'),
 ), 4, 0, None, 'd33940784f5a')
-LAYOUTS['RtrsMsgRdmaHdr'] = L('RtrsMsgRdmaHdr', (
-    F('type', 0, 2, 'uint', endian='<', enum='rtrs_msg_types'),
-), 2, 0, None, 'b29e3a5d1705')
 LAYOUTS['RnbdMsgHdr'] = L('RnbdMsgHdr', (
     F('type', 0, 2, 'uint', endian='<', enum='rnbd_msg_type'),
     F('__padding', 2, 2, 'uint', endian='<', display='hex'),

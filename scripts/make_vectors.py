@@ -23,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from generated import write_or_check  # noqa: E402
 from rtrs_scapy.analysis.qdepth import (  # noqa: E402
     CANDIDATES, DEFAULT_MEM_BITS, pair_events, queue_depth_of,
 )
@@ -97,14 +98,7 @@ def main():
     parser.add_argument("--check", action="store_true", help="fail if the file is stale")
     args = parser.parse_args()
     text = json.dumps(vectors(), separators=(",", ":")) + "\n"
-    if args.check:
-        if OUT.read_text() != text:
-            print("%s is stale: run scripts/make_vectors.py" % OUT, file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    print("wrote %s (%d bytes)" % (OUT, len(text)), file=sys.stderr)
-    return 0
+    return write_or_check(OUT, text, args.check)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from generated import write_or_check  # noqa: E402
 from rtrs_scapy.wiregen import render  # noqa: E402
 
 OUT = REPO / "rtrs_scapy" / "wire.py"
@@ -21,14 +22,7 @@ def main():
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     text = render()
-    if args.check:
-        if OUT.read_text() != text:
-            print("%s is stale: run scripts/make_wire.py" % OUT, file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    print("wrote %s" % OUT, file=sys.stderr)
-    return 0
+    return write_or_check(OUT, text, args.check)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ and is registered here by name; its module is imported when it runs, so that
 ``rtrs-dissect FILE`` starts without what the other commands need (Scapy).
 """
 
+import atexit
+import gc
 import importlib
 
 import click
@@ -54,6 +56,14 @@ class DefaultToSummary(click.Group):
         if args and args[0] not in COMMANDS and args[0] not in GROUP_OPTIONS:
             args = ["summary"] + list(args)
         return super().parse_args(ctx, args)
+
+    def main(self, *args, **kwargs):
+        # At exit the interpreter's last collection would walk every object of the
+        # run (numba's types, the analysis): a summary of 3 M packets took 1.78 s
+        # instead of 1.55 s.  Frozen, they are left to the end of the process.
+        atexit.unregister(gc.freeze)
+        atexit.register(gc.freeze)
+        return super().main(*args, **kwargs)
 
     def format_usage(self, ctx, formatter):
         formatter.write_usage(ctx.command_path, "[--format json] [-q] [--queue-depth N] FILE")

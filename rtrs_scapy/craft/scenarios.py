@@ -159,6 +159,20 @@ def _real_workload(s, idle):
     _close_session(s, dev, [path])
 
 
+def _two_paths(s):
+    """Two connected paths of one session and a mapped device."""
+    p0, p1 = s.add_path(), s.add_path()
+    s.connect(p0)
+    s.connect(p1)
+    return p0, p1, s.rnbd_map()
+
+
+def _alternating(s, ios, dev):
+    """``ios`` 4 KiB IOs, writes and reads in turn, from offset 0 on."""
+    for i in range(ios):
+        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+
+
 @scenario("multipath_failover", "two paths, IO round-robin; path 1's server side goes silent "
           "with a write in flight: no ACKs, one unanswered heartbeat, go-back-N "
           "retransmissions; after 7 retries the client closes path 1 (DREQs), re-issues the "
@@ -166,13 +180,8 @@ def _real_workload(s, idle):
           "~31 s later with recon_cnt 2",
           ios_before=4, ios_during=6, ios_after=4)
 def _multipath(s, ios_before, ios_during, ios_after):
-    p0 = s.add_path()
-    p1 = s.add_path()
-    s.connect(p0)
-    s.connect(p1)
-    dev = s.rnbd_map()
-    for i in range(ios_before):
-        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+    p0, p1, dev = _two_paths(s)
+    _alternating(s, ios_before, dev)
     s.fail_path(p1)
     s.io("write", 1 << 20, 4096, device_id=dev, path=p1)  # in flight when the path dies
     # IO keeps going on path 0 while path 1 is dead, until it is back
@@ -182,8 +191,7 @@ def _multipath(s, ios_before, ios_during, ios_after):
             s.io("write" if n % 2 == 0 else "read", n * 4096, 4096, device_id=dev)
             n += 1
         s.wait(3.0)
-    for i in range(ios_after):
-        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+    _alternating(s, ios_after, dev)
     s.idle(5.5)
     _close_session(s, dev, [p0, p1])
 
@@ -199,13 +207,8 @@ def _reconnects_failed(s, path):
           "(path 0's failover_cnt), path 1 reconnects ~31 s later",
           in_flight=4, ios=4)
 def _failover_inflight(s, in_flight, ios):
-    p0 = s.add_path()
-    p1 = s.add_path()
-    s.connect(p0)
-    s.connect(p1)
-    dev = s.rnbd_map()
-    for i in range(ios):
-        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+    p0, p1, dev = _two_paths(s)
+    _alternating(s, ios, dev)
     s.fail_path(p1)
     s.io_batch([dict(op="write" if i % 2 == 0 else "read", offset=(256 + i) * 4096,
                      size=4096, device_id=dev) for i in range(in_flight)], path=p1)
@@ -214,8 +217,7 @@ def _failover_inflight(s, in_flight, ios):
         s.io("read" if n % 2 == 0 else "write", n * 4096, 4096, device_id=dev)
         n += 1
         s.wait(3.0)
-    for i in range(ios):
-        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+    _alternating(s, ios, dev)
     s.idle(5.5)
     _close_session(s, dev, [p0, p1])
 
@@ -228,13 +230,8 @@ def _failover_inflight(s, in_flight, ios):
           "client REJ Timeout, twice 60 s apart (path 1: reconnects successful 0, failed 2)",
           ios=6, failed_attempts=2)
 def _reconnect_timeout(s, ios, failed_attempts):
-    p0 = s.add_path()
-    p1 = s.add_path()
-    s.connect(p0)
-    s.connect(p1)
-    dev = s.rnbd_map()
-    for i in range(ios):
-        s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
+    p0, p1, dev = _two_paths(s)
+    _alternating(s, ios, dev)
     p1.faults = [{"fault": "rep_lost"} for _ in range(failed_attempts)]
     s.fail_path(p1, silent=C, restore_after=25.0)
     n = 0

@@ -6,17 +6,23 @@ the main thread runs the transport and the analysis on the chunks already
 read.  A bounded queue keeps at most ``depth`` chunks in memory.
 """
 
+import collections
 import queue
 import threading
 
 _END = object()
 
 
-def ahead(iterable, depth=4):
+def ahead(iterable, depth=4, behind=None):
     """Iterate ``iterable`` in a background thread; items come out in order, an
-    exception comes out where it happened.  Stopping early stops the thread."""
+    exception comes out where it happened.  Stopping early stops the thread.
+
+    ``behind(item)`` is called in the background thread on each item the consumer
+    is through with: once ``depth`` later items are queued, the consumer has asked
+    for the next one (releasing a mapped file's pages costs the main thread nothing)."""
     items = queue.Queue(maxsize=depth)
     stop = threading.Event()
+    handed = collections.deque()
 
     def produce():
         try:
@@ -29,6 +35,10 @@ def ahead(iterable, depth=4):
                         continue
                 if stop.is_set():
                     return
+                if behind is not None:
+                    handed.append(item)
+                    if len(handed) > depth + 1:
+                        behind(handed.popleft())
             items.put((_END, None))
         except BaseException as exc:  # handed to the consumer, raised there
             items.put((_END, exc))

@@ -153,18 +153,22 @@ def load(capture, chosen):
     return fig
 
 
-def _devices(chosen):
-    """The devices with IO of a selection (at most MAX_PANELS)."""
-    return [d for d in chosen.devices if len(d.rows)][:MAX_PANELS]
+def _device_panels(chosen, height):
+    """(figure, [(axes, device)]) with a panel of ``height`` inches per device with IO
+    of a selection (at most MAX_PANELS); no panel: the figure says so."""
+    devices = [d for d in chosen.devices if len(d.rows)][:MAX_PANELS]
+    fig = Figure(figsize=(11, height * max(len(devices), 1)), layout="constrained")
+    if not devices:
+        _nothing(fig, "no RNBD IO in " + chosen.title)
+        return fig, []
+    return fig, list(zip(fig.subplots(len(devices), 1, squeeze=False)[:, 0], devices))
 
 
 def sizes(capture, chosen):
-    devices = _devices(chosen)
-    fig = Figure(figsize=(11, 3.2 * max(len(devices), 1)), layout="constrained")
-    if not devices:
-        return _nothing(fig, "no RNBD IO in " + chosen.title)
-    axes = fig.subplots(len(devices), 1, squeeze=False)[:, 0]
-    for ax, device in zip(axes, devices):
+    fig, panels = _device_panels(chosen, 3.2)
+    if not panels:
+        return fig
+    for ax, device in panels:
         sz = F.Sizes(device)
         distinct = sorted({int(s) for _, values, _ in sz.ops for s in values})
         width = 0.8 / max(len(sz.ops), 1)
@@ -183,12 +187,10 @@ def sizes(capture, chosen):
 
 
 def heatmap(capture, chosen):
-    devices = _devices(chosen)
-    fig = Figure(figsize=(11, 3.6 * max(len(devices), 1)), layout="constrained")
-    if not devices:
-        return _nothing(fig, "no RNBD IO in " + chosen.title)
-    axes = fig.subplots(len(devices), 1, squeeze=False)[:, 0]
-    for ax, device in zip(axes, devices):
+    fig, panels = _device_panels(chosen, 3.6)
+    if not panels:
+        return fig
+    for ax, device in panels:
         hm = F.Heatmap(capture, device)
         counts = hm.counts.astype(float)
         counts[counts == 0] = float("nan")
