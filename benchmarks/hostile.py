@@ -20,7 +20,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from run import DISSECT, OUT, PYTHON, compile_package, measure  # noqa: E402
+from run import DISSECT, OUT, PYTHON, compile_package, median_run  # noqa: E402
 
 BENIGN = {"benign: load repeated": REPO / "pcaps" / "real" / "load.pcap.gz",
           "benign: basic_inval repeated": REPO / "pcaps" / "real" / "basic_inval.pcap"}
@@ -42,10 +42,9 @@ def build(name, source, packets):
 
 def run(path, repeat):
     argv = [DISSECT, "summary", str(path), "--format", "json", "-q"]
-    runs = [measure(argv) for _ in range(repeat)]
+    seconds, rss = median_run(argv, repeat)
     summary = json.loads(subprocess.run(argv, check=True, capture_output=True).stdout)
-    runs.sort()
-    return runs[len(runs) // 2][0], max(rss for _, rss in runs), summary
+    return seconds, rss, summary
 
 
 def main():

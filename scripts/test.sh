@@ -6,7 +6,7 @@
 # Works on a fresh Debian 12 machine (as root, or as a user with sudo) and from
 # any directory: installs tshark (with dumpcap), lua5.2 (luac5.2), chromium with
 # chromium-driver, tmux and python3-venv when missing, creates .venv in the
-# repository root, installs the package with its test and scale extras, runs
+# repository root, installs the package with its test extra (which takes the scale one), runs
 # pytest.  The suite refuses skipped tests (tests/no_skips.py): whatever a test
 # needs is installed here.
 set -euo pipefail
@@ -42,5 +42,5 @@ if ! command -v tmux >/dev/null 2>&1; then
     apt_install tmux
 fi
 
-ensure_venv "[test,scale]"
+ensure_venv "[test]"
 exec .venv/bin/python -m pytest -q "$@"

@@ -7,12 +7,21 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
-from scapy.config import conf
-from scapy.layers.l2 import Ether
-from scapy.utils import RawPcapReader
 
-import rtrs_scapy.layers  # noqa: F401  (binds every layer)
+from installed import missing
+
+_absent = missing()
+if _absent:
+    pytest.exit("not installed: %s (setup.cfg asks for them): run scripts/test.sh, or "
+                "pip install -e '.[test]'" % ", ".join(_absent),
+                returncode=pytest.ExitCode.USAGE_ERROR)
+
+from hypothesis import settings  # noqa: E402
+from scapy.config import conf  # noqa: E402
+from scapy.layers.l2 import Ether  # noqa: E402
+from scapy.utils import RawPcapReader  # noqa: E402
+
+import rtrs_scapy.layers  # noqa: F401,E402  (binds every layer)
 
 # no_skips: a skipped test fails the session; pytester: to test that plugin
 pytest_plugins = ["no_skips", "pytester"]

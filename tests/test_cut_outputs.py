@@ -12,6 +12,7 @@ import pytest
 
 from conftest import real_pcap
 from rtrs_scapy.analysis import analyze
+from rtrs_scapy.analysis.io import READ, WRITE
 from rtrs_scapy.report.html import render
 from rtrs_scapy.report.view import CaptureView
 from rtrs_scapy.tables.export import export
@@ -101,7 +102,7 @@ def test_the_report_of_a_cut_capture_counts_its_requests(cuts):
         view = CaptureView(result, batches)
         html = render(view)
         assert html.startswith("<!DOCTYPE html>") and "</html>" in html, (name, first)
-        for code, op in enumerate(OPS, start=1):     # iorows: 1 read, 2 write
+        for code, op in ((READ, "read"), (WRITE, "write")):
             assert sum(p.summary["io"][op]["count"] for p in view.paths) == \
                 want["count"][op], (name, first, op)
             assert int((view.rows["op"] == code).sum()) == want["count"][op], (name, first)

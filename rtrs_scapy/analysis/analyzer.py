@@ -339,7 +339,7 @@ class Analyzer:
             elif kind == T.EV_PARTIAL_MESSAGE:
                 self.anomaly(frame, "partial_message", "last packet without its first")
             elif kind == T.EV_NAK:   # reported if the stream turns out to be RTRS's
-                self._unattributed(self.naks, (frame, code, int(row[T.E_CONN]),
+                self.bounds.keep("unattributed", self.naks, (frame, code, int(row[T.E_CONN]),
                                                int(row[T.E_SLOT]), int(row[T.E_GEN])))
             elif kind == T.EV_UNKNOWN_OPCODE:
                 self.anomaly(frame, "unknown_opcode", "BTH opcode 0x%02x" % code)
@@ -433,10 +433,7 @@ class Analyzer:
 
     def listed(self, items, item):
         """A path's failed request or timeline event, within the limit."""
-        if len(items) < self.bounds.size["listed"]:
-            items.append(item)
-        else:
-            self.bounds.refused["listed"] += 1
+        self.bounds.keep("listed", items, item)
 
     def bound_pending(self):
         """The requests awaiting their response, within the limit: the oldest go."""
@@ -445,13 +442,6 @@ class Analyzer:
             newest = np.sort(np.argsort(self.carry["frame"], kind="stable")[extra:])
             self.carry = pairing.take(self.carry, newest)
             self.bounds.evicted["requests"] += extra
-
-    def _unattributed(self, pending, item):
-        """What waits for its stream's path until the end, within the limit."""
-        if len(pending) < self.bounds.size["unattributed"]:
-            pending.append(item)
-        else:
-            self.bounds.refused["unattributed"] += 1
 
     def _forget_evicted_streams(self):
         """Streams the transport evicted (their slot has a newer generation) leave the
@@ -472,7 +462,7 @@ class Analyzer:
                 self.count_heartbeat(path, bool(c2s[i]), is_msg, frame, time)
                 self.cm.heartbeat(path, frame, time)
             else:
-                self._unattributed(self.unattributed, (
+                self.bounds.keep("unattributed", self.unattributed, (
                     (int(row[T.R_SLOT]), int(row[T.R_GEN])), int(row[T.R_LAST_FRAME]),
                     int(row[T.R_LAST_TS]), (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO])),
                     (int(row[T.R_DST_HI]), int(row[T.R_DST_LO])), is_msg))

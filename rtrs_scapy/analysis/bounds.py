@@ -20,6 +20,13 @@ class Bounds:
         self.evicted = Counter()    # table -> entries evicted (least recently used first)
         self.refused = Counter()    # table -> entries not made because the table was full
 
+    def keep(self, table, items, item):
+        """Append ``item`` to ``items`` while the ``table`` bound allows; else count it."""
+        if len(items) < self.size[table]:
+            items.append(item)
+        else:
+            self.refused[table] += 1
+
     def summary(self, transport_counters):
         evicted = dict(self.evicted)
         evicted["streams"] = int(transport_counters[T.G_EVICTIONS])

@@ -173,6 +173,23 @@ def _alternating(s, ios, dev):
         s.io("write" if i % 2 == 0 else "read", i * 4096, 4096, device_id=dev)
 
 
+def _io_until(s, dev, done, every, first="write", most=None):
+    """4 KiB IOs, ``first`` and the other operation in turn from offset 0 on, one
+    every ``every`` seconds (at most ``most`` of them) until ``done()``."""
+    ops = (first, "read" if first == "write" else "write")
+    n = 0
+    while not done():
+        if most is None or n < most:
+            s.io(ops[n % 2], n * 4096, 4096, device_id=dev)
+            n += 1
+        s.wait(every)
+
+
+def _back(path):
+    """The path reconnected after its failure."""
+    return path.state == "connected" and path.connects >= 2
+
+
 @scenario("multipath_failover", "two paths, IO round-robin; path 1's server side goes silent "
           "with a write in flight: no ACKs, one unanswered heartbeat, go-back-N "
           "retransmissions; after 7 retries the client closes path 1 (DREQs), re-issues the "
@@ -185,12 +202,7 @@ def _multipath(s, ios_before, ios_during, ios_after):
     s.fail_path(p1)
     s.io("write", 1 << 20, 4096, device_id=dev, path=p1)  # in flight when the path dies
     # IO keeps going on path 0 while path 1 is dead, until it is back
-    n = 0
-    while p1.state != "connected" or p1.connects < 2:
-        if n < ios_during:
-            s.io("write" if n % 2 == 0 else "read", n * 4096, 4096, device_id=dev)
-            n += 1
-        s.wait(3.0)
+    _io_until(s, dev, lambda: _back(p1), 3.0, most=ios_during)
     _alternating(s, ios_after, dev)
     s.idle(5.5)
     _close_session(s, dev, [p0, p1])
@@ -212,11 +224,7 @@ def _failover_inflight(s, in_flight, ios):
     s.fail_path(p1)
     s.io_batch([dict(op="write" if i % 2 == 0 else "read", offset=(256 + i) * 4096,
                      size=4096, device_id=dev) for i in range(in_flight)], path=p1)
-    n = 0
-    while p1.state != "connected" or p1.connects < 2:
-        s.io("read" if n % 2 == 0 else "write", n * 4096, 4096, device_id=dev)
-        n += 1
-        s.wait(3.0)
+    _io_until(s, dev, lambda: _back(p1), 3.0, first="read")
     _alternating(s, ios, dev)
     s.idle(5.5)
     _close_session(s, dev, [p0, p1])
@@ -234,11 +242,7 @@ def _reconnect_timeout(s, ios, failed_attempts):
     _alternating(s, ios, dev)
     p1.faults = [{"fault": "rep_lost"} for _ in range(failed_attempts)]
     s.fail_path(p1, silent=C, restore_after=25.0)
-    n = 0
-    while _reconnects_failed(s, p1) < failed_attempts:
-        s.io("write" if n % 2 == 0 else "read", n * 4096, 4096, device_id=dev)
-        n += 1
-        s.wait(5.0)
+    _io_until(s, dev, lambda: _reconnects_failed(s, p1) >= failed_attempts, 5.0)
     s.idle(2.0)
     _close_session(s, dev, [p0, p1])
 
