@@ -77,6 +77,70 @@ def _debug_dissector():
     conf.debug_dissector = old
 
 
+#: pytest-xdist (setup.cfg: ``-n auto --dist loadgroup``) hands the tests out one by one to
+#: the workers.  Tests that share work a worker does once (a module-scoped fixture, a
+#: module's cache) stay together on one worker, in one block, so that the work is neither
+#: done again on the other worker nor set up twice when the block is interleaved with other
+#: modules: module -> "module" (all its tests together) or "param" (its tests with the same
+#: parameter id together: the work is per capture or per kind; a test without parameters
+#: goes alone).
+SHARED_WORK = {
+    "test_corpus_referee": "param",      # tshark + the analyzer, per capture
+    "test_craft": "param",               # a real capture and its crafted twin, per capture
+    "test_cut_outputs": "module",        # the cut captures and what the whole ones say
+    "test_dask": "module",               # a Dask cluster; load.pcap.gz as a ring buffer
+    "test_failover": "module",           # summaries and tshark's CM rows, per capture
+    "test_hostile": "param",             # two hostile captures analysed, per kind
+    "test_layout_agreement": "module",   # Scapy + the analyzer, per capture
+    "test_linking": "module",            # the errors capture, whole
+    "test_lua_hostile": "param",         # tshark on two hostile captures, per kind
+    "test_lua_midsession": "module",     # tshark's fields of the whole captures
+    "test_lua_qdepth": "module",         # the vectors run in lua5.2 once
+    "test_pyshark": "param",             # pyshark + the analyzer, per capture
+    "test_report_browser": "module",     # one Chromium and the reports it loaded
+    "test_report_series": "module",      # the report's view, per capture
+    "test_robust": "module",             # the frame pool
+    "test_tables": "module",             # the exports, per capture
+    "test_tshark_crafted": "module",     # the crafted frames and their pcaps
+    "test_tshark_diff": "module",        # Scapy and tshark, per capture
+    "test_wireshark_diff": "module",     # Scapy and tshark + the plugin, per capture
+    "test_real_captures": "module",      # the Scapy decode, per capture
+    "test_scapy_untouched": "module",    # a fresh Scapy in a subprocess
+}
+
+
+def shared_work_scope(nodeid):
+    """The group of a test (see SHARED_WORK), None when it may go alone."""
+    path, _, name = nodeid.partition("::")
+    mode = SHARED_WORK.get(Path(path).stem)
+    if mode == "module":
+        return path
+    if mode == "param" and name.endswith("]") and "[" in name:
+        return path + "::" + name[name.index("["):]
+    return None
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the groups of SHARED_WORK (and any xdist_group mark).
+
+    The groups are read off the node ids here, in the controller: xdist 3.8 passes
+    xdist_group marks on by rewriting node ids, which pytest 9.2 no longer lets it do
+    (pytest-dev/pytest-xdist#1386), so marks alone would be ignored."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SharedWorkScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid):
+            scope = super()._split_scope(nodeid)
+            if scope == nodeid:     # no xdist_group mark
+                scope = shared_work_scope(nodeid) or nodeid
+            return scope
+
+    return SharedWorkScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     if len(REAL) != len(BASIC):
         raise pytest.UsageError("the real captures %s are missing from %s" % (BASIC, REAL_PCAPS))
