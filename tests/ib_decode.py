@@ -1,0 +1,219 @@
+"""An independent decode of RTRS requests, responses and queue depths, from tshark's own
+InfiniBand fields (no plugin) and the Scapy request layers: nothing of the analyzer
+and nothing of the Lua plugin.  tests/test_lua_midsession.py holds the plugin to it on
+captures cut mid-session; tests/cut_points.py reads the situation at each cut off it.
+
+It reads tshark's opcode, immediate, destination QP, PSN, addresses, the CM REQ/REP
+QPNs, and the request bytes for the IO_REQ offset (the Scapy request layers); it drops
+duplicate PSNs (go-back-N), pairs by pairing domain (the session of a visible
+handshake, else the address pair) with rtrs_scapy/analysis/qdepth.py's rule and
+pair_events.  Its request count on a whole real capture is held to the capture's truth
+(the kernel's requests on the wire, test_lua_midsession.py), so on a cut it is the
+kernel's count of the requests whose last packet remains.
+"""
+
+import functools
+import gzip
+import struct
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from rtrs_scapy.analysis.qdepth import infer, pair_events
+from rtrs_scapy.imm import IMM_PAYLOAD_MASK, MSG_ID_MASK, mem_bits
+from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
+from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, request_class
+
+from tshark_util import TSHARK, tshark_env
+
+PSN_MOD = 1 << 24
+# RC opcodes (docs/PROTOCOL.md#opcodes-and-extension-headers)
+FIRST = {0x00, 0x06}
+MIDDLE = {0x01, 0x07}
+LAST = {0x02, 0x03, 0x08, 0x09, 0x16}
+REQUEST_OPS = {0x09, 0x0B}   # RDMA WRITE LAST / ONLY with immediate
+ACK = 0x11
+CM_REQ, CM_REJ, CM_REP = 0x0010, 0x0012, 0x0013
+
+IB_FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "ip.dst", "infiniband.bth.opcode",
+             "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.immdt", "data.data",
+             "infiniband.mad.attributeid", "infiniband.mad.transactionid",
+             "infiniband.cm.req.localqpn", "infiniband.cm.rep.localqpn",
+             "infiniband.cm.req.ip_cm.private", "infiniband.cm.rep.private")
+
+
+# -- cutting ---------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def pcap_records(pcap):
+    """(bytes of the capture, offset of each record): a classic pcap, gzip or not."""
+    path = Path(pcap)
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    offsets, pos = [], 24
+    while pos + 16 <= len(data):
+        offsets.append(pos)
+        pos += 16 + struct.unpack_from(order + "I", data, pos + 8)[0]
+    return data, offsets
+
+
+def write_cut(pcap, first, path):
+    """The capture from frame ``first`` (1-based) on."""
+    data, offsets = pcap_records(pcap)
+    path.write_bytes(data[:24] + data[offsets[first - 1]:])
+    return path
+
+
+# -- tshark's view ----------------------------------------------------------------
+
+@dataclass
+class Frame:
+    number: int
+    time: float
+    src: Optional[str]
+    dst: Optional[str]
+    opcode: Optional[int]
+    destqp: Optional[int]
+    psn: Optional[int]
+    imm: Optional[int]
+    payload: bytes
+    attr: Optional[int]
+    tid: Optional[str]
+    req_qpn: Optional[int]
+    rep_qpn: Optional[int]
+    req_private: bytes
+    rep_private: bytes
+
+
+def _int(text):
+    return int(text, 0) if text else None
+
+
+@functools.lru_cache(maxsize=None)
+def ib_frames(pcap):
+    """Every frame of the whole capture as tshark's own dissectors show it."""
+    cmd = [TSHARK, "-n", "-r", str(pcap), "--disable-protocol", "rpcordma",
+           "-T", "fields", "-E", "occurrence=f"]
+    for f in IB_FIELDS:
+        cmd += ["-e", f]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env(), check=True)
+    frames = []
+    for line in run.stdout.splitlines():
+        v = line.split("\t")
+        imm = v[7].split(",")[0]
+        frames.append(Frame(int(v[0]), float(v[1]), v[2] or None, v[3] or None, _int(v[4]),
+                            _int(v[5]), _int(v[6]), int(imm, 16) if imm else None,
+                            bytes.fromhex(v[8]), _int(v[9]), v[10] or None, _int(v[11]),
+                            _int(v[12]), bytes.fromhex(v[13]), bytes.fromhex(v[14])))
+    return frames
+
+
+# -- the decode ---------------------------------------------------------------------
+
+@dataclass
+class Decode:
+    reads: set = field(default_factory=set)       # request frames
+    writes: set = field(default_factory=set)
+    partial: set = field(default_factory=set)     # requests whose start precedes the cut
+    depth: dict = field(default_factory=dict)     # request/response frame -> (qd, source)
+    pairs: dict = field(default_factory=dict)     # response frame -> (request frame, seconds)
+
+
+@functools.lru_cache(maxsize=None)
+def _request_of(message):
+    """("read"|"write", offset) of a whole request message (the Scapy request layers)."""
+    cls = request_class(message)
+    assert cls is not None, "an IO_REQ without an RTRS trailer in a real capture"
+    return ("read" if cls is RtrsReadRequest else "write"), cls(message).imm_offset
+
+
+@functools.lru_cache(maxsize=None)
+def _conn_req(private):
+    """(magic, paths_uuid) of the conn_req in a CM REQ's private data."""
+    req = RtrsMsgConnReq(private)
+    return req.magic, str(req.paths_uuid)
+
+
+@functools.lru_cache(maxsize=None)
+def _conn_rsp(private):
+    """(magic, errno, queue_depth) of the conn_rsp in a CM REP's private data."""
+    rsp = RtrsMsgConnRsp(private)
+    return rsp.magic, rsp.errno, rsp.queue_depth
+
+
+def _handshake(frame, setups, known):
+    """CM REQ/REP: the QPs of a connection set up in the visible frames -> its session."""
+    if frame.attr == CM_REQ and len(frame.req_private) >= len(RtrsMsgConnReq()):
+        magic, paths_uuid = _conn_req(frame.req_private)
+        if magic == 0x1BBD:
+            setups[frame.tid] = (frame.src, frame.req_qpn, paths_uuid)
+    elif frame.attr == CM_REP and frame.tid in setups and len(frame.rep_private) >= 8:
+        magic, errno, queue_depth = _conn_rsp(frame.rep_private)
+        client, client_qpn, session = setups[frame.tid]
+        if magic == 0x1BBD and errno == 0 and queue_depth:
+            known.setdefault(("session", session), queue_depth)
+            known[(frame.src, frame.rep_qpn)] = ("session", session)
+            known[(client, client_qpn)] = ("session", session)
+
+
+@functools.lru_cache(maxsize=None)
+def decode(pcap, first):
+    """What the frames from ``first`` on say, without the plugin (not to be changed:
+    it is kept for the next caller)."""
+    out = Decode()
+    setups, known, streams, events = {}, {}, {}, {}
+    for f in ib_frames(pcap)[first - 1:]:
+        _handshake(f, setups, known)
+        if f.opcode is None or f.opcode >= 0x20 or f.opcode == ACK:
+            continue
+        key = (f.dst, f.destqp)
+        stream = streams.get(key)
+        new_stream = stream is None
+        if new_stream:
+            stream = streams[key] = {"msg": None}
+        else:
+            delta = (f.psn - stream["psn"]) % PSN_MOD
+            if delta == 0 or delta >= PSN_MOD // 2:
+                continue   # a PSN seen before: go-back-N retransmission
+            if delta != 1:
+                stream["msg"] = None   # a gap: the message in progress is lost
+        stream["psn"] = f.psn
+        message = None   # [whole?, payload chunks]
+        if f.opcode in FIRST:
+            stream["msg"] = [True, [f.payload]]
+        elif f.opcode in MIDDLE | LAST:
+            if stream["msg"] is None and new_stream:
+                stream["msg"] = [False, []]   # the capture starts inside this message
+            if stream["msg"] is not None:
+                stream["msg"][1].append(f.payload)
+            if f.opcode in LAST:
+                message, stream["msg"] = stream["msg"], None
+        else:
+            message = [True, [f.payload]]
+        domain = known.get(key, ("path", frozenset((f.src, f.dst))))
+        kind = None if f.imm is None else f.imm >> 28
+        if kind == 0 and f.opcode in REQUEST_OPS and message is not None:
+            whole, chunks = message
+            op, offset = _request_of(b"".join(chunks)) if whole else ("write", None)
+            (out.reads if op == "read" else out.writes).add(f.number)
+            if not whole:
+                out.partial.add(f.number)
+            events.setdefault(domain, []).append(
+                (("req", f.imm & IMM_PAYLOAD_MASK, offset), f.number, f.time))
+        elif kind in (1, 2):
+            events.setdefault(domain, []).append((("rsp", f.imm & MSG_ID_MASK), f.number, f.time))
+    for domain, evs in events.items():
+        if domain[0] == "session":
+            depth = known[domain]
+            bits, qd, source = mem_bits(depth), depth, "handshake"
+        else:
+            rule = infer(event for event, _n, _t in evs)
+            bits, qd, source = rule.mem_bits, rule.queue_depth, rule.source
+        for _event, number, _t in evs:
+            out.depth[number] = (qd, source)
+        for req, rsp in pair_events([e for e, _n, _t in evs], bits):
+            out.pairs[evs[rsp][1]] = (evs[req][1], evs[rsp][2] - evs[req][2])
+    return out
