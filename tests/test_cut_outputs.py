@@ -3,40 +3,54 @@ production hands them over: what each tells equals the whole capture's records
 restricted to the remaining frames, the reference of tests/test_cuts.py (whose
 whole-capture counts equal the kernel's counters, tests/test_truth.py).
 
-Cut where it hurts too: inside a multi-packet write, between a request and its
-response, inside READ data (``cut_points`` of test_cuts.py).
+Where the captures are cut (tests/cut_points.py): the outputs list requests (a row each,
+with its bytes and latency), failed responses and intervals of counts; what a cut can
+change in them is a write request cut through (a row with the bytes of its offset,
+middle packets or the last one left), a response whose request is cut away (read or
+write, failed or not), what follows the cut (IO, or CM teardown only) and the queue
+depth the rest can tell (handshake, inferred, assumed).  Each capture is cut where the
+cuts together have every one of those any cut of it has, each cut one that no other has
+(``covering`` with ``output_features``: 19 cuts).  load.pcap.gz (135k frames, up to 4
+requests in flight) is cut where only it goes: messages torn together and requests
+waiting together that no cut of the three captures has (3 cuts in its last 4,300 frames,
+where frames 30001 and 101777 left 105k and 34k frames).
 """
 
 import pyarrow.parquet as pq
 import pytest
 
 from conftest import real_pcap
+from cut_points import covering, together
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.io import READ, WRITE
 from rtrs_scapy.report.html import render
 from rtrs_scapy.report.view import CaptureView
 from rtrs_scapy.tables.export import export
-from test_cuts import OPS, cut_points, frames_of, restricted, write_pcap
+from test_cuts import OPS, frames_of, restricted, write_pcap
 from watch_util import interval_totals, watch_jsonl
 
 CAPTURES = ("errors", "multipath", "basic_inval")
-#: cut points per capture: spread over the where-it-hurts points of test_cuts.py
-PER_CAPTURE = 6
-#: the 135 k-frame load capture (4 random IOs in flight): cuts through its busy part
-LOAD_CUTS = (30001, 101777)
+
+
+def output_features(situation):
+    """What of a cut's situation the outputs can show (see the module's doc)."""
+    s = situation
+    return ({("torn", t) for t in s.torn if t[0] == "write request"} or {("torn", None)}) \
+        | ({("waiting", w) for w in s.waiting} or {("waiting", None)}) \
+        | {("left", s.left)} | ({("depth", d) for d in s.depth} or {("depth", None)})
 
 
 def _cuts():
+    small = tuple(real_pcap(name) for name in CAPTURES)
     for name in CAPTURES + ("load",):
         pcap = real_pcap(name)
         frames, link_type = frames_of(pcap)
         whole = analyze(pcap, keep_messages=True)
         if name == "load":
-            chosen = LOAD_CUTS
+            chosen = covering(pcap, together, with_depth=False, others=small)
         else:
-            points = cut_points(frames, whole, 97)
-            chosen = points[::max(1, len(points) // PER_CAPTURE)][:PER_CAPTURE]
-        for first in chosen:
+            chosen = covering(pcap, output_features)
+        for first, _situation in chosen:
             yield name, frames, link_type, whole, first
 
 
@@ -50,7 +64,7 @@ def cuts(tmp_path_factory):
         want = restricted(whole, first)
         want["answered_errnos"] = answered_errnos(whole, first)
         out.append((name, first, path, want))
-    assert len(out) >= 3 * PER_CAPTURE - 3
+    assert len(out) >= 15
     return out
 
 
