@@ -81,20 +81,24 @@ def _debug_dissector():
 #: the workers.  Tests that share work a worker does once (a module-scoped fixture, a
 #: module's cache) stay together on one worker, in one block, so that the work is neither
 #: done again on the other worker nor set up twice when the block is interleaved with other
-#: modules: module -> "module" (all its tests together) or "param" (its tests with the same
+#: modules: module -> "module" (all its tests together), "param" (its tests with the same
 #: parameter id together: the work is per capture or per kind; a test without parameters
-#: goes alone).
+#: goes alone), or the name of a group of modules.
 SHARED_WORK = {
     "test_corpus_referee": "param",      # tshark + the analyzer, per capture
     "test_craft": "param",               # a real capture and its crafted twin, per capture
-    "test_cut_outputs": "module",        # the cut captures and what the whole ones say
+    # where the captures are cut (tests/cut_points.py: tshark's fields of each capture,
+    # load.pcap.gz's too, and the decode of each cut), cut and decoded
+    "test_cut_outputs": "cuts",
+    "test_cut_points": "cuts",
+    "test_cuts": "cuts",
+    "test_linking": "cuts",
+    "test_lua_midsession": "cuts",
     "test_dask": "module",               # a Dask cluster; load.pcap.gz as a ring buffer
     "test_failover": "module",           # summaries and tshark's CM rows, per capture
     "test_hostile": "param",             # two hostile captures analysed, per kind
     "test_layout_agreement": "module",   # Scapy + the analyzer, per capture
-    "test_linking": "module",            # the errors capture, whole
     "test_lua_hostile": "param",         # tshark on two hostile captures, per kind
-    "test_lua_midsession": "module",     # tshark's fields of the whole captures
     "test_lua_qdepth": "module",         # the vectors run in lua5.2 once
     "test_pyshark": "param",             # pyshark + the analyzer, per capture
     "test_report_browser": "module",     # one Chromium and the reports it loaded
@@ -115,9 +119,11 @@ def shared_work_scope(nodeid):
     mode = SHARED_WORK.get(Path(path).stem)
     if mode == "module":
         return path
-    if mode == "param" and name.endswith("]") and "[" in name:
-        return path + "::" + name[name.index("["):]
-    return None
+    if mode == "param":
+        if name.endswith("]") and "[" in name:
+            return path + "::" + name[name.index("["):]
+        return None
+    return mode
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
