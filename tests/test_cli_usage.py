@@ -93,3 +93,15 @@ def test_a_missing_extra_is_named_in_one_line(args, tmp_path):
     assert done.returncode == 1
     assert done.stderr == "Error: pyarrow is missing: pip install 'rtrs-scapy[scale]'\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sql_subtracts_times_as_written():
+    """``response_time - time`` is an interval to the nanosecond (it was a Binder Error on
+    TIMESTAMPTZ_NS): it equals each IO's latency_us."""
+    result = CliRunner().invoke(main, [
+        "sql", "SELECT count(*), count(*) FILTER (WHERE epoch_ns(response_time) - epoch_ns(time)"
+        " = CAST(latency_us * 1000 AS BIGINT)), count(*) FILTER (WHERE response_time - time"
+        " > INTERVAL 0 SECOND) FROM ios WHERE response_time IS NOT NULL", CAPTURE])
+    assert result.exit_code == 0, result.output
+    counts = result.output.splitlines()[-1].split()
+    assert counts == ["58", "58", "58"]
