@@ -13,9 +13,9 @@ the analyzer): what the kernel's CM and RTRS timers put there.
 
 import collections
 
-from rtrs_scapy.constants import HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_HB_MSG_IMM
+from rtrs_scapy.spec.constants import HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_HB_MSG_IMM
 from rtrs_scapy.craft import craft_scenario
-from rtrs_scapy.imm import decode as decode_imm
+from rtrs_scapy.spec.imm import decode as decode_imm
 from rtrs_scapy.layers.cm import MAD, CMDreq, CMRej, CMRep, CMReq, cm_rej_reasons, msg_kinds
 from rtrs_scapy.layers.ib import ImmDt
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp

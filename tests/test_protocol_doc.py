@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from scapy.packet import Packet
 
 from conftest import REPO
-from rtrs_scapy import layout_doc
+from rtrs_scapy.layout import doc as layout_doc
 from rtrs_scapy.cli import main
 from rtrs_scapy.layers import cm, ib, rnbd, rtrs, rtrs_request
 

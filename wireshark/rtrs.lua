@@ -12,7 +12,7 @@ local P_LIMITS = Proto("rtrs_limits", "RTRS state limits")
 local VERSION = "0.1.0"
 local LAYOUT = "048aeb1d24cf"
 
--- == constants (rtrs_scapy.constants, rtrs_scapy.imm) ==
+-- == constants (rtrs_scapy.spec.constants, rtrs_scapy.spec.imm) ==
 local C = {
   RTRS_MAGIC = 0x1BBD,
   RTRS_PROTO_VER_MAJOR = 2,
@@ -56,7 +56,7 @@ local QD = {
   IMM_TYPE_SHIFT = 28,
   MAX_SESS_QUEUE_DEPTH = 65535,
 }
--- bounds of the state tables (rtrs_scapy.limits)
+-- bounds of the state tables (rtrs_scapy.spec.limits)
 local LIMITS = {
   streams = 16384,  -- QP streams (PSN state, connection learnt from CM or content)
   messages = 1024,  -- multi-packet messages in reassembly

@@ -17,12 +17,12 @@ import numpy as np
 
 from ..capture.ib import P_KIND
 from ..capture.links import address_text
-from ..constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
+from ..spec.constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
 from ..engine import mads
 from ..engine import transport as T
-from ..imm import mem_bits
-from ..plans import plan
-from ..wire import OPCODES
+from ..spec.imm import mem_bits
+from ..layout.plans import plan
+from ..layout.wire import OPCODES
 from . import decode as D
 from . import iorows, pairing, rnbd
 from .bounds import Anomalies, Bounds
@@ -48,7 +48,7 @@ class Analyzer:
     def __init__(self, keep_messages=False, queue_depth=None, io_sink=None,
                  keep_latencies=True, limits=None):
         self.forced_queue_depth = queue_depth
-        self.bounds = Bounds(limits)    # rtrs_scapy/limits.py, and what reaching them cost
+        self.bounds = Bounds(limits)    # rtrs_scapy/spec/limits.py, and what reaching them cost
         self.io_sink = io_sink      # called with batches of IO rows (iorows.py), or None
         # False: no per-path latency lists (the summary's percentiles stay empty); a
         # stream watched for hours keeps constant memory, the IO rows carry latencies
@@ -424,7 +424,7 @@ class Analyzer:
         src = (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO]))
         dst = (int(row[T.R_DST_HI]), int(row[T.R_DST_LO]))
         path = self.inferred_path(*((src, dst) if c2s else (dst, src)))
-        if path is None:     # the paths are full (rtrs_scapy/limits.py)
+        if path is None:     # the paths are full (rtrs_scapy/spec/limits.py)
             return None
         known = self.stream_paths[key] = (path.id, c2s)
         if len(self.stream_paths) > 2 * self.bounds.size["streams"]:

@@ -38,13 +38,13 @@ from collections import OrderedDict
 import numpy as np
 
 from ..capture.ib import P_DST_HI, P_DST_LO, P_SRC_HI, P_SRC_LO, P_START, P_STOP
-from ..constants import (
+from ..spec.constants import (
     HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F,
     RTRS_PROTO_VER_MAJOR, errno_name,
 )
 from ..capture.links import address_text
-from ..plans import plan
-from ..wire import ENUMS, IP_SERVICE_ID_PREFIX, MGMT_CLASS_CM, RDMA_PS_IB
+from ..layout.plans import plan
+from ..layout.wire import ENUMS, IP_SERVICE_ID_PREFIX, MGMT_CLASS_CM, RDMA_PS_IB
 from .model import Attempt, Connection
 
 cm_attribute_ids = ENUMS["cm_attribute_ids"]
@@ -263,7 +263,7 @@ class CmTracker:
 
     def _put(self, table, key, value):
         """``table[key] = value`` in a table of at most the "cm" limit of entries
-        (rtrs_scapy/limits.py): the oldest entry goes, counted."""
+        (rtrs_scapy/spec/limits.py): the oldest entry goes, counted."""
         table[key] = value
         if len(table) > self.an.bounds.size["cm"]:
             table.popitem(last=False)
@@ -351,7 +351,7 @@ class CmTracker:
         """The REQ of a path not known yet stays a CM transaction until a reply, a
         reject or a disconnect names it, or the capture ends: a flood of REQs that
         nobody answers costs a bounded table entry each, not a path
-        (rtrs_scapy/limits.py, "cm")."""
+        (rtrs_scapy/spec/limits.py, "cm")."""
         sess = req[4]["sess_uuid"]
         self.rtrs_frames += 1
         waiting = self.requested.get(sess)
@@ -396,7 +396,7 @@ class CmTracker:
         """A new connection from a REQ's conn_req."""
         path = self.an.path_for(fields["sess_uuid"], fields["paths_uuid"], src, dst,
                                 names and _cma_names(names, 0))
-        if path is None:       # the paths are full (rtrs_scapy/limits.py): not tracked
+        if path is None:       # the paths are full (rtrs_scapy/spec/limits.py): not tracked
             return None
         path.port = sid & 0xFFFF
         path.protocol_version = "%d.%d" % (fields["version"] >> 8, fields["version"] & 0xFF)

@@ -8,9 +8,9 @@ rule (qdepth.py) and keeps them here until the rule decides
 
 import numpy as np
 
-from ..constants import errno_name
+from ..spec.constants import errno_name
 from ..engine import transport as T
-from ..imm import IMM_PAYLOAD_MASK
+from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
 from . import iorows, pairing, rnbd
 

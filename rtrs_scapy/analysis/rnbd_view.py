@@ -15,7 +15,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, rnbd_access_mode, short_name
+from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, rnbd_access_mode, short_name
 from . import iorows, rnbd
 from .summary import latency_stats
 

@@ -12,7 +12,7 @@ only for the few it keeps.  Every offset comes from the layers' layouts
 import numpy as np
 from numba import njit
 
-from .. import wire
+from ..layout import wire
 from .links import GEOMETRY, KIND_NAMES, _locate_one, address_bytes
 
 # opcode classes and positions in a message

@@ -21,7 +21,7 @@ import socket
 import numpy as np
 from numba import njit
 
-from .. import wire
+from ..layout import wire
 
 NONE, ROCEV2, ROCEV1, IB = 0, 1, 2, 3
 KIND_NAMES = {ROCEV2: "rocev2", ROCEV1: "rocev1", IB: "ib"}

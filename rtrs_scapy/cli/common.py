@@ -25,7 +25,7 @@ def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame
     ``capture``: a path, or several (files, ``-``, directories: one capture merged
     in time order).  ``until_frame``: stop reading soon after that frame.
     ``analyze``: what runs the analysis (default ``analysis.analyze``; the parallel
-    runners of rtrs_scapy/parallel.py), ``io_sink``: its IO rows (tables/ios.py)."""
+    runners of rtrs_scapy/analysis/parallel.py), ``io_sink``: its IO rows (tables/ios.py)."""
     from ..analysis import CaptureError
     from ..capture import SUPPORTED_LINK_TYPES, link_name
     if analyze is None:

@@ -5,7 +5,7 @@ which owns the clock, the hosts and the packet log."""
 
 import errno as _errno
 
-from ..constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER, errno_name
+from ..spec.constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER, errno_name
 from ..layers.cm import (
     MAD, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu, cm_attribute_ids, msg_kinds,
     service_id,

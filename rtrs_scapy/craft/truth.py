@@ -2,7 +2,7 @@
 the kernel counts it (rtrs-client stats per path), as a JSON-serialisable dict
 stored next to each corpus file."""
 
-from ..constants import errno_name
+from ..spec.constants import errno_name
 from ..layers.cm import cm_rej_reasons
 from .params import C, S
 

@@ -4,11 +4,11 @@ requests and the server's responses, SESS_INFO/OPEN/CLOSE and block IO
 docs/PROTOCOL.md#which-operation-carries-what, docs/PROTOCOL.md#rnbd).  A mixin of
 SessionCrafter, which owns the connections, the clock and the packet log."""
 
-from ..constants import (
+from ..spec.constants import (
     RNBD_F_FUA, RNBD_F_SYNC, RNBD_OP_DISCARD, RNBD_OP_FLUSH, RNBD_OP_READ, RNBD_OP_WRITE,
     RNBD_OP_WRITE_ZEROES, RTRS_MSG_NEED_INVAL_F,
 )
-from ..imm import encode_io_req, encode_io_rsp
+from ..spec.imm import encode_io_req, encode_io_rsp
 from ..layers.rnbd import (
     RnbdMsgClose, RnbdMsgIo, RnbdMsgOpen, RnbdMsgOpenRsp, RnbdMsgSessInfo,
     RnbdMsgSessInfoRsp,

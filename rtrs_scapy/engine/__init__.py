@@ -18,7 +18,7 @@ MAD.
 import numpy as np
 
 from ..capture import ib
-from ..limits import limit
+from ..spec.limits import limit
 from . import transport as T
 
 ROWS = 1 << 14

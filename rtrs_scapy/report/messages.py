@@ -8,7 +8,7 @@ latency (s), sess_uuid, client, server.  What the summary knows (session name,
 paths_uuid, device names) and the capture start are added here.
 """
 
-from ..constants import RTRS_MSG_NEW_RKEY_F
+from ..spec.constants import RTRS_MSG_NEW_RKEY_F
 from .words import (
     SECTOR, access_mode, errno_text, has_sector, json_value, reason_name, rnbd_op, size,
     utc_iso, version_text,

@@ -3,10 +3,10 @@ so that no Python representation (None, bytes, dicts) reaches the output."""
 
 from datetime import datetime, timezone
 
-from ..constants import (
+from ..spec.constants import (
     RNBD_OP_FLUSH, RNBD_OP_MASK, errno_name, rnbd_access_mode, rnbd_io_op, short_name,
 )
-from ..wire import ENUMS
+from ..layout.wire import ENUMS
 
 SECTOR = 512  # RNBD counts 512-byte sectors whatever the block size (docs/PROTOCOL.md#rnbd)
 

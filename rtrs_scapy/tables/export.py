@@ -51,7 +51,7 @@ def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progr
 
     ``analyze(inputs, keep_messages, queue_depth, io_sink, progress)`` runs the
     analysis (default: ``rtrs_scapy.analysis.analyze``; the parallel runners of
-    ``rtrs_scapy.parallel`` fit here)."""
+    ``rtrs_scapy.analysis.parallel`` fit here)."""
     if analyze is None:
         from ..analysis import analyze
     capture = capture_name(inputs)

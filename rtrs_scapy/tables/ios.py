@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from ..analysis import iorows
 from ..analysis.rnbd import kind_name, op_name
-from ..constants import RNBD_OP_FLUSH, errno_name
+from ..spec.constants import RNBD_OP_FLUSH, errno_name
 from .names import PATH_COLUMNS, Names
 from .schema import TIME, schema
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..analysis.iorows import ANSWERED
 from ..analysis.rnbd import kind_name, op_name
-from ..constants import errno_name
+from ..spec.constants import errno_name
 
 OPS = ("read", "write")            # iorows op codes 1 and 2
 KEPT = ("path", "op", "bytes", "outcome", "latency_ns", "errno", "rnbd_type", "rnbd_op",

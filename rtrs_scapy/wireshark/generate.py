@@ -20,17 +20,18 @@ operation bits) plus the flag booleans.
 
 import os
 
-from .. import __version__, constants, imm
+from .. import __version__
+from ..spec import constants, imm
 from ..analysis import qdepth
 from ..layers import cm as cm_layers
 from ..layers import ib as ib_layers
 from ..layers import rnbd, rtrs
-from ..layout import ENUM_TABLES, fingerprint_of, layout_of
+from ..layout.from_layers import ENUM_TABLES, fingerprint_of, layout_of
 from .fields import (  # noqa: F401  (re-exported for the tests)
     MESSAGES, GenerateError, LuaField, _lua_str, _message_fields, _protofield,
     field_manifest, lua_name,
 )
-from ..limits import kept_by
+from ..spec.limits import kept_by
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME = os.path.join(HERE, "runtime.lua")
@@ -282,7 +283,7 @@ def generate(runtime_path=RUNTIME):
         'local VERSION = "%s"' % __version__,
         'local LAYOUT = "%s"' % fingerprint,
         "",
-        "-- == constants (rtrs_scapy.constants, rtrs_scapy.imm) ==",
+        "-- == constants (rtrs_scapy.spec.constants, rtrs_scapy.spec.imm) ==",
         "local C = {",
     ]
     for module, names in ((constants, CONSTANT_NAMES), (imm, IMM_CONSTANTS)):
@@ -300,7 +301,7 @@ def generate(runtime_path=RUNTIME):
     for name, value in QDEPTH_CONSTANTS:
         lines.append("  %s = %d," % (name, value))
     lines.append("}")
-    lines.append("-- bounds of the state tables (rtrs_scapy.limits)")
+    lines.append("-- bounds of the state tables (rtrs_scapy.spec.limits)")
     lines.append("local LIMITS = {")
     for name, entries, what in kept_by("plugin"):
         lines.append("  %s = %d,  -- %s" % (name, entries, what))
