@@ -2,7 +2,7 @@
 
 * Every block marked ``<!-- output: COMMAND -->`` shows ``$ COMMAND`` and then that
   command's output; the command is run again (once per session, from a folder where
-  ``pcaps`` and ``wireshark`` are the repository's) and its stdout must be the block.
+  ``pcaps``, ``wireshark`` and ``docs`` are the repository's) and its stdout must be the block.
 * Every ``<!-- doctest -->`` Python session runs as shown.
 * Every relative link and ``#anchor`` of those pages resolves (GitHub's anchor rules).
 * The README fits on a screen, and its table of commands is the click group's.
@@ -64,7 +64,7 @@ def normal(text):
 def run_command(tmp_path_factory):
     """Runs a page's command once per session in a scratch folder; stdout, stderr, code."""
     workdir = tmp_path_factory.mktemp("docs-outputs")
-    for name in ("pcaps", "wireshark"):
+    for name in ("pcaps", "wireshark", "docs"):
         (workdir / name).symlink_to(REPO / name)
     done = {}
 
@@ -235,7 +235,7 @@ def test_man_pages_for_every_command(tmp_path):
     expected = sorted(command_paths(main))
     assert "rtrs-dissect-wireshark-export" in expected and len(expected) >= len(COMMANDS) + 1
     assert sorted(p.stem for p in tmp_path.glob("*.1")) == expected
-    assert done.stdout.split() == [str(tmp_path / (name + ".1")) for name in expected]
+    assert sorted(done.stdout.split()) == sorted(str(tmp_path / (n + ".1")) for n in expected)
     env = dict(ENV, MANPAGER="cat", PAGER="cat", MANWIDTH="80")
     shown = subprocess.run(["man", "-l", str(tmp_path / "rtrs-dissect.1")],
                            capture_output=True, text=True, env=env)
