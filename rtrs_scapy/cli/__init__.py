@@ -34,6 +34,7 @@ COMMANDS = {
     "watch": ".watch:watch",
     "export": ".export:export",
     "sql": ".sql:sql",
+    "compile": ".compile:compile_engine",
 }
 
 

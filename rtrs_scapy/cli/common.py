@@ -4,6 +4,8 @@ import sys
 
 import click
 
+from .compile import ensure_compiled
+
 EXIT_UNREADABLE = 1  # documented: nothing readable (missing, empty, not a capture, …)
 
 capture_argument = click.argument("capture", type=click.Path(dir_okay=False, allow_dash=True))
@@ -30,6 +32,7 @@ def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame
     from ..capture import SUPPORTED_LINK_TYPES, link_name
     if analyze is None:
         from ..analysis import analyze
+    ensure_compiled()
     shown = capture if isinstance(capture, str) else " ".join(capture)
     bar = _Progress(quiet)
     try:

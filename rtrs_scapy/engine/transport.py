@@ -26,6 +26,8 @@ quarter is evicted (counted; a message in progress there is lost).
 import numpy as np
 from numba import njit
 
+from ..capture.jit import compiled
+
 from ..layout import wire
 from ..capture.ib import (
     C_ACK, C_CNP, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
@@ -76,7 +78,7 @@ G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_TOUCHED, G_COLUMNS = range(
 _AETH_NAK, _AETH_RNR, _AETH_KIND = 0x60, 0x20, 0x60
 
 
-@njit(inline="always")
+@njit
 def _hash(hi, lo, qpn, mask):
     h = np.uint64(hi) * np.uint64(0x9E3779B97F4A7C15)
     h ^= np.uint64(lo) + np.uint64(0x632BE59BD9B4E019) + (h << np.uint64(6)) + (h >> np.uint64(2))
@@ -85,7 +87,7 @@ def _hash(hi, lo, qpn, mask):
     return np.int64(h & np.uint64(mask))
 
 
-@njit(inline="always")
+@njit
 def _find(table, state, hi, lo, qpn):
     mask = table.shape[0] - 1
     h = _hash(hi, lo, qpn, mask)
@@ -98,7 +100,7 @@ def _find(table, state, hi, lo, qpn):
         h = (h + 1) & mask
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def cm_run(packets, start, optable, packet_seq):
     """The end of the run of CM MADs that starts at ``start`` (where ``run`` stopped):
     a flood of MADs goes to the consumer without a return to this module per MAD."""
@@ -111,7 +113,7 @@ def cm_run(packets, start, optable, packet_seq):
     return i
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def rebuild(table, state):
     """The hash index from the used slots (after evictions)."""
     table[:] = -1
@@ -124,7 +126,7 @@ def rebuild(table, state):
             table[h] = slot
 
 
-@njit(inline="always")
+@njit
 def _evict(table, state, free, nfree, counters):
     """Free the least recently used quarter of the streams (their per-stream
     counters are lost, the eviction is counted); returns the free count."""
@@ -145,7 +147,7 @@ def _evict(table, state, free, nfree, counters):
     return nfree
 
 
-@njit(inline="always")
+@njit
 def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_lo, frame):
     """A new stream in a free slot (evicting when none is left); returns (slot, nfree)."""
     if nfree == 0:
@@ -169,7 +171,7 @@ def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_
     return slot, nfree
 
 
-@njit(inline="always")
+@njit
 def _event(events, ne, kind, frame, slot, state, a, b, qpn, dhi, dlo, shi, slo):
     row = events[ne]
     row[E_KIND] = kind
@@ -187,7 +189,7 @@ def _event(events, ne, kind, frame, slot, state, a, b, qpn, dhi, dlo, shi, slo):
     return ne + 1
 
 
-@njit(inline="always")
+@njit
 def _carry(tail, tail_len, slot, buf, off, n):
     """The carry of a stream followed by buf[off:off+n], last TAIL_CAP bytes kept;
     returns the new carry length."""
@@ -203,7 +205,7 @@ def _carry(tail, tail_len, slot, buf, off, n):
     return tail_len + n
 
 
-@njit(inline="always")
+@njit
 def _ring_push(state, ring, tail, slot, buf, off, n):
     """Remember a packet of the message in progress; older packets' bytes move to
     the carry only when the ring is full and they still belong to the tail."""
@@ -232,7 +234,7 @@ def _ring_push(state, ring, tail, slot, buf, off, n):
     state[slot, M_RING_N] = count + 1
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def materialize(buf, state, ring, tail):
     """Chunk end: the ring's packets of every message in progress go to the carry."""
     for slot in range(state.shape[0]):
@@ -244,7 +246,7 @@ def materialize(buf, state, ring, tail):
             state[slot, M_RING_N] = 0
 
 
-@njit(inline="always")
+@njit
 def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
     """Copy the last ``want`` bytes of the message (carry + ring) to arena[at:]."""
     count = state[slot, M_RING_N]
@@ -269,7 +271,7 @@ def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
     return w - at
 
 
-@njit(inline="always")
+@njit
 def _wants(send, imm):
     """(head bytes, tail bytes) the analysis reads of a completed message."""
     if imm >= 0:
@@ -282,7 +284,7 @@ def _wants(send, imm):
     return (HEAD_SEND if send else HEAD_WRITE), 0
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, head, tail,
         free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq):
     """Packets ``start`` … of a chunk (``packets``: capture.ib columns), appending to
@@ -486,7 +488,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
     return n, STOP_END, nr, na, ne, nfree
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame):
     """The CM bound a stream to a connection (after a REP); returns (slot, nfree).
 
