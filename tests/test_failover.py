@@ -113,22 +113,35 @@ def check_against_tshark(pcap):
     for p in paths:
         for j in p["rejects"]:
             assert j["reason_name"] == cm_rej_reasons[j["reason"]]
-    # every side that sent a DREQ is an initiator of that path's disconnects, crossed
-    # when the other side sent one too before the next REQ between the two
+    # one disconnect per teardown (the DREQs of a path between two connect attempts),
+    # started by the first DREQ's sender; the other side's first DREQ is its answer
+    # when that side had sent a DREP before it, else the disconnect is crossed
+    # (docs/PROTOCOL.md#one-teardown-one-disconnect)
     dreqs = first_sends(rows, CM_ATTR["DisconnectRequest"], "infiniband.cm.dreq.localcommid")
+    dreps = [r for r in rows if r["attr"] == CM_ATTR["DisconnectReply"]]
     reqs = [r["frame"] for r in first_sends(rows, CM_ATTR["ConnectRequest"], "infiniband.cm.req")]
-    known = {frozenset(p["endpoints"]) for p in paths}
-    senders = {(key, r["src"]) for r in dreqs for key in known if r["src"] in key}
-    initiators = {(frozenset(p["endpoints"]), p["endpoints"][address[d["initiator"]]])
-                  for p in paths for d in p["disconnects"]}
-    assert initiators == senders
-    for p in paths:
-        for d in p["disconnects"]:
-            before = max([f for f in reqs if f < d["frame"]], default=0)
-            after = min([f for f in reqs if f > d["frame"]], default=float("inf"))
-            other = p["endpoints"][1 - address[d["initiator"]]]
-            assert d["crossed"] == any(r["src"] == other and before < r["frame"] < after
-                                       for r in dreqs)
+    want, got = [], []
+    pairs = {tuple(p["endpoints"]): p for p in paths}   # sessions may share the addresses
+    for p in pairs.values():
+        ends = set(p["endpoints"])
+        side = {p["endpoints"][0]: "client", p["endpoints"][1]: "server"}
+        mine = sorted((r for r in dreqs if r["src"] in ends), key=lambda r: r["frame"])
+        teardowns = []
+        for r in mine:
+            since = max([f for f in reqs if f < r["frame"]], default=0)
+            if not teardowns or teardowns[-1][0] != since:
+                teardowns.append((since, [r]))
+            else:
+                teardowns[-1][1].append(r)
+        for since, group in teardowns:
+            first = group[0]
+            other = next((r for r in group if r["src"] != first["src"]), None)
+            crossed = other is not None and not any(
+                d["src"] == other["src"] and first["frame"] < d["frame"] < other["frame"]
+                for d in dreps)
+            want.append((first["frame"], side[first["src"]], crossed))
+    got = [(d["frame"], d["initiator"], d["crossed"]) for p in paths for d in p["disconnects"]]
+    assert sorted(got) == sorted(want)
     assert summary["capture"]["cm_retransmissions"] == retransmissions(rows)
     return summary
 
@@ -168,7 +181,9 @@ def test_real_cm_exchange_equals_tshark(name):
 def test_real_errors_capture_story():
     """errors.pcap (Linux 6.1): the REJ reason 8 of session labrej (nothing listens on
     port 4321), the sysfs reconnect of lab1, the server's disconnect and the automatic
-    reconnect ~30 s later (RNBD reconnect_delay_sec), the crossed DREQs at unmap."""
+    reconnect ~30 s later (RNBD reconnect_delay_sec), and the unmap: the client's DREQ
+    (frame 418) that the server answers with a DREP (419) and later a DREQ of its own
+    (423) is one disconnect started by the client, not crossed."""
     summary = summary_of(REAL_PCAP["errors"])
     by_name = {s["sessname"]: s["paths"][0] for s in summary["sessions"]}
     (reject,) = by_name[None]["rejects"]
@@ -178,8 +193,10 @@ def test_real_errors_capture_story():
     sysfs, server = [o for o in lab1["outages"]]
     assert (sysfs["cause"], server["cause"]) == ("client_disconnect", "server_disconnect")
     assert sysfs["duration_s"] < 2 and 30 < server["duration_s"] < 33
-    assert [(d["initiator"], d["crossed"]) for d in lab1["disconnects"]] == \
-        [("client", False), ("server", False), ("client", True), ("server", True)]
+    assert [(d["frame"], d["initiator"], d["crossed"], d["answered_by"])
+            for d in lab1["disconnects"]] == \
+        [(248, "client", False, None), (318, "server", False, None),
+         (418, "client", False, "server")]
     cm_kinds = ("connect", "outage", "reconnect", "reconnect_failed", "reject")
     assert [e["kind"] for e in lab1["events"] if e["kind"] in cm_kinds] == \
         ["connect", "outage", "reconnect", "outage", "reconnect"]
@@ -187,11 +204,12 @@ def test_real_errors_capture_story():
 
 def test_real_remove_path():
     """multipath.pcap: remove_path of the second path is a disconnect, no outage and no
-    reconnect; the unmap closes the first path with crossed DREQs."""
+    reconnect; the unmap closes the first path: one disconnect by the client, answered
+    by the server's DREQs (1082/1083) after its DREP (1081)."""
     first, second = paths_of(summary_of(REAL_PCAP["multipath"]))
     assert [(d["initiator"], d["crossed"]) for d in second["disconnects"]] == [("client", False)]
-    assert [(d["initiator"], d["crossed"]) for d in first["disconnects"]] == \
-        [("client", True), ("server", True)]
+    assert [(d["frame"], d["initiator"], d["crossed"], d["answered_by"], d["answer_frame"])
+            for d in first["disconnects"]] == [(1080, "client", False, "server", 1082)]
     assert first["outages"] == second["outages"] == []
 
 
@@ -300,3 +318,21 @@ def test_rej_reasons_are_the_kernel_enum():
                      26: "Invalid Path MTU", 28: "Consumer Reject",
                      30: "Duplicate Local Communication ID", 31: "Invalid Class Version",
                      35: "Vendor Option Not Supported"}
+
+
+# -- the real failover capture (Linux 6.1.176) -----------------------------------------
+
+def test_real_failover_one_disconnect_per_teardown():
+    """failover.pcap: the unmap's client DREQ (187570), the server's DREP (187571) and
+    then its own DREQs (187572, 187575) are one disconnect started by the client; path
+    10.77.1.2 lost its client NIC, so its only disconnect on the wire is the server's
+    (186660: the client's DREQs went out of the dead NIC); no heartbeat gap spans the
+    outage and the disconnects."""
+    paths = {p["client"]: p for p in paths_of(summary_of(REAL_PCAP["failover"]))}
+    assert [(d["frame"], d["initiator"], d["crossed"], d["answered_by"], d["answer_frame"])
+            for d in paths["10.77.0.2"]["disconnects"]] == \
+        [(187570, "client", False, "server", 187572)]
+    assert [(d["frame"], d["initiator"], d["crossed"])
+            for d in paths["10.77.1.2"]["disconnects"]] == [(186660, "server", False)]
+    for path in paths.values():
+        assert not [e for e in path["events"] if e["kind"] == "heartbeat_gap"]

@@ -475,11 +475,13 @@ class Analyzer:
         if not is_msg or time is None:
             return
         last = path.heartbeat_seen.get(side)
-        if last is not None and time - last[1] > HEARTBEAT_GAP_S:
+        if last is not None and time - last[1] > HEARTBEAT_GAP_S \
+                and path.heartbeat_epoch.get(side) == path.hb_epoch:
             self.listed(path.events, {"time": last[1], "frame": last[0],
                                       "kind": "heartbeat_gap", "side": side,
                                       "gap_s": round(time - last[1], 6), "next_frame": frame})
         path.heartbeat_seen[side] = (frame, time)
+        path.heartbeat_epoch[side] = path.hb_epoch
 
     def _send(self, rows, arena, i, path_id):
         """info_req / info_rsp (docs/PROTOCOL.md#info_req-and-info_rsp)."""

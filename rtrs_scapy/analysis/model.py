@@ -101,7 +101,7 @@ class Path:
     # path state over time (cm_tracker): None = no handshake seen (a path known from IO)
     up: Optional[bool] = None
     down: Optional[dict] = None         # since when the path is down, until it is up again
-    teardown: Optional[Dict[str, dict]] = None  # the disconnect in progress, per initiator
+    teardown: Optional[dict] = None  # the disconnect in progress: record, DREQ and DREP senders
     outages: List[dict] = field(default_factory=list)
     heartbeats_lost: List[dict] = field(default_factory=list)
     last_heartbeat: Optional[Tuple[int, float]] = None   # (frame, time)
@@ -109,6 +109,8 @@ class Path:
     first_traffic: Optional[int] = None   # frame of the first RC packet of its streams
     events: List[dict] = field(default_factory=list)    # timeline entries of the IO engine
     heartbeat_seen: Dict[str, tuple] = field(default_factory=dict)  # side -> (frame, time)
+    heartbeat_epoch: Dict[str, int] = field(default_factory=dict)  # side -> hb_epoch then
+    hb_epoch: int = 0     # raised at every down and up: no heartbeat gap spans one
     last_recon_cnt: Optional[int] = None
     devices: Dict[int, str] = field(default_factory=dict)        # RNBD device_id -> name
     mem_bits: Optional[int] = None

@@ -164,8 +164,17 @@ def _disconnect(disc, clock):
     text = "disconnect %s, started by the %s" % (clock.frame(disc["frame"], disc.get("time")),
                                                  disc["initiator"])
     if disc.get("crossed"):
-        text += " (both sides sent DREQs)"
+        text += " (crossed: the %s sent DREQs before it saw the %s's, %s)" % (
+            _other_side(disc["initiator"]), disc["initiator"],
+            clock.frame(disc["answer_frame"]))
+    elif disc.get("answered_by"):
+        text += " (the %s answered with DREQs of its own, %s)" % (
+            disc["answered_by"], clock.frame(disc["answer_frame"]))
     return text
+
+
+def _other_side(side):
+    return "server" if side == "client" else "client"
 
 
 def _outage(outage, clock):
