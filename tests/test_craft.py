@@ -22,7 +22,7 @@ from scapy.utils import rdpcap
 
 from rtrs_scapy.craft import craft_scenario, read_capture, scenario_names, write_capture
 from rtrs_scapy.craft.scenarios import craft_from_truth
-from rtrs_scapy.craft.commands import craft
+from rtrs_scapy.cli.craft import craft
 from rtrs_scapy.spec.imm import decode as decode_imm
 from rtrs_scapy.layers.cm import CMRej, CMRep, CMReq, MAD
 from rtrs_scapy.layers.ib import (
