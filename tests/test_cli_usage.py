@@ -3,6 +3,8 @@ an option (``wireshark export -o --help`` once wrote a 93 KB file named --help i
 the repository), an output place that cannot be written, a misspelt command."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -77,3 +79,29 @@ def test_a_file_named_like_a_command_is_still_a_capture(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["sumary", "-q"])
     assert result.exit_code == 0
     assert result.output.startswith("sumary: 1558 packets")
+
+
+@pytest.mark.parametrize("args", [["export", CAPTURE, "-o", "tables"],
+                                  ["export", "--tables", "ios", CAPTURE, "-o", "tables"],
+                                  ["sql", "SELECT count(*) FROM ios", CAPTURE]])
+def test_a_missing_extra_is_named_in_one_line(args, tmp_path):
+    """A plain ``pip install .`` has no pyarrow or duckdb (the ``scale`` extra)."""
+    code = ("import sys; sys.modules.update(pyarrow=None, duckdb=None, distributed=None); "
+            "from rtrs_scapy.cli import main; sys.argv[0] = 'rtrs-dissect'; main()")
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr == "Error: pyarrow is missing: pip install 'rtrs-scapy[scale]'\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sql_subtracts_times_as_written():
+    """``response_time - time`` is an interval to the nanosecond (it was a Binder Error on
+    TIMESTAMPTZ_NS): it equals each IO's latency_us."""
+    result = CliRunner().invoke(main, [
+        "sql", "SELECT count(*), count(*) FILTER (WHERE epoch_ns(response_time) - epoch_ns(time)"
+        " = CAST(latency_us * 1000 AS BIGINT)), count(*) FILTER (WHERE response_time - time"
+        " > INTERVAL 0 SECOND) FROM ios WHERE response_time IS NOT NULL", CAPTURE])
+    assert result.exit_code == 0, result.output
+    counts = result.output.splitlines()[-1].split()
+    assert counts == ["58", "58", "58"]

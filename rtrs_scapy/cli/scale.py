@@ -20,6 +20,7 @@ def run_options(command):
 
 
 def table_list(ctx, param, value):
+    scale_imports()             # the table schemas are pyarrow's
     from ..tables.schema import TABLES
     if value is None:
         return TABLES
