@@ -336,3 +336,35 @@ def test_real_failover_one_disconnect_per_teardown():
             for d in paths["10.77.1.2"]["disconnects"]] == [(186660, "server", False)]
     for path in paths.values():
         assert not [e for e in path["events"] if e["kind"] == "heartbeat_gap"]
+
+
+def test_real_failover_outage_starts_at_the_stall():
+    """failover.pcap, path 10.77.1.2: the client's NIC went down after its last frame on
+    the wire; the server's next transmission is never acknowledged and tshark shows it
+    again (same destination, QP and PSN): the stall, and the start of the outage, ~30 s
+    before the kernel's heartbeat verdict (frame 22753, +35.329 s)."""
+    cmd = [TSHARK, "-n", "-r", str(REAL_PCAP["failover"]), *TSHARK_OPTIONS, "-Y",
+           "ip.addr == 10.77.1.2 && infiniband.bth", "-T", "fields", "-E", "occurrence=f",
+           "-e", "frame.number", "-e", "ip.src", "-e", "infiniband.bth.opcode",
+           "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env())
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("\t") for line in done.stdout.splitlines()]
+    rc = [(int(f), src, qp, psn) for f, src, op, qp, psn in rows if int(op) < 100]
+    last_client = max(f for f, src, _, _ in rc if src == "10.77.1.2")
+    seen, again = {}, set()
+    for frame, src, qp, psn in rc:
+        if (src, qp, psn) in seen:
+            again.add(seen[(src, qp, psn)])
+        seen.setdefault((src, qp, psn), frame)
+    want = min(f for f in again if f > last_client)
+    path = {p["client"]: p for p in paths_of(summary_of(REAL_PCAP["failover"]))}["10.77.1.2"]
+    (stall,) = path["stalls"]
+    assert (stall["frame"], stall["sender"]) == (want, "server") == (22153, "server")
+    assert stall["retransmissions"] == path["transport"]["retransmissions"]
+    (outage,) = path["outages"]
+    assert (outage["down_frame"], outage["verdict_frame"], outage["cause"]) == \
+        (22153, 22753, "heartbeat_lost")
+    assert 29 < outage["verdict_time"] - outage["down_time"] < 31
+    kinds = [e["kind"] for e in path["events"]]
+    assert kinds.index("stall") < kinds.index("heartbeat_lost") < kinds.index("disconnect")

@@ -220,11 +220,14 @@ class Analyzer:
         (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
         path = conn.path
         self.idle.pop(path, None)      # bound streams name it: it stays
+        slots = []
         for addr, qpn, c2s, psn in ((path.server_raw, conn.server_qpn, True, conn.rep_psn),
                                     (path.client_raw, conn.client_qpn, False, conn.req_psn)):
             conn_id = len(self.conns)
             self.conns.append((conn, c2s))
-            self.engine.bind(addr, qpn, conn_id, psn if psn is not None else -1, self.frame)
+            slots.append(self.engine.bind(addr, qpn, conn_id, psn if psn is not None else -1,
+                                          self.frame))
+        self.engine.pair_streams(*slots)
 
     def abort_pending(self, path):
         """A path (re)connects: its unanswered requests will never be answered."""
@@ -616,6 +619,28 @@ class Analyzer:
             path.transport["retransmissions"] += int(s[T.DUPS])
             path.transport["cnps"] += int(s[T.CNPS])
             path.rtrs_packets += int(s[T.SEEN] + s[T.ACKS])
+            if s[T.UNACKED_FRAME] >= 0 and s[T.UNACKED_DUPS] > 0 and s[T.CONN] >= 0:
+                self._stall(path, s)
+
+    def _stall(self, path, s):
+        """A stream whose sender retransmitted a packet the peer never acknowledged: the
+        link stalled at that packet's first transmission (docs/PROTOCOL.md#stalls).  One
+        per direction, the earliest."""
+        sender = "client" if self.conns[int(s[T.CONN])][1] else "server"
+        stall = {"frame": int(s[T.UNACKED_FRAME]), "time": int(s[T.UNACKED_TS]) / 1e9,
+                 "sender": sender, "psn": int(s[T.UNACKED_PSN]),
+                 "retransmissions": int(s[T.UNACKED_DUPS]),
+                 "acked_frame": int(s[T.ACKED_FRAME]) if s[T.ACKED_FRAME] >= 0 else None}
+        for k, old in enumerate(path.stalls):
+            if old["sender"] == sender:
+                if stall["frame"] < old["frame"]:
+                    stall["retransmissions"] += old["retransmissions"]
+                    path.stalls[k] = stall
+                else:
+                    old["retransmissions"] += stall["retransmissions"]
+                return
+        path.stalls.append(stall)
+        path.stalls.sort(key=lambda x: x["frame"])
 
     def path_between(self, src, dst):
         """The first path with these two endpoints (either direction)."""

@@ -104,6 +104,7 @@ class Path:
     teardown: Optional[dict] = None  # the disconnect in progress: record, DREQ and DREP senders
     outages: List[dict] = field(default_factory=list)
     heartbeats_lost: List[dict] = field(default_factory=list)
+    stalls: List[dict] = field(default_factory=list)   # per direction: first unacknowledged
     last_heartbeat: Optional[Tuple[int, float]] = None   # (frame, time)
     last_traffic: Dict[bool, float] = field(default_factory=dict)  # client_to_server -> time
     first_traffic: Optional[int] = None   # frame of the first RC packet of its streams

@@ -138,6 +138,7 @@ class _Streams:
             row = np.zeros((1, T.S_COLUMNS), dtype=np.int64)
             row[0, [T.K_HI, T.K_LO, T.K_QPN]] = key
             row[0, T.CONN] = row[0, T.FRESH_FRAME] = -1
+            row[0, [T.PEER, T.ACKED_PSN, T.ACKED_FRAME, T.UNACKED_PSN, T.UNACKED_FRAME]] = -1
             row[0, T.USED] = 1
             self.state = np.vstack((self.state, row))
         return slot
@@ -155,6 +156,10 @@ class _Binder:
         state[T.CONN] = conn
         state[T.FRESH_FRAME] = -1
         return slot
+
+    def pair_streams(self, a, b):
+        """The parts' ACKs were counted where each file was read: no acknowledged PSNs
+        (stalls) across files."""
 
     def touched(self):
         streams = self.streams

@@ -184,7 +184,20 @@ def _outage(outage, clock):
     else:
         text += " to %s: %.3f s" % (clock.frame(outage["up_frame"], outage["up_time"]),
                                     outage["duration_s"])
-    return text + (" (%s)" % outage["cause"].replace("_", " ") if outage.get("cause") else "")
+    cause = outage["cause"].replace("_", " ") if outage.get("cause") else None
+    if outage.get("stall_sender") and outage.get("verdict_frame") is not None:
+        cause = "link stalled; %s at %s" % (cause or "down",
+                                        clock.frame(outage["verdict_frame"],
+                                                    outage["verdict_time"]))
+    return text + (" (%s)" % cause if cause else "")
+
+
+def _stall(stall, clock):
+    text = "stall from %s: the %s's transmissions never acknowledged" % (
+        clock.frame(stall["frame"], stall["time"]), stall["sender"])
+    if stall.get("acked_frame") is not None:
+        text += " (last ACK frame %d)" % stall["acked_frame"]
+    return text + ", %s" % plural(stall["retransmissions"], "retransmission")
 
 
 def error_text(err):
@@ -298,6 +311,8 @@ def render_path(path, clock, out):
         out.append("    " + _reject(reject, clock))
     for disc in path["disconnects"]:
         out.append("    " + _disconnect(disc, clock))
+    for stall in path.get("stalls", ()):
+        out.append("    " + _stall(stall, clock))
     for outage in path.get("outages", ()):
         out.append("    " + _outage(outage, clock))
     if path["errors"]:
