@@ -368,3 +368,42 @@ def test_real_failover_outage_starts_at_the_stall():
     assert 29 < outage["verdict_time"] - outage["down_time"] < 31
     kinds = [e["kind"] for e in path["events"]]
     assert kinds.index("stall") < kinds.index("heartbeat_lost") < kinds.index("disconnect")
+
+
+def test_real_failovers_are_the_slow_ios_of_the_workload():
+    """failover.pcap: the eight failovers on path 10.77.0.2 are the eight IOs the
+    workload saw wait 0.36-0.44 s (truth.json ios[], by sector and size): four re-send a
+    request answered on 10.77.1.2 whose answer the client never acknowledged (same buf_id
+    and RNBD header), four fit the kernel's failover order of permits (their originals
+    never reached the wire).  The RNBD view counts each block IO once."""
+    truth = REAL_TRUTH["failover"]
+    waits = sorted(truth["ios"], key=lambda io: io["t1"] - io["t0"])
+    slow = waits[-8:]
+    assert waits[-9]["t1"] - waits[-9]["t0"] < 0.1 < slow[0]["t1"] - slow[0]["t0"]
+    want = sorted((io["off"] // 512, io["size"], io["op"]) for io in slow)
+    summary = summary_of(REAL_PCAP["failover"])
+    paths = {p["client"]: p for p in paths_of(summary)}
+    taker = paths["10.77.0.2"]
+    got = sorted((f["sector"], f["bi_size"], f["op"]) for f in taker["failover_list"])
+    assert got == want
+    assert taker["failovers"] == len(taker["failover_list"]) == 8
+    assert taker["failovers_unseen"] == 4
+    seen = {f["original_frame"]: f for f in taker["failover_list"] if f["original_frame"]}
+    assert sorted(seen) == [22117, 22118, 22119, 22120]
+    assert seen[22117]["frame"] == 22338 and seen[22117]["response_frame"] == 22154
+    for f in seen.values():
+        assert f["kind"] == "response_not_delivered" and f["original_path"] == "10.77.1.2"
+        assert 0.36e6 < f["wait_us"] < 0.44e6 and f["delay_us"] <= f["wait_us"]
+        assert "executed_twice" not in f          # reads
+    assert paths["10.77.1.2"]["failovers"] == 0
+    reads = sum(1 for io in truth["ios"] if io["op"] == "read")
+    writes = sum(1 for io in truth["ios"] if io["op"] == "write")
+    rnbd = summary["sessions"][0]["rnbd"]["ops"]
+    assert rnbd["write"]["count"] == writes
+    # the kernel's partition scan at map time (frames 59, 70, 81: 4 KiB reads of sectors
+    # 0, 8 and 24) is not in the workload's log
+    assert rnbd["read"]["count"] - reads == 3
+    assert rnbd["read"]["count"] + rnbd["write"]["count"] == \
+        sum(p["io"][op]["count"] for p in paths.values() for op in ("read", "write")) \
+        - 4 - sum(summary["sessions"][0]["rnbd"]["control"][k]["count"]
+                  for k in ("sess_info", "open", "close"))

@@ -24,7 +24,7 @@ from ..spec.imm import mem_bits
 from ..layout.plans import plan
 from ..layout.wire import OPCODES
 from . import decode as D
-from . import iorows, pairing, rnbd
+from . import failover, iorows, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
 from .io import IoBatch, per_id
@@ -83,6 +83,14 @@ class Analyzer:
         self.frame = None
         self.closed = False
         self.carry = pairing.empty()   # requests in flight, all sessions
+        # failovers (io.py): answered requests whose response the client has not
+        # acknowledged, by (session, buf_id); copy frame -> original frame; originals
+        self.undelivered = {}
+        self.failover_of = {}
+        self.failed_over = set()
+        self.failover_first_stamp = {}
+        self.held_rows = {}         # frame -> IO row of an answer not acknowledged (yet)
+        self.request_log = failover.RequestLog()
         self.control_reads = {}        # desc key -> (path id, RNBD fields, record index)
         self.naks = []                 # (frame, syndrome, conn, slot, gen) of AETH NAKs
 
@@ -239,10 +247,19 @@ class Analyzer:
             self.io_rows(iorows.from_requests(self.carry, np.flatnonzero(mine), iorows.ABORTED))
         self.carry = pairing.take(self.carry, ~mine)
 
+    def release(self, frame, **columns):
+        """The IO row held for ``frame`` (io.py) goes out, with ``columns`` set."""
+        row = self.held_rows.pop(frame, None)
+        if row is not None:
+            for name, value in columns.items():
+                row[name] = np.array([value], dtype=np.int64)
+            self.io_rows(row)
+
     def io_rows(self, batch):
         """IO rows whose fate is known: the RNBD view, the paths' first and last IO, the
         failovers' events, then the caller's sink."""
         self.rnbd_view.rows(batch, self.path_list)
+        self.request_log.add(batch)
         for pid in np.unique(batch["path"]).tolist():
             mine = batch["path"] == pid
             times, frames = batch["time_ns"][mine], batch["frame"][mine]
@@ -576,9 +593,13 @@ class Analyzer:
             self.count_heartbeat(path, c2s, is_msg, frame, stamp / 1e9)
             self.cm.heartbeat(path, frame, stamp / 1e9)
         link_reconnected(self)
+        for frame in sorted(self.held_rows):
+            self.release(frame)
         if len(self.carry["key"]):
             self.io_rows(iorows.from_requests(self.carry, np.arange(len(self.carry["key"])),
                                               iorows.IN_FLIGHT))
+        for session in self.sessions.values():
+            failover.infer(self, session)
         for path in self.live():
             if path.linked_to is not None:
                 continue

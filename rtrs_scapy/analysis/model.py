@@ -93,6 +93,8 @@ class Path:
     attempts: List[Attempt] = field(default_factory=list)
     failovers: int = 0                  # requests failed over TO this path (failover_cnt)
     failover_delays: array = field(default_factory=lambda: array("d"))  # first send -> re-send
+    failover_list: List[dict] = field(default_factory=list)   # the failovers it took over
+    failovers_unseen: int = 0           # of them: originals not on the wire (failover.py)
     aborted: int = 0                    # requests never answered because the path went down
     rejects: List[dict] = field(default_factory=list)
     errors: List[dict] = field(default_factory=list)

@@ -59,6 +59,8 @@ def path_summary(path):
         "connect_attempts": [_attempt(a) for a in path.attempts],
         "failovers": path.failovers,
         "failover_delay_us": latency_stats(path.failover_delays),
+        "failovers_unseen": path.failovers_unseen,
+        "failover_list": [dict(f) for f in path.failover_list],
         "aborted_requests": path.aborted,
         "partial_requests": path.partial_requests,
         "responses_without_request": path.responses_without_request,
