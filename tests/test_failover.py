@@ -407,3 +407,42 @@ def test_real_failovers_are_the_slow_ios_of_the_workload():
         sum(p["io"][op]["count"] for p in paths.values() for op in ("read", "write")) \
         - 4 - sum(summary["sessions"][0]["rnbd"]["control"][k]["count"]
                   for k in ("sess_info", "open", "close"))
+
+
+def test_real_failovers_in_messages_rows_and_text():
+    """The same eight failovers in the message records (and their text), the IO rows
+    (failover_of, failed_over, delivered) and the text summary."""
+    from rtrs_scapy.analysis import iorows
+    from rtrs_scapy.report.messages import MessageView
+    from rtrs_scapy.report.text import render
+    batches = []
+    result = analyze(str(REAL_PCAP["failover"]), io_sink=batches.append)
+    rows = iorows.concat(batches)
+    taker = {p["client"]: p for p in paths_of(result.summary)}["10.77.0.2"]
+    records = taker["failover_list"]
+    text = MessageView(result.summary, result.messages)
+    by_frame = {r["frame"]: r for r in result.messages}
+    for f in records:
+        line = text.details(by_frame[f["frame"]])
+        if f["original_frame"] is None:
+            assert "failed over from 10.77.1.2 (original not on the wire)" in line
+            continue
+        assert "failed over from frame %d" % f["original_frame"] in line
+        assert "response not delivered: re-sent in frame %d" % f["frame"] in \
+            text.details(by_frame[f["original_frame"]])
+        assert "not delivered" in text.details(by_frame[f["response_frame"]])
+    index = {int(fr): k for k, fr in enumerate(rows["frame"].tolist())}
+    for f in records:
+        copy = index[f["frame"]]
+        assert rows["failover_of"][copy] == (f["original_frame"] or -1)
+        if f["original_frame"] is not None:
+            original = index[f["original_frame"]]
+            assert (rows["failed_over"][original], rows["delivered"][original]) == (1, 0)
+            assert rows["outcome"][original] == iorows.ANSWERED
+            assert rows["latency_ns"][copy] / 1e3 == pytest.approx(f["wait_us"])
+    summary = render(result.summary)
+    assert "failovers 8, 4 with the original not on the wire" in summary
+    assert "failovers taken over (8):" in summary
+    assert "frame 22338 (+5.276 s) buf_id 1 READ sector 55080, 4096 bytes: failed over from " \
+        "frame 22117 on 10.77.1.2 (response frame 22154 not delivered)" in summary
+    assert "stall from frame 22153 (+4.873 s)" in summary

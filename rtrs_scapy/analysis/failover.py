@@ -72,6 +72,7 @@ def infer(an, session):
     ids = {p.id for p in paths}
     by_client = {p.client: p for p in paths}
     mine = np.isin(rows["path"], list(ids))
+    unseen = {}      # copy frame -> the failed path, for the message records
     for run in runs(proven):
         failed = by_client[run[0]["original_path"]]
         bufs = [r["buf_id"] for r in run]
@@ -107,3 +108,11 @@ def infer(an, session):
             taker.failover_list.sort(key=lambda r: r["frame"])
             taker.failovers += 1
             taker.failovers_unseen += 1
+            unseen[record["frame"]] = failed.client
+            taker.events.append({"time": record["time"], "frame": record["frame"],
+                                 "kind": "failover", "buf_id": buf,
+                                 "original": "not on the wire"})
+    if unseen and an.records is not None:
+        for rec in an.records.list:
+            if rec.get("frame") in unseen and rec["msg"] in ("read", "write"):
+                rec["fields"]["failover_unseen"] = unseen[rec["frame"]]

@@ -53,6 +53,7 @@ class IoBatch:
         self._rkeys()
         self.waiting = set()
         self.settled = set()
+        self.not_delivered = []     # response records whose answer never arrived
 
     def _user_headers(self, arena):
         """RNBD header bytes that are needed after the arena is reused: all of them
@@ -205,7 +206,9 @@ class IoBatch:
         spath = self.rsp_path[rsp]
         msg_id = self.rsps["msg_id"][rsp]
         result = pairing.pair(table, an.session_of(spath), msg_id, rows[:, T.R_LAST_FRAME])
-        delivered = self._undelivered(table, result, rows, len(table["key"]) - len(new["key"]))
+        delivered = self._undelivered(table, result, rows, len(table["key"]) - len(new["key"]),
+                                      self.rsp_record[rsp] if self.rsp_record is not None
+                                      else None)
         for j in np.flatnonzero(result.reused).tolist():
             old = int(np.flatnonzero(result.replaced_by == j)[0])
             an.anomaly(int(table["frame"][j]), "buf_id_reused",
@@ -243,6 +246,8 @@ class IoBatch:
                     rows[k], int(errno[k]), bool(self.rsps["with_invalidate"][rsp][k])))
         if an.records is not None:
             self._records(rsp, rows, msg_id, errno, result, table, answered, latency)
+            for index in self.not_delivered:
+                an.records.list[index]["fields"]["not_delivered"] = True
         self._waits(table, result, rows, answered, req_of)
         self._io_rows(table, result, rows, answered, req_of, latency, errno, delivered)
         an.carry = pairing.take(table, result.pending)
@@ -284,7 +289,7 @@ class IoBatch:
         acked = s[T.ACKED_PSN]
         return int(acked >= 0 and (acked - psn) & T.PSN_MASK < T.HALF_PSN)
 
-    def _undelivered(self, table, result, rows, first_new):
+    def _undelivered(self, table, result, rows, first_new, rsp_record):
         """Answered requests whose response the client never acknowledged, and the
         requests of another path of the session that re-send them (same buf_id and
         RNBD header): failovers of an answer that was not delivered.  Returns per
@@ -316,6 +321,7 @@ class IoBatch:
                     "first_frame": int(result.first_frame[j]),
                     "first_stamp": int(result.first_stamp[j]),
                     "response_frame": frame,
+                    "response_record": int(rsp_record[x]) if rsp_record is not None else -1,
                     "response": (int(rows[x, T.R_SLOT]), int(rows[x, T.R_GEN]),
                                  int(rows[x, T.R_PSN]))}
                 continue
@@ -333,10 +339,11 @@ class IoBatch:
             path.failovers += 1
             path.failover_delays.append((table["stamp"][x] - old["stamp"]) / 1e9)
             self._failover(table, x, old, result, "response_not_delivered",
-                           entry["response_frame"])
+                           entry["response_frame"], entry["response_record"])
         return delivered
 
-    def _failover(self, table, j, old, result, kind, response_frame=None):
+    def _failover(self, table, j, old, result, kind, response_frame=None,
+                  response_record=None):
         """The record of one failover, on the path that took the request over."""
         an = self.an
         if isinstance(old, int):
@@ -359,6 +366,15 @@ class IoBatch:
         an.failed_over.add(old["frame"])
         an.failover_first_stamp[frame] = int(result.first_stamp[j])
         an.release(old["frame"], failed_over=1)
+        records = an.records
+        if records is not None:
+            if table["record"][j] >= 0:
+                records.list[int(table["record"][j])]["fields"]["failover_from"] = \
+                    int(result.first_frame[j])
+            if old["record"] >= 0:
+                records.list[old["record"]]["fields"]["failed_over_to"] = frame
+            if response_record is not None and response_record >= 0:
+                self.not_delivered.append(response_record)   # after _records() filled it
 
     def _waits(self, table, result, rows, answered, req_of):
         """The time a failed-over IO waited in all: its original's first send to the
