@@ -27,7 +27,7 @@ from . import decode as D
 from . import failover, iorows, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
-from .io import IoBatch, per_id
+from .io import IoBatch, acknowledged, per_id
 from .linking import link_reconnected
 from .model import Path, Session
 from .qdepth import MemBitsInference
@@ -249,11 +249,21 @@ class Analyzer:
 
     def release(self, frame, **columns):
         """The IO row held for ``frame`` (io.py) goes out, with ``columns`` set."""
-        row = self.held_rows.pop(frame, None)
-        if row is not None:
+        held = self.held_rows.pop(frame, None)
+        if held is not None:
+            row = held[0]
             for name, value in columns.items():
                 row[name] = np.array([value], dtype=np.int64)
             self.io_rows(row)
+
+    def release_acknowledged(self, at_end=False):
+        """Held rows whose answer the client has acknowledged since go out delivered; at
+        the end all go out, as acknowledged or not by then."""
+        state = self.engine.streams.state
+        for frame, (_, response) in sorted(self.held_rows.items()):
+            known = acknowledged(state, *response)
+            if known == 1 or at_end:
+                self.release(frame, delivered=known)
 
     def io_rows(self, batch):
         """IO rows whose fate is known: the RNBD view, the paths' first and last IO, the
@@ -593,8 +603,7 @@ class Analyzer:
             self.count_heartbeat(path, c2s, is_msg, frame, stamp / 1e9)
             self.cm.heartbeat(path, frame, stamp / 1e9)
         link_reconnected(self)
-        for frame in sorted(self.held_rows):
-            self.release(frame)
+        self.release_acknowledged(at_end=True)
         if len(self.carry["key"]):
             self.io_rows(iorows.from_requests(self.carry, np.arange(len(self.carry["key"])),
                                               iorows.IN_FLIGHT))

@@ -29,6 +29,17 @@ def per_id(ids, value):
                                                                             dtype=np.int64)
 
 
+def acknowledged(state, slot, gen, psn):
+    """Whether the client acknowledged the response packet ``psn`` of stream ``slot``:
+    1 yes, 0 not (yet), -1 unknown (a stream without its CM pairing)."""
+    s = state[slot]
+    peer = s[T.PEER]
+    if s[T.GEN] != gen or peer < 0 or state[peer, T.GEN] != s[T.PEER_GEN]:
+        return -1
+    acked = state[peer, T.ACK_IN]
+    return int(acked >= 0 and (acked - psn) & T.PSN_MASK < T.HALF_PSN)
+
+
 class IoBatch:
     def __init__(self, an, rows, arena, req, rsp, path_id, record):
         self.an = an
@@ -272,8 +283,12 @@ class IoBatch:
         gone["failed_over"] = result.failover[result.replaced_by[replaced]].astype(np.int64)
         # an answer not acknowledged waits for its fate: re-sent (failed over) or not
         held = (done["delivered"] == 0) & (done["failed_over"] == 0)
+        at = np.flatnonzero(answered)
         for k in np.flatnonzero(held).tolist():
-            self.an.held_rows[int(done["frame"][k])] = {c: v[k:k + 1] for c, v in done.items()}
+            x = int(at[k])
+            self.an.held_rows[int(done["frame"][k])] = (
+                {c: v[k:k + 1] for c, v in done.items()},
+                (int(rows[x, T.R_SLOT]), int(rows[x, T.R_GEN]), int(rows[x, T.R_PSN])))
         done = {c: v[~held] for c, v in done.items()}
         self.an.io_rows(iorows.concat([done, gone]))
 
@@ -282,12 +297,7 @@ class IoBatch:
     def _acknowledged(self, slot, gen, psn):
         """Whether the client acknowledged the response packet ``psn`` of stream
         ``slot``: 1 yes, 0 not (yet), -1 unknown (a stream without its CM pairing)."""
-        state = self.an.engine.streams.state
-        s = state[slot]
-        if s[T.GEN] != gen or s[T.PEER] < 0:
-            return -1
-        acked = s[T.ACKED_PSN]
-        return int(acked >= 0 and (acked - psn) & T.PSN_MASK < T.HALF_PSN)
+        return acknowledged(self.an.engine.streams.state, slot, gen, psn)
 
     def _undelivered(self, table, result, rows, first_new, rsp_record):
         """Answered requests whose response the client never acknowledged, and the
@@ -299,7 +309,7 @@ class IoBatch:
         for key, entry in list(waiting.items()):   # acknowledged since: delivered late
             if self._acknowledged(*entry["response"]) == 1:
                 del waiting[key]
-                an.release(entry["request"]["frame"], delivered=1)
+        an.release_acknowledged()
         n_rsp = len(result.response_request)
         delivered = np.full(n_rsp, -1, dtype=np.int64)
         events = []
@@ -331,8 +341,7 @@ class IoBatch:
             old = entry["request"]
             if old["path"] == table["path"][x] or any(
                     old[c] != table[c][x] for c in HEADER):
-                an.release(old["frame"])  # the permit was taken again: completed after all
-                continue
+                continue      # the permit was taken again: the client had completed it
             result.first_frame[x] = entry["first_frame"]
             result.first_stamp[x] = entry["first_stamp"]
             path = an.path_list[int(table["path"][x])]

@@ -53,12 +53,13 @@ MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
  RNRS, CNPS, FIRST_FRAME, LAST_FRAME, CONN, ACTIVE, M_SEND, M_FIRST_FRAME, M_FIRST_TS, M_LEN,
  M_PKTS, M_VA, M_RKEY, M_DMALEN, M_HEAD_LEN, M_HEAD_CAP, M_TAIL_LEN, M_RING_N, M_PARTIAL,
  M_SEQ, FIRST_PSN, FRESH_FRAME, FRESH_TS, LAST_TS, TOUCHED,
- # acknowledgements of this stream's packets (docs/PROTOCOL.md#stalls): the reverse
- # stream of the same connection (PEER, set by the analysis from the CM) receives the
- # ACKs; the highest PSN acknowledged; the first packet not acknowledged yet and the
- # retransmissions since it was sent
- PEER, PEER_GEN, ACKED_PSN, ACKED_FRAME, UNACKED_PSN, UNACKED_FRAME, UNACKED_TS,
- UNACKED_DUPS, S_COLUMNS) = range(47)
+ # acknowledgements (docs/PROTOCOL.md#stalls): ACK_IN, the highest PSN the positive ACKs
+ # sent to this stream's destination acknowledged (of the reverse stream's packets);
+ # for this stream's own packets, once the analysis paired it with its reverse stream
+ # (PEER, from the CM): the highest PSN acknowledged, the first packet not acknowledged
+ # yet and the retransmissions since it was sent
+ ACK_IN, PEER, PEER_GEN, ACKED_PSN, ACKED_FRAME, UNACKED_PSN, UNACKED_FRAME, UNACKED_TS,
+ UNACKED_DUPS, S_COLUMNS) = range(48)
 
 # message row columns
 (R_SLOT, R_GEN, R_CONN, R_FIRST_FRAME, R_LAST_FRAME, R_FIRST_TS, R_LAST_TS, R_OPCODE, R_SEND,
@@ -181,7 +182,8 @@ def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_
 
 @njit
 def _no_acks(s):
-    s[PEER] = s[ACKED_PSN] = s[ACKED_FRAME] = s[UNACKED_PSN] = s[UNACKED_FRAME] = -1
+    s[ACK_IN] = s[PEER] = s[ACKED_PSN] = s[ACKED_FRAME] = s[UNACKED_PSN] = -1
+    s[UNACKED_FRAME] = -1
     s[UNACKED_DUPS] = 0
 
 
@@ -364,9 +366,10 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             state[slot, ACKS] += 1
             syndrome = packets[i, P_SYNDROME]
             peer = state[slot, PEER]
-            if (syndrome & _AETH_KIND == 0 and peer >= 0
-                    and state[peer, GEN] == state[slot, PEER_GEN]):
-                _acknowledged(state, sent, peer, psn, frame)
+            if syndrome & _AETH_KIND == 0:
+                state[slot, ACK_IN] = psn
+                if peer >= 0 and state[peer, GEN] == state[slot, PEER_GEN]:
+                    _acknowledged(state, sent, peer, psn, frame)
             if syndrome & _AETH_KIND == _AETH_NAK:
                 state[slot, NAKS] += 1
                 ne = _event(events, ne, EV_NAK, frame, slot, state, syndrome, 0, qpn,
