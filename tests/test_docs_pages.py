@@ -23,6 +23,7 @@ import click
 import pytest
 
 from conftest import REPO
+from markdown_util import anchors, github_anchor, prose
 from rtrs_scapy.cli import main
 
 README = REPO / "README.md"
@@ -112,43 +113,11 @@ def test_shown_python_session_runs(page, session, monkeypatch):
 
 # --- links ------------------------------------------------------------------------
 
-def github_anchor(heading):
-    """GitHub's anchor of a heading: code spans and links keep their text, lower case,
-    punctuation other than '-' and '_' dropped, spaces to '-'."""
-    text = re.sub(r"`([^`]*)`", r"\1", heading)
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
-    text = re.sub(r"[^\w\- ]", "", text.strip().lower())
-    return text.replace(" ", "-")
-
-
-def prose(text):
-    """The text outside fenced blocks and code spans, line by line."""
-    fenced = False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            fenced = not fenced
-            continue
-        if not fenced:
-            yield re.sub(r"`[^`]*`", "", line)
-
-
-def anchors(text):
-    found, seen = set(), {}
-    for line in prose(text):
-        match = re.match(r"#{1,6} +(.+?) *#* *$", line)
-        if match:
-            base = github_anchor(match.group(1))
-            count = seen.get(base, 0)
-            seen[base] = count + 1
-            found.add(base if count == 0 else "%s-%d" % (base, count))
-    return found
-
-
 def test_github_anchor_rules():
     assert github_anchor("The engine's compilation") == "the-engines-compilation"
     assert github_anchor("Many files: local cores and a Dask cluster") == \
         "many-files-local-cores-and-a-dask-cluster"
-    assert anchors("# A\n```\n# not\n```\n## A\n") == {"a", "a-1"}
+    assert anchors("# A\n```\n# not\n```\n## A\n") == ["a", "a-1"]
 
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")

@@ -149,7 +149,3 @@ def head_bytes(rows, arena, i):
     off = int(rows[i, T.R_HEAD_OFF])
     return arena[off:off + int(rows[i, T.R_HEAD_LEN])].tobytes()
 
-
-def tail_bytes(rows, arena, i):
-    off = int(rows[i, T.R_TAIL_OFF])
-    return arena[off:off + int(rows[i, T.R_TAIL_LEN])].tobytes()

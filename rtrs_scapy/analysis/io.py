@@ -8,7 +8,7 @@ rule (qdepth.py) and keeps them here until the rule decides
 
 import numpy as np
 
-from ..spec.constants import errno_name
+from ..spec.constants import errno_name, rnbd_op_name
 from ..engine import transport as T
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
@@ -423,7 +423,7 @@ class IoBatch:
             error["rnbd"] = rnbd.kind_name(kind)
             if error["rnbd"] == "io":
                 error.update(device_id=int(table["device_id"][request]),
-                             rnbd_op=rnbd.op_name(int(table["rnbd_op"][request])),
+                             rnbd_op=rnbd_op_name(int(table["rnbd_op"][request])),
                              sector=int(table["sector"][request]),
                              bi_size=int(table["bi_size"][request]))
         self.an.listed(path.errors, error)

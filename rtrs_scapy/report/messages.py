@@ -8,9 +8,10 @@ latency (s), sess_uuid, client, server.  What the summary knows (session name,
 paths_uuid, device names) and the capture start are added here.
 """
 
-from ..spec.constants import RTRS_MSG_NEW_RKEY_F
+from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR, RTRS_MSG_NEW_RKEY_F, \
+    rnbd_op_name
 from .words import (
-    SECTOR, access_mode, errno_text, has_sector, json_value, reason_name, rnbd_op, size,
+    access_mode, errno_text, has_sector, json_value, reason_name, size,
     utc_iso, version_text,
 )
 
@@ -18,7 +19,7 @@ from .words import (
 MESSAGE_KINDS = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "read", "write",
                  "io_rsp", "hb_msg", "hb_ack", "disconnect")
 #: RNBD IO operations and control messages (``--op``)
-RNBD_OPS = ("read", "write", "flush", "discard", "secure_erase", "write_zeroes")
+RNBD_OPS = RNBD_OP_NAMES
 RNBD_CONTROL = ("sess_info", "open", "close")
 REQUESTS = ("read", "write")
 HEADER = "%6s  %-27s %11s  %-8s %-31s %7s %3s  %-10s %s" % (
@@ -253,7 +254,7 @@ def _path_key(item):
 
 
 def _rnbd_kind(rnbd):
-    return rnbd_op(rnbd["rw"]) if rnbd["msg"] == "io" else rnbd["msg"]
+    return rnbd_op_name(rnbd["rw"]) if rnbd["msg"] == "io" else rnbd["msg"]
 
 
 def _overlaps(rnbd, sectors):
@@ -284,7 +285,7 @@ def _json_rnbd(rnbd):
         return None
     out = json_value(rnbd)
     if rnbd["msg"] == "io":
-        out["op"] = rnbd_op(rnbd["rw"])
+        out["op"] = rnbd_op_name(rnbd["rw"])
         if not has_sector(rnbd["rw"]):
             out["sector"] = None  # a FLUSH has none (the wire says (u64)-1)
     elif rnbd["msg"] == "open":

@@ -6,12 +6,12 @@ that only newer analyzers fill (queue_depth_source, outages, events, rnbd, …) 
 shown when present.
 """
 
+from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR
 from .words import (
-    SECTOR, access_mode, errno_text, plural, reason_name, size, utc_iso,
+    access_mode, errno_text, plural, reason_name, size, utc_iso,
 )
 
 OPS = ("read", "write")
-RNBD_OPS = ("read", "write", "flush", "discard", "secure_erase", "write_zeroes")
 RNBD_CONTROL = ("sess_info", "open", "close")
 MAX_ANOMALIES = 50
 MAX_EVENTS = 40
@@ -369,7 +369,7 @@ def _sizes(sizes):
 
 def _op_rows(label, ops):
     rows = []
-    for op in RNBD_OPS:
+    for op in RNBD_OP_NAMES:
         stats = ops.get(op)
         if not stats or not stats["count"]:
             continue

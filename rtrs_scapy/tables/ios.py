@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis import iorows
-from ..analysis.rnbd import kind_name, op_name
-from ..spec.constants import RNBD_OP_FLUSH, errno_name
+from ..analysis.rnbd import kind_name
+from ..spec.constants import RNBD_OP_FLUSH, errno_name, rnbd_op_name
 from .names import PATH_COLUMNS, Names
 from .schema import TIME, schema
 
@@ -100,7 +100,7 @@ def arrow_rows(rows, capture, names):
         "bytes": pa.array(rows["bytes"]),
         "partial": pa.array(rows["partial"] != 0),
         "rnbd_msg": _by_key(rnbd_type, kind_name, rnbd_type < 0)[0],
-        "rnbd_op": _by_key(rnbd_op, op_name, ~is_io)[0],
+        "rnbd_op": _by_key(rnbd_op, rnbd_op_name, ~is_io)[0],
         "device_id": _nullable(device_id.astype(np.int32), device_id < 0),
         "device": devices,
         "sector": _nullable(rows["sector"], ~is_io | (rnbd_op == RNBD_OP_FLUSH)),
