@@ -22,6 +22,8 @@ not found.  Such failovers are counted (``failovers``) and listed apart
 
 import numpy as np
 
+from ..spec.constants import rnbd_op_name
+
 #: IO rows kept for this rule (the newest; the run of one failure is far shorter)
 KEEP = 1 << 20
 COLUMNS = ("frame", "time_ns", "path", "buf_id", "outcome", "response_ns", "sector",
@@ -100,10 +102,9 @@ def infer(an, session):
                       "response_frame": None, "delay_us": None, "wait_us": None,
                       "op": "read" if rows["op"][k] == 1 else "write"}
             if rows["rnbd_type"][k] >= 0 and rows["rnbd_op"][k] >= 0:
-                from . import rnbd
                 record.update(device_id=int(rows["device_id"][k]), sector=int(rows["sector"][k]),
                               bi_size=int(rows["bi_size"][k]),
-                              rnbd_op=rnbd.op_name(int(rows["rnbd_op"][k])))
+                              rnbd_op=rnbd_op_name(int(rows["rnbd_op"][k])))
             taker.failover_list.append(record)
             taker.failover_list.sort(key=lambda r: r["frame"])
             taker.failovers += 1

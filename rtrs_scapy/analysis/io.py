@@ -367,7 +367,7 @@ class IoBatch:
                   "wait_us": None, "op": "read" if old["op"] == READ else "write"}
         if old["rnbd_type"] >= 0 and rnbd.kind_name(old["rnbd_type"]) == "io":
             record.update(device_id=old["device_id"], sector=old["sector"],
-                          bi_size=old["bi_size"], rnbd_op=rnbd.op_name(old["rnbd_op"]))
+                          bi_size=old["bi_size"], rnbd_op=rnbd_op_name(old["rnbd_op"]))
         if kind == "response_not_delivered" and old["op"] == WRITE:
             record["executed_twice"] = True     # the server answered the first: it ran
         path.failover_list.append(record)
