@@ -30,14 +30,17 @@ def per_id(ids, value):
 
 
 def acknowledged(state, slot, gen, psn):
-    """Whether the client acknowledged the response packet ``psn`` of stream ``slot``:
-    1 yes, 0 not (yet), -1 unknown (a stream without its CM pairing)."""
+    """Whether the client acknowledged the response packet ``psn`` of stream ``slot``
+    (arrays or ints): 1 yes, 0 not (yet), -1 unknown (a stream without its CM pairing)."""
+    slot, gen, psn = np.asarray(slot), np.asarray(gen), np.asarray(psn)
     s = state[slot]
-    peer = s[T.PEER]
-    if s[T.GEN] != gen or peer < 0 or state[peer, T.GEN] != s[T.PEER_GEN]:
-        return -1
-    acked = state[peer, T.ACK_IN]
-    return int(acked >= 0 and (acked - psn) & T.PSN_MASK < T.HALF_PSN)
+    peer = s[..., T.PEER]
+    at = np.maximum(peer, 0)
+    known = (s[..., T.GEN] == gen) & (peer >= 0) & (state[at, T.GEN] == s[..., T.PEER_GEN])
+    acked = state[at, T.ACK_IN]
+    yes = (acked >= 0) & ((acked - psn) & T.PSN_MASK < T.HALF_PSN)
+    out = np.where(known, yes.astype(np.int64), -1)
+    return int(out) if out.ndim == 0 else out
 
 
 class IoBatch:
@@ -274,10 +277,12 @@ class IoBatch:
                     errno=errno[answered], delivered=delivered[answered])
         done["failover_from"] = np.where(result.first_frame[req_of] != table["frame"][req_of],
                                          result.first_frame[req_of], -1)
-        done["failover_of"] = np.array([self.an.failover_of.get(int(f), -1) for f in
-                                        table["frame"][req_of].tolist()], dtype=np.int64)
-        done["failed_over"] = np.array([int(f) in self.an.failed_over for f in
-                                        table["frame"][req_of].tolist()], dtype=np.int64)
+        if self.an.failover_of:
+            frames = table["frame"][req_of].tolist()
+            done["failover_of"] = np.array([self.an.failover_of.get(f, -1) for f in frames],
+                                           dtype=np.int64)
+            done["failed_over"] = np.array([f in self.an.failed_over for f in frames],
+                                           dtype=np.int64)
         replaced = np.flatnonzero(result.replaced_by >= 0)
         gone = iorows.from_requests(table, replaced, iorows.REPLACED)
         gone["failed_over"] = result.failover[result.replaced_by[replaced]].astype(np.int64)
@@ -312,17 +317,22 @@ class IoBatch:
         an.release_acknowledged()
         n_rsp = len(result.response_request)
         delivered = np.full(n_rsp, -1, dtype=np.int64)
-        events = []
-        for k in np.flatnonzero(result.response_request >= 0).tolist():
-            delivered[k] = self._acknowledged(int(rows[k, T.R_SLOT]), int(rows[k, T.R_GEN]),
-                                              int(rows[k, T.R_PSN]))
-            if delivered[k] == 0:
-                events.append((int(rows[k, T.R_LAST_FRAME]), 0, k))
-        for j in range(first_new, len(table["key"])):
-            events.append((int(table["frame"][j]), 1, j))
-        if not events or (not waiting and not any(e[1] == 0 for e in events)):
-            return delivered
+        ans = np.flatnonzero(result.response_request >= 0)
+        if len(ans):
+            delivered[ans] = acknowledged(an.engine.streams.state, rows[ans, T.R_SLOT],
+                                          rows[ans, T.R_GEN], rows[ans, T.R_PSN])
+        unacked = np.flatnonzero(delivered == 0)
         sess = table["sess"]
+        # only the requests that may re-send one of them: their (session, buf_id)
+        combined = (sess << 32) | table["key"]
+        keys = [(s << 32) | k for s, k in waiting]
+        keys += combined[result.response_request[unacked]].tolist()
+        if not keys:
+            return delivered
+        new = np.arange(first_new, len(table["key"]))
+        new = new[np.isin(combined[new], keys)]
+        events = [(int(rows[k, T.R_LAST_FRAME]), 0, k) for k in unacked.tolist()]
+        events += [(int(table["frame"][j]), 1, j) for j in new.tolist()]
         for frame, is_request, x in sorted(events):
             if not is_request:
                 j = int(result.response_request[x])
