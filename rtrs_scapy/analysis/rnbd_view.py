@@ -37,7 +37,10 @@ class RnbdView:
         return view
 
     def rows(self, batch, paths):
-        """A batch of IO rows (iorows.py) of the analyzer's ``paths``."""
+        """A batch of IO rows (iorows.py) of the analyzer's ``paths``.  A request that
+        was failed over is the same block IO as its copy: only the copy counts."""
+        if batch["failed_over"].any():
+            batch = {k: v[batch["failed_over"] == 0] for k, v in batch.items()}
         order = np.argsort(batch["frame"], kind="stable")
         path_ids = batch["path"][order]
         for pid in np.unique(path_ids).tolist():

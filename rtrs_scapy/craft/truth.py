@@ -42,7 +42,8 @@ def session_truth(crafter, since=None, scenario=None, params=None):
                          "reason_name": cm_rej_reasons[e["reason"]], "errno": e["errno"] or None,
                          "errno_name": e["errno_name"]}
                         for e in mine if e["kind"] == "reject"],
-            "disconnects": [{"initiator": SIDES[e["side"]], "crossed": e["crossed"]}
+            "disconnects": [{"initiator": SIDES[e["side"]], "crossed": e["crossed"],
+                             "answered_by": SIDES[1 - e["side"]] if e.get("answered") else None}
                             for e in mine if e["kind"] == "disconnect"],
             "heartbeat_lost": sum(1 for e in mine
                                   if e["kind"] == "path_error" and e["cause"] == "heartbeat"),

@@ -207,8 +207,14 @@ class MessageView:
                 ": " + errno_text(rsp["fields"]["errno"])
             parts.append("answered in frame %d after %.1f µs%s" % (
                 rec["paired_frame"], rec["latency"] * 1e6, result))
+            if fields.get("failed_over_to") is not None:
+                parts.append("response not delivered: re-sent in frame %d"
+                             % fields["failed_over_to"])
         elif msg in REQUESTS:
-            parts.append("no response in the capture")
+            if fields.get("failed_over_to") is not None:
+                parts.append("no response: re-sent in frame %d" % fields["failed_over_to"])
+            else:
+                parts.append("no response in the capture")
         return "  ".join(p for p in parts if p)
 
     def _rnbd_text(self, rec):
@@ -319,12 +325,19 @@ def _io_rsp(f):
         parts.append("new rkey %d" % f["rkey_rsp"]["rkey"])
     if f["with_invalidate"]:
         parts.append("with invalidate")
+    if f.get("not_delivered"):
+        parts.append("not delivered (never acknowledged by the client)")
     return parts
 
 
 def _request(f):
-    return ["buf_id %d" % f["buf_id"], "offset %d" % f["offset"], "usr_len %d" % f["usr_len"],
-            "data_len %d" % f["data_len"]]
+    parts = ["buf_id %d" % f["buf_id"], "offset %d" % f["offset"], "usr_len %d" % f["usr_len"],
+             "data_len %d" % f["data_len"]]
+    if f.get("failover_from") is not None:
+        parts.append("failed over from frame %d" % f["failover_from"])
+    elif f.get("failover_unseen"):
+        parts.append("failed over from %s (original not on the wire)" % f["failover_unseen"])
+    return parts
 
 
 def _disconnect(f):

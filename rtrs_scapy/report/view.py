@@ -51,8 +51,9 @@ class Rows:
 
     @property
     def data_io(self):
-        """RNBD IO requests (data, not the control messages)."""
-        return self.where(self.columns["rnbd_op"] >= 0)
+        """RNBD IO requests (data, not the control messages), each block IO once: a
+        request failed over to another path is its copy's row (analysis/rnbd_view.py)."""
+        return self.where((self.columns["rnbd_op"] >= 0) & (self.columns["failed_over"] == 0))
 
     def rnbd_ops(self):
         """(name, rows) of each RNBD operation present, in the order of its code."""

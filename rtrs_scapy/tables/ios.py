@@ -112,6 +112,9 @@ def arrow_rows(rows, capture, names):
         "errno": _nullable(errno.astype(np.int32), ~answered),
         "errno_name": _by_key(errno, lambda e: errno_name(e) if e else None, ~answered)[0],
         "failover_from": _nullable(rows["failover_from"], rows["failover_from"] < 0),
+        "failover_of": _nullable(rows["failover_of"], rows["failover_of"] < 0),
+        "failed_over": pa.array(rows["failed_over"] != 0),
+        "delivered": pa.array(rows["delivered"] == 1, mask=rows["delivered"] < 0),
     }
     return pa.Table.from_pydict(columns, schema=schema("ios")), used
 
