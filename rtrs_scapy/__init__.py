@@ -14,7 +14,7 @@ import importlib.util
 
 __version__ = "0.1.0"
 
-_PUBLIC = (".constants", ".layers.ib", ".layers.cm", ".layers.rtrs", ".layers.rtrs_request",
+_PUBLIC = (".spec.constants", ".layers.ib", ".layers.cm", ".layers.rtrs", ".layers.rtrs_request",
            ".layers.rnbd")
 _IMM = {"Imm": "Imm", "decode_imm": "decode", "encode_hb": "encode_hb",
         "encode_io_req": "encode_io_req", "encode_io_rsp": "encode_io_rsp",
@@ -29,7 +29,7 @@ def _load():
             exported = getattr(module, "__all__", None) or [
                 n for n in vars(module) if not n.startswith("_")]
             _names.update({n: getattr(module, n) for n in exported})
-        imm = importlib.import_module(".imm", __name__)
+        imm = importlib.import_module(".spec.imm", __name__)
         _names.update({name: getattr(imm, attr) for name, attr in _IMM.items()})
     return _names
 
@@ -54,4 +54,4 @@ def scapy_ext(plg):
     import os
     plg.config("rtrs-scapy", __version__)
     plg.register(name="rtrs", mode=plg.MODE.CONTRIB,
-                 path=os.path.join(os.path.dirname(__file__), "contrib_rtrs.py"))
+                 path=os.path.join(os.path.dirname(__file__), "layers", "contrib_rtrs.py"))

@@ -1,6 +1,6 @@
-"""Make the README's pictures (docs/img/*.png) from the real captures in pcaps/real/:
-``rtrs-dissect plot`` for the figures, headless Chromium for a view of the HTML
-report that ``rtrs-dissect report`` writes.
+"""Make the pictures of docs/plot.md and docs/report.md (docs/img/*.png) from the
+real captures in pcaps/real/: ``rtrs-dissect plot`` for the figures, headless
+Chromium for a view of the HTML report that ``rtrs-dissect report`` writes.
 
     .venv/bin/python scripts/make_pictures.py
 

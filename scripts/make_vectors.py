@@ -27,7 +27,7 @@ from generated import write_or_check  # noqa: E402
 from rtrs_scapy.analysis.qdepth import (  # noqa: E402
     CANDIDATES, DEFAULT_MEM_BITS, pair_events, queue_depth_of,
 )
-from rtrs_scapy.imm import mem_bits  # noqa: E402
+from rtrs_scapy.spec.imm import mem_bits  # noqa: E402
 
 OUT = REPO / "tests" / "vectors" / "qdepth.json"
 SIZES = (512, 4096, 8192, 16384, 65536, 126976)

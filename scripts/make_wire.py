@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate rtrs_scapy/wire.py from the Scapy layers (``--check``: fail if stale).
+"""Regenerate rtrs_scapy/layout/wire.py from the Scapy layers (``--check``: fail if stale).
 
     .venv/bin/python scripts/make_wire.py [--check]
 """
@@ -12,9 +12,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from generated import write_or_check  # noqa: E402
-from rtrs_scapy.wiregen import render  # noqa: E402
+from rtrs_scapy.layout.wiregen import render  # noqa: E402
 
-OUT = REPO / "rtrs_scapy" / "wire.py"
+OUT = REPO / "rtrs_scapy" / "layout" / "wire.py"
 
 
 def main():

@@ -34,4 +34,7 @@ ensure_venv() {
         fi
     fi
     .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$1"
+    # the engine's machine code, compiled here once rather than on the first capture
+    # (docs/install.md): about 30 s the first time, a second once it is there
+    .venv/bin/rtrs-dissect compile >&2
 }

@@ -42,5 +42,11 @@ if ! command -v tmux >/dev/null 2>&1; then
     apt_install tmux
 fi
 
+# man-db: the generated man pages are rendered with man -l (tests/test_docs_pages.py)
+if ! command -v man >/dev/null 2>&1; then
+    echo "test.sh: installing man-db" >&2
+    apt_install man-db
+fi
+
 ensure_venv "[test]"
 exec .venv/bin/python -m pytest -q "$@"

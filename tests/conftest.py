@@ -85,6 +85,7 @@ def _debug_dissector():
 #: parameter id together: the work is per capture or per kind; a test without parameters
 #: goes alone), or the name of a group of modules.
 SHARED_WORK = {
+    "test_compiled": "module",           # the wheel built and installed
     "test_corpus_referee": "param",      # tshark + the analyzer, per capture
     "test_craft": "param",               # a real capture and its crafted twin, per capture
     # where the captures are cut (tests/cut_points.py: tshark's fields of each capture,
@@ -95,6 +96,7 @@ SHARED_WORK = {
     "test_linking": "cuts",
     "test_lua_midsession": "cuts",
     "test_dask": "module",               # a Dask cluster; load.pcap.gz as a ring buffer
+    "test_docs_pages": "module",         # each page's commands run once
     "test_failover": "module",           # summaries and tshark's CM rows, per capture
     "test_hostile": "param",             # two hostile captures analysed, per kind
     "test_layout_agreement": "module",   # Scapy + the analyzer, per capture

@@ -32,7 +32,7 @@ import bisect
 import functools
 from dataclasses import dataclass
 
-from rtrs_scapy.imm import decode as decode_imm
+from rtrs_scapy.spec.imm import decode as decode_imm
 
 from ib_decode import (
     ACK, CM_REJ, CM_REP, CM_REQ, FIRST, LAST, MIDDLE, PSN_MOD, REQUEST_OPS, decode, ib_frames,

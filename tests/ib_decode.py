@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from rtrs_scapy.analysis.qdepth import infer, pair_events
-from rtrs_scapy.imm import IMM_PAYLOAD_MASK, MSG_ID_MASK, mem_bits
+from rtrs_scapy.spec.imm import IMM_PAYLOAD_MASK, MSG_ID_MASK, mem_bits
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
 from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, request_class
 

@@ -69,8 +69,8 @@ def test_rejects_disconnects_outages_per_path(crafted):
         assert [(r["sender"], r["reason"], r["reason_name"], r["errno"])
                 for r in got["rejects"]] == \
             [(r["sender"], r["reason"], r["reason_name"], r["errno"]) for r in want["rejects"]]
-        assert [(d["initiator"], d["crossed"]) for d in got["disconnects"]] == \
-            [(d["initiator"], d["crossed"]) for d in want["disconnects"]]
+        assert [(d["initiator"], d["crossed"], d["answered_by"]) for d in got["disconnects"]] == \
+            [(d["initiator"], d["crossed"], d["answered_by"]) for d in want["disconnects"]]
         assert [(o["cause"], o["up_frame"] is not None) for o in got["outages"]] == \
             [(o["cause"], o["up"]) for o in want["outages"]]
         lost = [e for e in got["events"] if e["kind"] == "heartbeat_lost"]

@@ -22,8 +22,8 @@ from scapy.utils import rdpcap
 
 from rtrs_scapy.craft import craft_scenario, read_capture, scenario_names, write_capture
 from rtrs_scapy.craft.scenarios import craft_from_truth
-from rtrs_scapy.craft.commands import craft
-from rtrs_scapy.imm import decode as decode_imm
+from rtrs_scapy.cli.craft import craft
+from rtrs_scapy.spec.imm import decode as decode_imm
 from rtrs_scapy.layers.cm import CMRej, CMRep, CMReq, MAD
 from rtrs_scapy.layers.ib import (
     AETH, BTH, DETH, IETH, LRH, RETH, ImmDt, header_chain, icrc_ok,
@@ -296,7 +296,7 @@ def test_scenario_decodes(name):
             err = decode_imm(pkt[ImmDt].imm).errno
             if err:
                 errs[err] += 1
-    from rtrs_scapy.constants import errno_name
+    from rtrs_scapy.spec.constants import errno_name
     assert {errno_name(k): v for k, v in errs.items()} == truth["errors"]
     json.dumps(truth)
 

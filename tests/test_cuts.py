@@ -37,7 +37,7 @@ from ib_decode import decode
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.qdepth import queue_depth_of
 from rtrs_scapy.capture import open_capture
-from rtrs_scapy.imm import mem_bits
+from rtrs_scapy.spec.imm import mem_bits
 
 PAIRING_ANOMALIES = {"buf_id_reused", "unmatched_response", "offset_mismatch", "bad_trailer"}
 OPS = ("read", "write")

@@ -1,4 +1,4 @@
-"""Many files of one capture, mapped in parallel (rtrs_scapy/parallel.py) on a Dask
+"""Many files of one capture, mapped in parallel (rtrs_scapy/analysis/parallel.py) on a Dask
 LocalCluster of 2 workers and on local processes, reduced in one: the exported
 ``ios`` table and the summary equal those of the unsplit capture (whose figures
 the kernel's counters vouch for, tests/test_truth.py), also for the IOs whose
@@ -14,7 +14,7 @@ from distributed import LocalCluster
 
 from conftest import real_pcap
 from test_inputs import frames_of, write_pcap
-from rtrs_scapy import parallel
+from rtrs_scapy.analysis import parallel
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.cli import main
 

@@ -122,22 +122,35 @@ def check_against_tshark(pcap):
     for p in paths:
         for j in p["rejects"]:
             assert j["reason_name"] == cm_rej_reasons[j["reason"]]
-    # every side that sent a DREQ is an initiator of that path's disconnects, crossed
-    # when the other side sent one too before the next REQ between the two
+    # one disconnect per teardown (the DREQs of a path between two connect attempts),
+    # started by the first DREQ's sender; the other side's first DREQ is its answer
+    # when that side had sent a DREP before it, else the disconnect is crossed
+    # (docs/PROTOCOL.md#one-teardown-one-disconnect)
     dreqs = first_sends(rows, CM_ATTR["DisconnectRequest"], "infiniband.cm.dreq.localcommid")
+    dreps = [r for r in rows if r["attr"] == CM_ATTR["DisconnectReply"]]
     reqs = [r["frame"] for r in first_sends(rows, CM_ATTR["ConnectRequest"], "infiniband.cm.req")]
-    known = {frozenset(p["endpoints"]) for p in paths}
-    senders = {(key, r["src"]) for r in dreqs for key in known if r["src"] in key}
-    initiators = {(frozenset(p["endpoints"]), p["endpoints"][address[d["initiator"]]])
-                  for p in paths for d in p["disconnects"]}
-    assert initiators == senders
-    for p in paths:
-        for d in p["disconnects"]:
-            before = max([f for f in reqs if f < d["frame"]], default=0)
-            after = min([f for f in reqs if f > d["frame"]], default=float("inf"))
-            other = p["endpoints"][1 - address[d["initiator"]]]
-            assert d["crossed"] == any(r["src"] == other and before < r["frame"] < after
-                                       for r in dreqs)
+    want, got = [], []
+    pairs = {tuple(p["endpoints"]): p for p in paths}   # sessions may share the addresses
+    for p in pairs.values():
+        ends = set(p["endpoints"])
+        side = {p["endpoints"][0]: "client", p["endpoints"][1]: "server"}
+        mine = sorted((r for r in dreqs if r["src"] in ends), key=lambda r: r["frame"])
+        teardowns = []
+        for r in mine:
+            since = max([f for f in reqs if f < r["frame"]], default=0)
+            if not teardowns or teardowns[-1][0] != since:
+                teardowns.append((since, [r]))
+            else:
+                teardowns[-1][1].append(r)
+        for since, group in teardowns:
+            first = group[0]
+            other = next((r for r in group if r["src"] != first["src"]), None)
+            crossed = other is not None and not any(
+                d["src"] == other["src"] and first["frame"] < d["frame"] < other["frame"]
+                for d in dreps)
+            want.append((first["frame"], side[first["src"]], crossed))
+    got = [(d["frame"], d["initiator"], d["crossed"]) for p in paths for d in p["disconnects"]]
+    assert sorted(got) == sorted(want)
     assert summary["capture"]["cm_retransmissions"] == retransmissions(rows)
     return summary
 
@@ -177,7 +190,9 @@ def test_real_cm_exchange_equals_tshark(name):
 def test_real_errors_capture_story():
     """errors.pcap (Linux 6.1): the REJ reason 8 of session labrej (nothing listens on
     port 4321), the sysfs reconnect of lab1, the server's disconnect and the automatic
-    reconnect ~30 s later (RNBD reconnect_delay_sec), the crossed DREQs at unmap."""
+    reconnect ~30 s later (RNBD reconnect_delay_sec), and the unmap: the client's DREQ
+    (frame 418) that the server answers with a DREP (419) and later a DREQ of its own
+    (423) is one disconnect started by the client, not crossed."""
     summary = summary_of(REAL_PCAP["errors"])
     by_name = {s["sessname"]: s["paths"][0] for s in summary["sessions"]}
     (reject,) = by_name[None]["rejects"]
@@ -187,8 +202,10 @@ def test_real_errors_capture_story():
     sysfs, server = [o for o in lab1["outages"]]
     assert (sysfs["cause"], server["cause"]) == ("client_disconnect", "server_disconnect")
     assert sysfs["duration_s"] < 2 and 30 < server["duration_s"] < 33
-    assert [(d["initiator"], d["crossed"]) for d in lab1["disconnects"]] == \
-        [("client", False), ("server", False), ("client", True), ("server", True)]
+    assert [(d["frame"], d["initiator"], d["crossed"], d["answered_by"])
+            for d in lab1["disconnects"]] == \
+        [(248, "client", False, None), (318, "server", False, None),
+         (418, "client", False, "server")]
     cm_kinds = ("connect", "outage", "reconnect", "reconnect_failed", "reject")
     assert [e["kind"] for e in lab1["events"] if e["kind"] in cm_kinds] == \
         ["connect", "outage", "reconnect", "outage", "reconnect"]
@@ -196,11 +213,12 @@ def test_real_errors_capture_story():
 
 def test_real_remove_path():
     """multipath.pcap: remove_path of the second path is a disconnect, no outage and no
-    reconnect; the unmap closes the first path with crossed DREQs."""
+    reconnect; the unmap closes the first path: one disconnect by the client, answered
+    by the server's DREQs (1082/1083) after its DREP (1081)."""
     first, second = paths_of(summary_of(REAL_PCAP["multipath"]))
     assert [(d["initiator"], d["crossed"]) for d in second["disconnects"]] == [("client", False)]
-    assert [(d["initiator"], d["crossed"]) for d in first["disconnects"]] == \
-        [("client", True), ("server", True)]
+    assert [(d["frame"], d["initiator"], d["crossed"], d["answered_by"], d["answer_frame"])
+            for d in first["disconnects"]] == [(1080, "client", False, "server", 1082)]
     assert first["outages"] == second["outages"] == []
 
 
@@ -325,3 +343,131 @@ def test_rej_reasons_are_the_kernel_enum():
                      26: "Invalid Path MTU", 28: "Consumer Reject",
                      30: "Duplicate Local Communication ID", 31: "Invalid Class Version",
                      35: "Vendor Option Not Supported"}
+
+
+# -- the real failover capture (Linux 6.1.176) -----------------------------------------
+
+def test_real_failover_one_disconnect_per_teardown():
+    """failover.pcap: the unmap's client DREQ (187570), the server's DREP (187571) and
+    then its own DREQs (187572, 187575) are one disconnect started by the client; path
+    10.77.1.2 lost its client NIC, so its only disconnect on the wire is the server's
+    (186660: the client's DREQs went out of the dead NIC); no heartbeat gap spans the
+    outage and the disconnects."""
+    paths = {p["client"]: p for p in paths_of(summary_of(REAL_PCAP["failover"]))}
+    assert [(d["frame"], d["initiator"], d["crossed"], d["answered_by"], d["answer_frame"])
+            for d in paths["10.77.0.2"]["disconnects"]] == \
+        [(187570, "client", False, "server", 187572)]
+    assert [(d["frame"], d["initiator"], d["crossed"])
+            for d in paths["10.77.1.2"]["disconnects"]] == [(186660, "server", False)]
+    for path in paths.values():
+        assert not [e for e in path["events"] if e["kind"] == "heartbeat_gap"]
+
+
+def test_real_failover_outage_starts_at_the_stall():
+    """failover.pcap, path 10.77.1.2: the client's NIC went down after its last frame on
+    the wire; the server's next transmission is never acknowledged and tshark shows it
+    again (same destination, QP and PSN): the stall, and the start of the outage, ~30 s
+    before the kernel's heartbeat verdict (frame 22753, +35.329 s)."""
+    cmd = [TSHARK, "-n", "-r", str(REAL_PCAP["failover"]), *TSHARK_OPTIONS, "-Y",
+           "ip.addr == 10.77.1.2 && infiniband.bth", "-T", "fields", "-E", "occurrence=f",
+           "-e", "frame.number", "-e", "ip.src", "-e", "infiniband.bth.opcode",
+           "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env())
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("\t") for line in done.stdout.splitlines()]
+    rc = [(int(f), src, qp, psn) for f, src, op, qp, psn in rows if int(op) < 100]
+    last_client = max(f for f, src, _, _ in rc if src == "10.77.1.2")
+    seen, again = {}, set()
+    for frame, src, qp, psn in rc:
+        if (src, qp, psn) in seen:
+            again.add(seen[(src, qp, psn)])
+        seen.setdefault((src, qp, psn), frame)
+    want = min(f for f in again if f > last_client)
+    path = {p["client"]: p for p in paths_of(summary_of(REAL_PCAP["failover"]))}["10.77.1.2"]
+    (stall,) = path["stalls"]
+    assert (stall["frame"], stall["sender"]) == (want, "server") == (22153, "server")
+    assert stall["retransmissions"] == path["transport"]["retransmissions"]
+    (outage,) = path["outages"]
+    assert (outage["down_frame"], outage["verdict_frame"], outage["cause"]) == \
+        (22153, 22753, "heartbeat_lost")
+    assert 29 < outage["verdict_time"] - outage["down_time"] < 31
+    kinds = [e["kind"] for e in path["events"]]
+    assert kinds.index("stall") < kinds.index("heartbeat_lost") < kinds.index("disconnect")
+
+
+def test_real_failovers_are_the_slow_ios_of_the_workload():
+    """failover.pcap: the eight failovers on path 10.77.0.2 are the eight IOs the
+    workload saw wait 0.36-0.44 s (truth.json ios[], by sector and size): four re-send a
+    request answered on 10.77.1.2 whose answer the client never acknowledged (same buf_id
+    and RNBD header), four fit the kernel's failover order of permits (their originals
+    never reached the wire).  The RNBD view counts each block IO once."""
+    truth = REAL_TRUTH["failover"]
+    waits = sorted(truth["ios"], key=lambda io: io["t1"] - io["t0"])
+    slow = waits[-8:]
+    assert waits[-9]["t1"] - waits[-9]["t0"] < 0.1 < slow[0]["t1"] - slow[0]["t0"]
+    want = sorted((io["off"] // 512, io["size"], io["op"]) for io in slow)
+    summary = summary_of(REAL_PCAP["failover"])
+    paths = {p["client"]: p for p in paths_of(summary)}
+    taker = paths["10.77.0.2"]
+    got = sorted((f["sector"], f["bi_size"], f["op"]) for f in taker["failover_list"])
+    assert got == want
+    assert taker["failovers"] == len(taker["failover_list"]) == 8
+    assert taker["failovers_unseen"] == 4
+    seen = {f["original_frame"]: f for f in taker["failover_list"] if f["original_frame"]}
+    assert sorted(seen) == [22117, 22118, 22119, 22120]
+    assert seen[22117]["frame"] == 22338 and seen[22117]["response_frame"] == 22154
+    for f in seen.values():
+        assert f["kind"] == "response_not_delivered" and f["original_path"] == "10.77.1.2"
+        assert 0.36e6 < f["wait_us"] < 0.44e6 and f["delay_us"] <= f["wait_us"]
+        assert "executed_twice" not in f          # reads
+    assert paths["10.77.1.2"]["failovers"] == 0
+    reads = sum(1 for io in truth["ios"] if io["op"] == "read")
+    writes = sum(1 for io in truth["ios"] if io["op"] == "write")
+    rnbd = summary["sessions"][0]["rnbd"]["ops"]
+    assert rnbd["write"]["count"] == writes
+    # the kernel's partition scan at map time (frames 59, 70, 81: 4 KiB reads of sectors
+    # 0, 8 and 24) is not in the workload's log
+    assert rnbd["read"]["count"] - reads == 3
+    assert rnbd["read"]["count"] + rnbd["write"]["count"] == \
+        sum(p["io"][op]["count"] for p in paths.values() for op in ("read", "write")) \
+        - 4 - sum(summary["sessions"][0]["rnbd"]["control"][k]["count"]
+                  for k in ("sess_info", "open", "close"))
+
+
+def test_real_failovers_in_messages_rows_and_text():
+    """The same eight failovers in the message records (and their text), the IO rows
+    (failover_of, failed_over, delivered) and the text summary."""
+    from rtrs_scapy.analysis import iorows
+    from rtrs_scapy.report.messages import MessageView
+    from rtrs_scapy.report.text import render
+    batches = []
+    result = analyze(str(REAL_PCAP["failover"]), io_sink=batches.append)
+    rows = iorows.concat(batches)
+    taker = {p["client"]: p for p in paths_of(result.summary)}["10.77.0.2"]
+    records = taker["failover_list"]
+    text = MessageView(result.summary, result.messages)
+    by_frame = {r["frame"]: r for r in result.messages}
+    for f in records:
+        line = text.details(by_frame[f["frame"]])
+        if f["original_frame"] is None:
+            assert "failed over from 10.77.1.2 (original not on the wire)" in line
+            continue
+        assert "failed over from frame %d" % f["original_frame"] in line
+        assert "response not delivered: re-sent in frame %d" % f["frame"] in \
+            text.details(by_frame[f["original_frame"]])
+        assert "not delivered" in text.details(by_frame[f["response_frame"]])
+    index = {int(fr): k for k, fr in enumerate(rows["frame"].tolist())}
+    for f in records:
+        copy = index[f["frame"]]
+        assert rows["failover_of"][copy] == (f["original_frame"] or -1)
+        if f["original_frame"] is not None:
+            original = index[f["original_frame"]]
+            assert (rows["failed_over"][original], rows["delivered"][original]) == (1, 0)
+            assert rows["outcome"][original] == iorows.ANSWERED
+            assert rows["latency_ns"][copy] / 1e3 == pytest.approx(f["wait_us"])
+    summary = render(result.summary)
+    assert "failovers 8, 4 with the original not on the wire" in summary
+    assert "failovers taken over (8):" in summary
+    assert "frame 22338 (+5.276 s) buf_id 1 READ sector 55080, 4096 bytes: failed over from " \
+        "frame 22117 on 10.77.1.2 (response frame 22154 not delivered)" in summary
+    assert "stall from frame 22153 (+4.873 s)" in summary

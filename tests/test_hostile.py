@@ -1,5 +1,5 @@
 """The analyzer on hostile captures (rtrs_scapy/craft/hostile.py): memory bounded
-by rtrs_scapy/limits.py, not by what the file claims; evictions counted in
+by rtrs_scapy/spec/limits.py, not by what the file claims; evictions counted in
 ``capture.limits``; anomalies counted per kind with the first examples kept.
 
 Memory is the peak that tracemalloc sees in ``analyze()`` (Python objects and
@@ -19,7 +19,7 @@ from rtrs_scapy.analysis import io as io_module
 from rtrs_scapy.analysis.io import per_id
 from rtrs_scapy.craft.repeat import repeat_capture, session_uuids as uuids
 from rtrs_scapy.craft.hostile import KINDS, io_rsp_without_request, write_pcap
-from rtrs_scapy.limits import limit
+from rtrs_scapy.spec.limits import limit
 
 SIZES = (100_000, 200_000)
 #: what one extra 100k packets may add to the peak (allocator slack, dict resizes)

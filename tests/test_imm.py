@@ -3,8 +3,8 @@ docs/PROTOCOL.md#io_req-buf_id-and-offset and docs/PROTOCOL.md#io_rsp-and-io_rsp
 
 import pytest
 
-from rtrs_scapy import imm
-from rtrs_scapy.constants import (
+from rtrs_scapy.spec import imm
+from rtrs_scapy.spec.constants import (
     RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM, RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM,
     RTRS_IO_RSP_W_INV_IMM,
 )

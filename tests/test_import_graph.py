@@ -1,8 +1,9 @@
-"""Dependencies point one way: layers → layout (→ the generated wire.py) →
-capture → engine → analysis → report/CLI, the Wireshark generator beside.  Each
+"""Dependencies point one way: spec → layers → layout (→ the generated
+layout/wire.py) → capture → engine → analysis → report/CLI, the Wireshark generator beside.  Each
 module is imported in a fresh interpreter and the modules it pulled in are read
 from ``sys.modules``."""
 
+import ast
 import json
 import subprocess
 import sys
@@ -42,6 +43,13 @@ def test_layers_import_neither_layout_nor_engine(module):
     assert _below(loaded, ("rtrs_scapy.layout",) + ENGINE) == []
 
 
+def test_spec_imports_nothing_of_the_package():
+    """The shared constants, immediate and bounds are the bottom of everything."""
+    for module in ("rtrs_scapy.spec.constants", "rtrs_scapy.spec.imm", "rtrs_scapy.spec.limits"):
+        assert _below(imported_by(module), ("rtrs_scapy.layers", "rtrs_scapy.layout") + ENGINE) == []
+        assert imported_by(module, package="scapy") == []
+
+
 def test_star_import_loads_every_layer_and_no_engine():
     loaded = imported_by("rtrs_scapy", "from %s import *")
     assert {"rtrs_scapy.layers.ib", "rtrs_scapy.layers.rnbd"} <= set(loaded)
@@ -53,10 +61,54 @@ def test_star_import_loads_every_layer_and_no_engine():
 def test_the_capture_analysis_needs_no_scapy(module):
     """Reading a capture goes through the generated wire.py: no layer, no Scapy."""
     assert imported_by(module, package="scapy") == []
-    assert _below(imported_by(module), ("rtrs_scapy.layers", "rtrs_scapy.layout")) == []
+    assert _below(imported_by(module), ("rtrs_scapy.layers", "rtrs_scapy.layout.from_layers",
+                                        "rtrs_scapy.layout.wiregen", "rtrs_scapy.layout.doc")) == []
 
 
 def test_layout_imports_the_layers_and_no_engine():
-    loaded = imported_by("rtrs_scapy.layout")
+    loaded = imported_by("rtrs_scapy.layout.from_layers")
     assert "rtrs_scapy.layers.cm" in loaded and "rtrs_scapy.layers.ib" in loaded
     assert _below(loaded, ENGINE) == []
+
+
+#: each sub-package's place: a module imports only from its own place or lower ones
+RANKS = {"spec": 0, "layers": 1, "layout": 2, "capture": 3, "engine": 4, "analysis": 5,
+         "report": 6, "craft": 6, "wireshark": 6, "tables": 7, "watch": 7, "cli": 8}
+
+
+def _imported_rooms(path):
+    """(line, sub-package) of every rtrs_scapy import of one module, lazy ones included."""
+    parts = path.relative_to(REPO / "rtrs_scapy").with_suffix("").parts
+    package = ["rtrs_scapy", *parts[:-1]]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else [])).split(".")
+            if module[0] != "rtrs_scapy":
+                continue
+            names = module[1:2] or [alias.name for alias in node.names]
+            yield from ((node.lineno, name) for name in names)
+        elif isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name.split(".")[1]) for alias in node.names
+                        if alias.name.startswith("rtrs_scapy."))
+
+
+def test_every_module_lives_in_a_sub_package():
+    """The package root holds only its facade; every module sits in the room of its role."""
+    assert sorted(p.name for p in (REPO / "rtrs_scapy").glob("*.py")) == ["__init__.py"]
+    rooms = {p.name for p in (REPO / "rtrs_scapy").iterdir()
+             if p.is_dir() and (p / "__init__.py").exists()}
+    assert rooms == set(RANKS)
+
+
+def test_no_module_imports_upward():
+    """Read statically, so that imports inside functions count too."""
+    upward = []
+    for path in sorted((REPO / "rtrs_scapy").rglob("*.py")):
+        parts = path.relative_to(REPO / "rtrs_scapy").parts
+        if len(parts) == 1 or parts[-1] == "contrib_rtrs.py":
+            continue  # the facade, and Scapy's load_contrib entry that star-imports it
+        for line, room in _imported_rooms(path):
+            if room in RANKS and RANKS[room] > RANKS[parts[0]]:
+                upward.append("%s:%d imports %s" % ("/".join(parts), line, room))
+    assert upward == []

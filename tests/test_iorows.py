@@ -30,9 +30,26 @@ def test_rows_add_up_to_the_summary(path):
         assert np.count_nonzero(answered) == sum(p["latency_us"][op]["count"] for p in paths)
         assert np.count_nonzero(answered & (rows["errno"] != 0)) == \
             sum(p["io"][op]["errors"] for p in paths)
+    # a failover's original is a row: replaced when it was never answered, answered (not
+    # delivered) when the client never acknowledged the answer; none when it never
+    # reached the wire (docs/PROTOCOL.md#failover-from-the-wire)
+    records = [f for p in paths for f in p["failover_list"]]
+    assert len(records) == sum(p["failovers"] for p in paths)
+    kinds = {kind: sum(1 for f in records if f["kind"] == kind)
+             for kind in ("no_response", "response_not_delivered", "original_not_on_wire")}
+    assert sum(kinds.values()) == len(records)
+    assert kinds["original_not_on_wire"] == sum(p["failovers_unseen"] for p in paths)
     assert np.count_nonzero(rows["outcome"] == iorows.REPLACED) == \
-        sum(p["failovers"] for p in paths) + sum(1 for a in summary["anomalies"]
-                                                   if a["kind"] == "buf_id_reused")
+        kinds["no_response"] + sum(1 for a in summary["anomalies"]
+                                   if a["kind"] == "buf_id_reused")
+    originals = rows["failed_over"] == 1
+    assert np.count_nonzero(originals) == kinds["no_response"] + kinds["response_not_delivered"]
+    assert np.count_nonzero(originals & (rows["outcome"] == iorows.ANSWERED)
+                            & (rows["delivered"] == 0)) == kinds["response_not_delivered"]
+    assert sorted(rows["frame"][originals].tolist()) == \
+        sorted(f["original_frame"] for f in records if f["original_frame"] is not None)
+    assert sorted(rows["frame"][rows["failover_of"] >= 0].tolist()) == \
+        sorted(f["frame"] for f in records if f["original_frame"] is not None)
 
 
 def test_failed_over_rows_name_their_first_send():

@@ -12,8 +12,8 @@ from scapy.utils import rdpcap
 
 import rtrs_scapy as R
 from rtrs_scapy.analysis import analyze
-from rtrs_scapy.plans import plan
-from rtrs_scapy.imm import decode as decode_imm
+from rtrs_scapy.layout.plans import plan
+from rtrs_scapy.spec.imm import decode as decode_imm
 
 MESSAGE_LAYERS = (R.RtrsMsgConnReq, R.RtrsMsgConnRsp, R.RtrsMsgInfoReq, R.RtrsMsgInfoRsp,
                   R.RtrsMsgRkeyRsp, R.RtrsMsgRdmaRead, R.RtrsMsgRdmaWrite, R.RnbdMsgSessInfo,

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from rtrs_scapy.cli import main as cli_main
-from rtrs_scapy.layout import FieldSpec, Layout, fingerprint_of, layout_of
+from rtrs_scapy.layout.from_layers import FieldSpec, Layout, fingerprint_of, layout_of
 from rtrs_scapy.wireshark import generate as gen
 from rtrs_scapy.wireshark import install as inst
 
@@ -73,7 +73,7 @@ def test_lua52_only_and_everything_local():
 def test_runtime_takes_its_constants_from_the_generator():
     """The queue depth rule's constants, the immediate's masks and shifts and the
     PSN modulus reach runtime.lua only through the generated tables."""
-    from rtrs_scapy import imm
+    from rtrs_scapy.spec import imm
     from rtrs_scapy.analysis import qdepth
     code = _code(Path(gen.RUNTIME).read_text(encoding="utf-8"))
     literals = {int(n, 0) for n in re.findall(r"(?<![\w.])(0x[0-9a-fA-F]+|\d+)(?![\w.])", code)}

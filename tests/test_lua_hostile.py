@@ -1,5 +1,5 @@
 """tshark + the generated plugin on hostile captures: every table of the
-plugin's state is bounded (rtrs_scapy/limits.py), so a file that
+plugin's state is bounded (rtrs_scapy/spec/limits.py), so a file that
 opens a new QP, CM transaction or unanswered response per packet runs without a
 Lua error and within twice the memory of tshark without the plugin, and the
 evictions are shown (rtrs.limit.*).
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from rtrs_scapy.craft.hostile import KINDS, io_rsp_without_request, write_pcap
-from rtrs_scapy.limits import limit
+from rtrs_scapy.spec.limits import limit
 
 from conftest import REPO
 from tshark_util import TSHARK, tshark_env

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from scapy.packet import Packet
 
 from conftest import REPO
-from rtrs_scapy import layout_doc
+from markdown_util import anchors, github_anchor
+from rtrs_scapy.layout import doc as layout_doc
 from rtrs_scapy.cli import main
 from rtrs_scapy.layers import cm, ib, rnbd, rtrs, rtrs_request
 
@@ -53,32 +54,6 @@ def scanned_files():
                     and "__pycache__" not in path.parts:
                 files.append(path)
     return files
-
-
-def github_anchor(heading):
-    """The anchor GitHub gives a Markdown heading: code spans and links keep their
-    text, everything is lower case, punctuation other than '-' and '_' goes, spaces
-    become '-'."""
-    text = re.sub(r"`([^`]*)`", r"\1", heading)
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
-    text = re.sub(r"[^\w\- ]", "", text.strip().lower())
-    return text.replace(" ", "-")
-
-
-def anchors(text):
-    """Anchors of every heading outside fenced code, duplicates numbered like GitHub."""
-    found, seen, fenced = [], {}, False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            fenced = not fenced
-            continue
-        match = None if fenced else re.match(r"#{1,6} +(.+?) *#* *$", line)
-        if match:
-            base = github_anchor(match.group(1))
-            count = seen.get(base, 0)
-            seen[base] = count + 1
-            found.append(base if count == 0 else "%s-%d" % (base, count))
-    return found
 
 
 DOC_TEXT = DOC.read_text(encoding="utf-8")

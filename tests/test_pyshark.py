@@ -1,4 +1,4 @@
-"""rtrs_scapy.pyshark: pyshark's captures with the generated plugin loaded.
+"""rtrs_scapy.wireshark.pyshark: pyshark's captures with the generated plugin loaded.
 
 The real captures read through ``FileCapture`` give the kernel's request counts
 (truth.json rtrs_stats, as the analyzer's summary does) and the analyzer's
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from rtrs_scapy import pyshark as rtrs_pyshark
+from rtrs_scapy.wireshark import pyshark as rtrs_pyshark
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.wireshark.generate import generate
 

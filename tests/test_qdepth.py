@@ -12,7 +12,7 @@ from conftest import REPO
 from rtrs_scapy.analysis.qdepth import (
     DEFAULT_MEM_BITS, PRUNE_MARGIN, MemBitsInference, infer, pair_events, queue_depth_of,
 )
-from rtrs_scapy.imm import mem_bits
+from rtrs_scapy.spec.imm import mem_bits
 
 VECTORS = json.loads((REPO / "tests" / "vectors" / "qdepth.json").read_text())
 

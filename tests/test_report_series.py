@@ -15,6 +15,7 @@ from conftest import PROJECT_PCAPS, real_pcap, real_truth
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.report import figures, series
 from rtrs_scapy.report.view import CaptureView
+from rtrs_scapy.spec.constants import RNBD_SECTOR_SIZE
 from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
 
 REAL = ("errors", "multipath", "load", "discard", "basic_inval", "jumbo")
@@ -92,7 +93,7 @@ def test_load_sizes_and_sectors_are_the_workloads():
     writes = device.rows.where(device.rows["rnbd_op"] == 1)
     buckets = series.Buckets(view.duration, figures.HEATMAP_BUCKETS)
     edges, counts = series.heatmap(writes, buckets, device.sectors)
-    offsets = [io["off"] // series.SECTOR for io in truth["ios"] if io["op"] == "write"]
+    offsets = [io["off"] // RNBD_SECTOR_SIZE for io in truth["ios"] if io["op"] == "write"]
     assert counts.sum(axis=1).tolist() == np.histogram(offsets, bins=edges)[0].tolist()
 
 

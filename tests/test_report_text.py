@@ -128,7 +128,10 @@ def test_cm_events_counters_and_outages():
                   "reason_name": "Consumer Reject", "errno": -104, "name": "ECONNRESET",
                   "attempt_frame": 85}],
         disconnects=[{"frame": 248, "time": T0 + 11.0, "initiator": "client", "crossed": False},
-                     {"frame": 318, "time": T0 + 13.5, "initiator": "server", "crossed": True}],
+                     {"frame": 318, "time": T0 + 13.5, "initiator": "server", "crossed": True,
+                      "answer_frame": 320},
+                     {"frame": 418, "time": T0 + 20.0, "initiator": "client", "crossed": False,
+                      "answered_by": "server", "answer_frame": 423}],
         outages=[{"down_frame": 318, "down_time": T0 + 13.5, "up_frame": 330,
                   "up_time": T0 + 43.59, "duration_s": 30.09},
                  {"down_frame": 418, "down_time": T0 + 56.0, "up_frame": None, "up_time": None,
@@ -144,7 +147,10 @@ def test_cm_events_counters_and_outages():
     assert "REJECT frame 86 (+1.500 s) by the server: Consumer Reject (reason 28), " \
            "errno -104 ECONNRESET" in out
     assert "disconnect frame 248 (+11.000 s), started by the client\n" in out
-    assert "disconnect frame 318 (+13.500 s), started by the server (both sides sent DREQs)" \
+    assert "disconnect frame 418 (+20.000 s), started by the client (the server answered " \
+        "with DREQs of its own, frame 423)" in out
+    assert "disconnect frame 318 (+13.500 s), started by the server (crossed: the client " \
+        "sent DREQs before it saw the server's, frame 320)" \
         in out
     assert "outage from frame 318 (+13.500 s) to frame 330 (+43.590 s): 30.090 s" in out
     assert "outage from frame 418 (+56.000 s), not up again in the capture" in out

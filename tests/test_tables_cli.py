@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from conftest import real_pcap, real_truth
 from rtrs_scapy.cli import main
-from rtrs_scapy.constants import errno_name
+from rtrs_scapy.spec.constants import errno_name
 
 ERRORS = real_pcap("errors")
 

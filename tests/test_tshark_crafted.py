@@ -12,7 +12,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from scapy.utils import rdpcap, wrpcap
 
-from rtrs_scapy.imm import encode_hb, encode_io_req, encode_io_rsp
+from rtrs_scapy.spec.imm import encode_hb, encode_io_req, encode_io_rsp
 from rtrs_scapy.layers.cm import (
     MAD, CmaIpHdr, CMDrep, CMDreq, CMMra, CMRej, CMRep, CMReq, CMRtu, service_id,
 )

@@ -1,13 +1,13 @@
-"""rtrs_scapy/wire.py (generated) equals the Scapy layers, and reading it needs no Scapy."""
+"""rtrs_scapy/layout/wire.py (generated) equals the Scapy layers, and reading it needs no Scapy."""
 
 import subprocess
 import sys
 
 from conftest import REPO
-from rtrs_scapy import wire
+from rtrs_scapy.layout import wire
 from rtrs_scapy.layers import ib
-from rtrs_scapy.layout import layout_of
-from rtrs_scapy.wiregen import CLASSES
+from rtrs_scapy.layout.from_layers import layout_of
+from rtrs_scapy.layout.wiregen import CLASSES
 
 
 def test_wire_module_is_fresh():
@@ -28,6 +28,6 @@ def test_opcode_table_equals_the_layer():
 
 
 def test_importing_the_wire_layouts_imports_no_scapy():
-    code = "import sys, rtrs_scapy.wire; print(sorted(m for m in sys.modules if m.startswith('scapy')))"
+    code = "import sys, rtrs_scapy.layout.wire; print(sorted(m for m in sys.modules if m.startswith('scapy')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

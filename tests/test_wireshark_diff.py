@@ -5,7 +5,7 @@ Expected values come from the Scapy layers: single-packet messages are decoded
 by ``Ether(frame)``; multi-packet RDMA WRITE / SEND messages are reassembled
 here per (destination, QP) by consecutive PSN and decoded with RtrsRequest /
 RtrsMsg (the Scapy layers, not the Lua code).  Immediates are decoded with
-rtrs_scapy.imm and the queue depth of the capture's own conn_rsp.  Request /
+rtrs_scapy.spec.imm and the queue depth of the capture's own conn_rsp.  Request /
 response links and latencies are compared with the session analyzer.
 """
 
@@ -24,8 +24,8 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from scapy.utils import RawPcapReader, rdpcap, wrpcap
 
-from rtrs_scapy import imm as immcodec
-from rtrs_scapy.constants import RTRS_MAGIC, RTRS_PORT, errno_name
+from rtrs_scapy.spec import imm as immcodec
+from rtrs_scapy.spec.constants import RTRS_MAGIC, RTRS_PORT, errno_name
 from rtrs_scapy.layers.cm import (
     MAD, RDMA_PS_IB, RDMA_PS_TCP, CmaIpHdr, CMRej, CMRep, CMReq, cm_rej_reasons, service_id,
 )

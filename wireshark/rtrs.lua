@@ -12,7 +12,7 @@ local P_LIMITS = Proto("rtrs_limits", "RTRS state limits")
 local VERSION = "0.1.0"
 local LAYOUT = "048aeb1d24cf"
 
--- == constants (rtrs_scapy.constants, rtrs_scapy.imm) ==
+-- == constants (rtrs_scapy.spec.constants, rtrs_scapy.spec.imm) ==
 local C = {
   RTRS_MAGIC = 0x1BBD,
   RTRS_PROTO_VER_MAJOR = 2,
@@ -35,6 +35,7 @@ local C = {
   RNBD_MSG_IO = 4,
   RNBD_MSG_CLOSE = 5,
   RNBD_OP_MASK = 0xFF,
+  RNBD_OP_FLUSH = 2,
   MAX_SESS_QUEUE_DEPTH = 65535,
   DEFAULT_MAX_HDR_SIZE = 4096,
   IMM_TYPE_SHIFT = 28,
@@ -56,7 +57,7 @@ local QD = {
   IMM_TYPE_SHIFT = 28,
   MAX_SESS_QUEUE_DEPTH = 65535,
 }
--- bounds of the state tables (rtrs_scapy.limits)
+-- bounds of the state tables (rtrs_scapy.spec.limits)
 local LIMITS = {
   streams = 16384,  -- QP streams (PSN state, connection learnt from CM or content)
   messages = 1024,  -- multi-packet messages in reassembly
@@ -1790,8 +1791,12 @@ end
 local function rnbd_info(name, v)
   if not v then return "RNBD " .. string.upper(name) end
   if name == "io" then
+    local op = bit.band(v.rw, C.RNBD_OP_MASK)
+    if op == C.RNBD_OP_FLUSH then  -- no sector: the kernel sends a flush's (u64)-1
+      return string.format("RNBD FLUSH dev %d len %d", v.device_id, v.bi_size)
+    end
     return string.format("RNBD %s dev %d sector %s len %d",
-                         short_name(VS.rnbd_io_op, bit.band(v.rw, C.RNBD_OP_MASK), "RNBD_OP_"),
+                         short_name(VS.rnbd_io_op, op, "RNBD_OP_"),
                          v.device_id, tostring(v.sector), v.bi_size)
   elseif name == "open" then
     return string.format("RNBD OPEN %s %s", v.dev_name,

@@ -69,7 +69,7 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
     ``until_frame`` stops reading after the chunk holding that frame (a summary of
     what was read: ``rtrs-dissect show`` needs no more).  ``io_sink`` receives the
     IO rows (one per request, see iorows.py) in batches as their fate is known.
-    ``limits`` overrides bounds of rtrs_scapy/limits.py by name."""
+    ``limits`` overrides bounds of rtrs_scapy/spec/limits.py by name."""
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth,
                         io_sink=io_sink, limits=limits)
     engine = Engine(analyzer, **({"max_streams": limits["streams"]}

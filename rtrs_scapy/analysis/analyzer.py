@@ -17,17 +17,17 @@ import numpy as np
 
 from ..capture.ib import P_KIND
 from ..capture.links import address_text
-from ..constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
+from ..spec.constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
 from ..engine import mads
 from ..engine import transport as T
-from ..imm import mem_bits
-from ..plans import plan
-from ..wire import OPCODES
+from ..spec.imm import mem_bits
+from ..layout.plans import plan
+from ..layout.wire import OPCODES
 from . import decode as D
-from . import iorows, pairing, rnbd
+from . import failover, iorows, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
-from .io import IoBatch, per_id
+from .io import IoBatch, acknowledged, per_id
 from .linking import link_reconnected
 from .model import Path, Session
 from .qdepth import MemBitsInference
@@ -48,7 +48,7 @@ class Analyzer:
     def __init__(self, keep_messages=False, queue_depth=None, io_sink=None,
                  keep_latencies=True, limits=None):
         self.forced_queue_depth = queue_depth
-        self.bounds = Bounds(limits)    # rtrs_scapy/limits.py, and what reaching them cost
+        self.bounds = Bounds(limits)    # rtrs_scapy/spec/limits.py, and what reaching them cost
         self.io_sink = io_sink      # called with batches of IO rows (iorows.py), or None
         # False: no per-path latency lists (the summary's percentiles stay empty); a
         # stream watched for hours keeps constant memory, the IO rows carry latencies
@@ -83,6 +83,14 @@ class Analyzer:
         self.frame = None
         self.closed = False
         self.carry = pairing.empty()   # requests in flight, all sessions
+        # failovers (io.py): answered requests whose response the client has not
+        # acknowledged, by (session, buf_id); copy frame -> original frame; originals
+        self.undelivered = {}
+        self.failover_of = {}
+        self.failed_over = set()
+        self.failover_first_stamp = {}
+        self.held_rows = {}         # frame -> IO row of an answer not acknowledged (yet)
+        self.request_log = failover.RequestLog()
         self.control_reads = {}        # desc key -> (path id, RNBD fields, record index)
         self.naks = []                 # (frame, syndrome, conn, slot, gen) of AETH NAKs
 
@@ -220,11 +228,14 @@ class Analyzer:
         (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
         path = conn.path
         self.idle.pop(path, None)      # bound streams name it: it stays
+        slots = []
         for addr, qpn, c2s, psn in ((path.server_raw, conn.server_qpn, True, conn.rep_psn),
                                     (path.client_raw, conn.client_qpn, False, conn.req_psn)):
             conn_id = len(self.conns)
             self.conns.append((conn, c2s))
-            self.engine.bind(addr, qpn, conn_id, psn if psn is not None else -1, self.frame)
+            slots.append(self.engine.bind(addr, qpn, conn_id, psn if psn is not None else -1,
+                                          self.frame))
+        self.engine.pair_streams(*slots)
 
     def abort_pending(self, path):
         """A path (re)connects: its unanswered requests will never be answered."""
@@ -236,10 +247,29 @@ class Analyzer:
             self.io_rows(iorows.from_requests(self.carry, np.flatnonzero(mine), iorows.ABORTED))
         self.carry = pairing.take(self.carry, ~mine)
 
+    def release(self, frame, **columns):
+        """The IO row held for ``frame`` (io.py) goes out, with ``columns`` set."""
+        held = self.held_rows.pop(frame, None)
+        if held is not None:
+            row = held[0]
+            for name, value in columns.items():
+                row[name] = np.array([value], dtype=np.int64)
+            self.io_rows(row)
+
+    def release_acknowledged(self, at_end=False):
+        """Held rows whose answer the client has acknowledged since go out delivered; at
+        the end all go out, as acknowledged or not by then."""
+        state = self.engine.streams.state
+        for frame, (_, response) in sorted(self.held_rows.items()):
+            known = acknowledged(state, *response)
+            if known == 1 or at_end:
+                self.release(frame, delivered=known)
+
     def io_rows(self, batch):
         """IO rows whose fate is known: the RNBD view, the paths' first and last IO, the
         failovers' events, then the caller's sink."""
         self.rnbd_view.rows(batch, self.path_list)
+        self.request_log.add(batch)
         for pid in np.unique(batch["path"]).tolist():
             mine = batch["path"] == pid
             times, frames = batch["time_ns"][mine], batch["frame"][mine]
@@ -424,7 +454,7 @@ class Analyzer:
         src = (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO]))
         dst = (int(row[T.R_DST_HI]), int(row[T.R_DST_LO]))
         path = self.inferred_path(*((src, dst) if c2s else (dst, src)))
-        if path is None:     # the paths are full (rtrs_scapy/limits.py)
+        if path is None:     # the paths are full (rtrs_scapy/spec/limits.py)
             return None
         known = self.stream_paths[key] = (path.id, c2s)
         if len(self.stream_paths) > 2 * self.bounds.size["streams"]:
@@ -475,11 +505,13 @@ class Analyzer:
         if not is_msg or time is None:
             return
         last = path.heartbeat_seen.get(side)
-        if last is not None and time - last[1] > HEARTBEAT_GAP_S:
+        if last is not None and time - last[1] > HEARTBEAT_GAP_S \
+                and path.heartbeat_epoch.get(side) == path.hb_epoch:
             self.listed(path.events, {"time": last[1], "frame": last[0],
                                       "kind": "heartbeat_gap", "side": side,
                                       "gap_s": round(time - last[1], 6), "next_frame": frame})
         path.heartbeat_seen[side] = (frame, time)
+        path.heartbeat_epoch[side] = path.hb_epoch
 
     def _send(self, rows, arena, i, path_id):
         """info_req / info_rsp (docs/PROTOCOL.md#info_req-and-info_rsp)."""
@@ -571,9 +603,12 @@ class Analyzer:
             self.count_heartbeat(path, c2s, is_msg, frame, stamp / 1e9)
             self.cm.heartbeat(path, frame, stamp / 1e9)
         link_reconnected(self)
+        self.release_acknowledged(at_end=True)
         if len(self.carry["key"]):
             self.io_rows(iorows.from_requests(self.carry, np.arange(len(self.carry["key"])),
                                               iorows.IN_FLIGHT))
+        for session in self.sessions.values():
+            failover.infer(self, session)
         for path in self.live():
             if path.linked_to is not None:
                 continue
@@ -614,6 +649,28 @@ class Analyzer:
             path.transport["retransmissions"] += int(s[T.DUPS])
             path.transport["cnps"] += int(s[T.CNPS])
             path.rtrs_packets += int(s[T.SEEN] + s[T.ACKS])
+            if s[T.UNACKED_FRAME] >= 0 and s[T.UNACKED_DUPS] > 0 and s[T.CONN] >= 0:
+                self._stall(path, s)
+
+    def _stall(self, path, s):
+        """A stream whose sender retransmitted a packet the peer never acknowledged: the
+        link stalled at that packet's first transmission (docs/PROTOCOL.md#stalls).  One
+        per direction, the earliest."""
+        sender = "client" if self.conns[int(s[T.CONN])][1] else "server"
+        stall = {"frame": int(s[T.UNACKED_FRAME]), "time": int(s[T.UNACKED_TS]) / 1e9,
+                 "sender": sender, "psn": int(s[T.UNACKED_PSN]),
+                 "retransmissions": int(s[T.UNACKED_DUPS]),
+                 "acked_frame": int(s[T.ACKED_FRAME]) if s[T.ACKED_FRAME] >= 0 else None}
+        for k, old in enumerate(path.stalls):
+            if old["sender"] == sender:
+                if stall["frame"] < old["frame"]:
+                    stall["retransmissions"] += old["retransmissions"]
+                    path.stalls[k] = stall
+                else:
+                    old["retransmissions"] += stall["retransmissions"]
+                return
+        path.stalls.append(stall)
+        path.stalls.sort(key=lambda x: x["frame"])
 
     def path_between(self, src, dst):
         """The first path with these two endpoints (either direction)."""

@@ -1,4 +1,4 @@
-"""The analyzer's share of the state limits (rtrs_scapy/limits.py) and what
+"""The analyzer's share of the state limits (rtrs_scapy/spec/limits.py) and what
 reaching them cost, for the ``capture.limits`` block of the summary; anomalies
 as counts per kind plus the first examples of each.
 
@@ -10,7 +10,7 @@ never memory that grows with what the file claims.
 from collections import Counter
 
 from ..engine import transport as T
-from ..limits import kept_by
+from ..spec.limits import kept_by
 
 
 class Bounds:

@@ -16,11 +16,16 @@ kernel's ``reconnects`` successful_cnt and fail_cnt (rtrs_clt_path_up(),
 rtrs_clt_reconnect_work()).
 
 CM state is keyed by (owner address, comm ID): a REQ, REP, REJ or DREQ sent again
-with the same IDs is a retransmission, never a new attempt.  A DREQ from the other
-side of a connection is no retransmission: both sides closing at once (the server
-sends its own DREQs on the remaining cids when cid 0 is closed) is a crossed
-disconnect and both initiators are reported.  A DREQ whose REQ/REP precede the
-capture is attached to the path with the same endpoints.
+with the same IDs is a retransmission, never a new attempt.  A teardown of a path
+is one disconnect, started by the side whose DREQ comes first
+(docs/PROTOCOL.md#one-teardown-one-disconnect).  The other side's DREQs on the same
+path are its answer when that side had already sent a DREP for one of the first
+side's DREQs (it saw the disconnect: rdma_disconnect() answers a received DREQ
+with a DREP, and the server's close_path() work then disconnects its remaining
+cids in cid order, DREQs of its own); they make the disconnect *crossed* only when
+they come before any such DREP (both sides started before seeing the other's).
+A DREQ whose REQ/REP precede the capture is attached to the path with the same
+endpoints.
 
 Path state over time: a path is up from the attempt that succeeded until a DREQ,
 a new attempt, or a heartbeat loss; the down time is an outage when the client
@@ -38,13 +43,13 @@ from collections import OrderedDict
 import numpy as np
 
 from ..capture.ib import P_DST_HI, P_DST_LO, P_SRC_HI, P_SRC_LO, P_START, P_STOP
-from ..constants import (
+from ..spec.constants import (
     HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F,
     RTRS_PROTO_VER_MAJOR, errno_name,
 )
 from ..capture.links import address_text
-from ..plans import plan
-from ..wire import ENUMS, IP_SERVICE_ID_PREFIX, MGMT_CLASS_CM, RDMA_PS_IB
+from ..layout.plans import plan
+from ..layout.wire import ENUMS, IP_SERVICE_ID_PREFIX, MGMT_CLASS_CM, RDMA_PS_IB
 from .model import Attempt, Connection
 
 cm_attribute_ids = ENUMS["cm_attribute_ids"]
@@ -263,7 +268,7 @@ class CmTracker:
 
     def _put(self, table, key, value):
         """``table[key] = value`` in a table of at most the "cm" limit of entries
-        (rtrs_scapy/limits.py): the oldest entry goes, counted."""
+        (rtrs_scapy/spec/limits.py): the oldest entry goes, counted."""
         table[key] = value
         if len(table) > self.an.bounds.size["cm"]:
             table.popitem(last=False)
@@ -305,7 +310,8 @@ class CmTracker:
             path = self._path_by_endpoints(src, dst)
             if path is not None:
                 path.disconnects.append({"frame": frame, "time": ts,
-                                         "initiator": _side(path, src), "crossed": False})
+                                         "initiator": _side(path, src), "crossed": False,
+                                         "answered_by": None, "answer_frame": None})
                 path.disconnects.sort(key=lambda d: d["frame"])
 
     # -- REQ / REP / REJ ----------------------------------------------------
@@ -351,7 +357,7 @@ class CmTracker:
         """The REQ of a path not known yet stays a CM transaction until a reply, a
         reject or a disconnect names it, or the capture ends: a flood of REQs that
         nobody answers costs a bounded table entry each, not a path
-        (rtrs_scapy/limits.py, "cm")."""
+        (rtrs_scapy/spec/limits.py, "cm")."""
         sess = req[4]["sess_uuid"]
         self.rtrs_frames += 1
         waiting = self.requested.get(sess)
@@ -396,7 +402,7 @@ class CmTracker:
         """A new connection from a REQ's conn_req."""
         path = self.an.path_for(fields["sess_uuid"], fields["paths_uuid"], src, dst,
                                 names and _cma_names(names, 0))
-        if path is None:       # the paths are full (rtrs_scapy/limits.py): not tracked
+        if path is None:       # the paths are full (rtrs_scapy/spec/limits.py): not tracked
             return None
         path.port = sid & 0xFFFF
         path.protocol_version = "%d.%d" % (fields["version"] >> 8, fields["version"] & 0xFF)
@@ -583,6 +589,9 @@ class CmTracker:
         local_id, remote_id = _drep(buf, body)
         known = (self._known((src, local_id)) or self._known((dst, remote_id))
                  or self.orphans.get((dst, remote_id)))
+        path = known.path if isinstance(known, Connection) else known
+        if path is not None and path.teardown is not None:
+            path.teardown["drep"].add(_side(path, src))   # it saw the disconnect
         if isinstance(known, Connection):
             self.an.record(frame, ts, src, dst, 1, known, "disconnect", {"cm": "DREP"})
         elif known is not None:
@@ -645,6 +654,7 @@ class CmTracker:
         path.up = True
         path.last_heartbeat = None
         path.last_traffic.clear()
+        path.hb_epoch += 1
         down, path.down = path.down, None
         if down is not None and down["outage"]:
             path.outages.append({
@@ -653,25 +663,35 @@ class CmTracker:
                 "duration_s": round(ts - down["down_time"], 6), "cause": down["cause"]})
 
     def _down(self, path, frame, ts, cause, outage=False):
+        path.hb_epoch += 1      # heartbeat gaps stop here
         if path.up is False:
             return
         path.up = False
         path.down = {"down_frame": frame, "down_time": ts, "cause": cause, "outage": outage}
 
     def _disconnect(self, path, frame, ts, initiator):
-        """A DREQ of ``initiator``: the first of a teardown, or the other side's (crossed)."""
+        """A DREQ of ``initiator``: the first of a teardown starts the path's one
+        disconnect; the other side's first DREQ is its answer when it had already
+        sent a DREP in this teardown, else the disconnect is crossed
+        (docs/PROTOCOL.md#one-teardown-one-disconnect)."""
         self._heartbeats_lost(path, ts)
         self._down(path, frame, ts, initiator + "_disconnect")
         teardown = path.teardown
         if teardown is None:
-            teardown = path.teardown = {}
-        if initiator in teardown:
+            record = {"frame": frame, "time": ts, "initiator": initiator, "crossed": False,
+                      "answered_by": None, "answer_frame": None}
+            path.teardown = {"record": record, "dreq": {initiator}, "drep": set()}
+            path.disconnects.append(record)
             return
-        record = {"frame": frame, "time": ts, "initiator": initiator, "crossed": bool(teardown)}
-        for other in teardown.values():
-            other["crossed"] = True
-        teardown[initiator] = record
-        path.disconnects.append(record)
+        if initiator in teardown["dreq"]:
+            return
+        teardown["dreq"].add(initiator)
+        record = teardown["record"]
+        record["answer_frame"] = frame
+        if initiator in teardown["drep"]:
+            record["answered_by"] = initiator
+        else:
+            record["crossed"] = True
 
     def _heartbeats_lost(self, path, now):
         """Did the kernel's heartbeat timer fire on ``path`` before ``now``?  Only while

@@ -10,13 +10,13 @@ plans' column readers; every offset comes from the layouts in wire.py.
 
 import numpy as np
 
-from ..constants import (
+from ..spec.constants import (
     RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_OP_MASK, RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM,
     RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM, RTRS_MSG_READ, RTRS_MSG_RKEY_RSP, RTRS_MSG_WRITE,
 )
 from ..engine import transport as T
-from ..imm import ERRNO_MASK, IMM_PAYLOAD_MASK, IMM_TYPE_SHIFT, MSG_ID_BITS, MSG_ID_MASK
-from ..plans import plan
+from ..spec.imm import ERRNO_MASK, IMM_PAYLOAD_MASK, IMM_TYPE_SHIFT, MSG_ID_BITS, MSG_ID_MASK
+from ..layout.plans import plan
 
 WRITE_TRAILER = plan("RtrsMsgRdmaWrite")
 READ_TRAILER = plan("RtrsMsgRdmaRead")
@@ -149,7 +149,3 @@ def head_bytes(rows, arena, i):
     off = int(rows[i, T.R_HEAD_OFF])
     return arena[off:off + int(rows[i, T.R_HEAD_LEN])].tobytes()
 
-
-def tail_bytes(rows, arena, i):
-    off = int(rows[i, T.R_TAIL_OFF])
-    return arena[off:off + int(rows[i, T.R_TAIL_LEN])].tobytes()

@@ -8,14 +8,16 @@ rule (qdepth.py) and keeps them here until the rule decides
 
 import numpy as np
 
-from ..constants import errno_name
+from ..spec.constants import errno_name, rnbd_op_name
 from ..engine import transport as T
-from ..imm import IMM_PAYLOAD_MASK
+from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
 from . import iorows, pairing, rnbd
 
 OPS = ("read", "write")
 READ, WRITE = 1, 2
+#: what a re-send repeats of its original (rtrs_clt_get_copy_req(): the user header)
+HEADER = ("op", "rnbd_type", "device_id", "sector", "bi_size", "rnbd_op")
 
 
 def per_id(ids, value):
@@ -25,6 +27,20 @@ def per_id(ids, value):
     values = np.array([value(int(i)) for i in distinct.tolist()], dtype=np.int64)
     return values[inverse.reshape(ids.shape)] if len(distinct) else np.zeros(ids.shape,
                                                                             dtype=np.int64)
+
+
+def acknowledged(state, slot, gen, psn):
+    """Whether the client acknowledged the response packet ``psn`` of stream ``slot``
+    (arrays or ints): 1 yes, 0 not (yet), -1 unknown (a stream without its CM pairing)."""
+    slot, gen, psn = np.asarray(slot), np.asarray(gen), np.asarray(psn)
+    s = state[slot]
+    peer = s[..., T.PEER]
+    at = np.maximum(peer, 0)
+    known = (s[..., T.GEN] == gen) & (peer >= 0) & (state[at, T.GEN] == s[..., T.PEER_GEN])
+    acked = state[at, T.ACK_IN]
+    yes = (acked >= 0) & ((acked - psn) & T.PSN_MASK < T.HALF_PSN)
+    out = np.where(known, yes.astype(np.int64), -1)
+    return int(out) if out.ndim == 0 else out
 
 
 class IoBatch:
@@ -51,6 +67,7 @@ class IoBatch:
         self._rkeys()
         self.waiting = set()
         self.settled = set()
+        self.not_delivered = []     # response records whose answer never arrived
 
     def _user_headers(self, arena):
         """RNBD header bytes that are needed after the arena is reused: all of them
@@ -203,6 +220,9 @@ class IoBatch:
         spath = self.rsp_path[rsp]
         msg_id = self.rsps["msg_id"][rsp]
         result = pairing.pair(table, an.session_of(spath), msg_id, rows[:, T.R_LAST_FRAME])
+        delivered = self._undelivered(table, result, rows, len(table["key"]) - len(new["key"]),
+                                      self.rsp_record[rsp] if self.rsp_record is not None
+                                      else None)
         for j in np.flatnonzero(result.reused).tolist():
             old = int(np.flatnonzero(result.replaced_by == j)[0])
             an.anomaly(int(table["frame"][j]), "buf_id_reused",
@@ -212,6 +232,8 @@ class IoBatch:
             path = paths[table["path"][j]]
             path.failovers += 1
             path.failover_delays.append((table["stamp"][j] - result.first_stamp[j]) / 1e9)
+            old = int(np.flatnonzero(result.replaced_by == j)[0])
+            self._failover(table, j, old, result, "no_response")
         answered = result.response_request >= 0
         req_of = result.response_request[answered]
         latency = rows[answered, T.R_LAST_TS] - result.first_stamp[req_of]
@@ -238,23 +260,154 @@ class IoBatch:
                     rows[k], int(errno[k]), bool(self.rsps["with_invalidate"][rsp][k])))
         if an.records is not None:
             self._records(rsp, rows, msg_id, errno, result, table, answered, latency)
-        self._io_rows(table, result, rows, answered, req_of, latency, errno)
+            for index in self.not_delivered:
+                an.records.list[index]["fields"]["not_delivered"] = True
+        self._waits(table, result, rows, answered, req_of)
+        self._io_rows(table, result, rows, answered, req_of, latency, errno, delivered)
         an.carry = pairing.take(table, result.pending)
         an.carry["first_frame"] = result.first_frame[result.pending]
         an.carry["first_stamp"] = result.first_stamp[result.pending]
         an.bound_pending()
 
-    def _io_rows(self, table, result, rows, answered, req_of, latency, errno):
+    def _io_rows(self, table, result, rows, answered, req_of, latency, errno, delivered):
         """IO rows of the requests whose fate this batch decided."""
         done = iorows.from_requests(table, req_of, iorows.ANSWERED)
         done.update(response_frame=rows[answered, T.R_LAST_FRAME],
                     response_ns=rows[answered, T.R_LAST_TS], latency_ns=latency,
-                    errno=errno[answered])
+                    errno=errno[answered], delivered=delivered[answered])
         done["failover_from"] = np.where(result.first_frame[req_of] != table["frame"][req_of],
                                          result.first_frame[req_of], -1)
+        if self.an.failover_of:
+            frames = table["frame"][req_of].tolist()
+            done["failover_of"] = np.array([self.an.failover_of.get(f, -1) for f in frames],
+                                           dtype=np.int64)
+            done["failed_over"] = np.array([f in self.an.failed_over for f in frames],
+                                           dtype=np.int64)
         replaced = np.flatnonzero(result.replaced_by >= 0)
-        self.an.io_rows(iorows.concat([done, iorows.from_requests(table, replaced,
-                                                                  iorows.REPLACED)]))
+        gone = iorows.from_requests(table, replaced, iorows.REPLACED)
+        gone["failed_over"] = result.failover[result.replaced_by[replaced]].astype(np.int64)
+        # an answer not acknowledged waits for its fate: re-sent (failed over) or not
+        held = (done["delivered"] == 0) & (done["failed_over"] == 0)
+        at = np.flatnonzero(answered)
+        for k in np.flatnonzero(held).tolist():
+            x = int(at[k])
+            self.an.held_rows[int(done["frame"][k])] = (
+                {c: v[k:k + 1] for c, v in done.items()},
+                (int(rows[x, T.R_SLOT]), int(rows[x, T.R_GEN]), int(rows[x, T.R_PSN])))
+        done = {c: v[~held] for c, v in done.items()}
+        self.an.io_rows(iorows.concat([done, gone]))
+
+    # -- failovers (docs/PROTOCOL.md#failover-from-the-wire) -------------------------
+
+    def _acknowledged(self, slot, gen, psn):
+        """Whether the client acknowledged the response packet ``psn`` of stream
+        ``slot``: 1 yes, 0 not (yet), -1 unknown (a stream without its CM pairing)."""
+        return acknowledged(self.an.engine.streams.state, slot, gen, psn)
+
+    def _undelivered(self, table, result, rows, first_new, rsp_record):
+        """Answered requests whose response the client never acknowledged, and the
+        requests of another path of the session that re-send them (same buf_id and
+        RNBD header): failovers of an answer that was not delivered.  Returns per
+        response 1 delivered, 0 not acknowledged, -1 unknown."""
+        an = self.an
+        waiting = an.undelivered
+        for key, entry in list(waiting.items()):   # acknowledged since: delivered late
+            if self._acknowledged(*entry["response"]) == 1:
+                del waiting[key]
+        an.release_acknowledged()
+        n_rsp = len(result.response_request)
+        delivered = np.full(n_rsp, -1, dtype=np.int64)
+        ans = np.flatnonzero(result.response_request >= 0)
+        if len(ans):
+            delivered[ans] = acknowledged(an.engine.streams.state, rows[ans, T.R_SLOT],
+                                          rows[ans, T.R_GEN], rows[ans, T.R_PSN])
+        unacked = np.flatnonzero(delivered == 0)
+        sess = table["sess"]
+        # only the requests that may re-send one of them: their (session, buf_id)
+        combined = (sess << 32) | table["key"]
+        keys = [(s << 32) | k for s, k in waiting]
+        keys += combined[result.response_request[unacked]].tolist()
+        if not keys:
+            return delivered
+        new = np.arange(first_new, len(table["key"]))
+        new = new[np.isin(combined[new], keys)]
+        events = [(int(rows[k, T.R_LAST_FRAME]), 0, k) for k in unacked.tolist()]
+        events += [(int(table["frame"][j]), 1, j) for j in new.tolist()]
+        for frame, is_request, x in sorted(events):
+            if not is_request:
+                j = int(result.response_request[x])
+                waiting[(int(sess[j]), int(table["key"][j]))] = {
+                    "request": {c: int(table[c][j]) for c in pairing.REQUEST_COLUMNS},
+                    "first_frame": int(result.first_frame[j]),
+                    "first_stamp": int(result.first_stamp[j]),
+                    "response_frame": frame,
+                    "response_record": int(rsp_record[x]) if rsp_record is not None else -1,
+                    "response": (int(rows[x, T.R_SLOT]), int(rows[x, T.R_GEN]),
+                                 int(rows[x, T.R_PSN]))}
+                continue
+            entry = waiting.pop((int(sess[x]), int(table["key"][x])), None)
+            if entry is None:
+                continue
+            old = entry["request"]
+            if old["path"] == table["path"][x] or any(
+                    old[c] != table[c][x] for c in HEADER):
+                continue      # the permit was taken again: the client had completed it
+            result.first_frame[x] = entry["first_frame"]
+            result.first_stamp[x] = entry["first_stamp"]
+            path = an.path_list[int(table["path"][x])]
+            path.failovers += 1
+            path.failover_delays.append((table["stamp"][x] - old["stamp"]) / 1e9)
+            self._failover(table, x, old, result, "response_not_delivered",
+                           entry["response_frame"], entry["response_record"])
+        return delivered
+
+    def _failover(self, table, j, old, result, kind, response_frame=None,
+                  response_record=None):
+        """The record of one failover, on the path that took the request over."""
+        an = self.an
+        if isinstance(old, int):
+            old = {c: int(table[c][old]) for c in pairing.REQUEST_COLUMNS}
+        path = an.path_list[int(table["path"][j])]
+        frame = int(table["frame"][j])
+        record = {"frame": frame, "time": int(table["stamp"][j]) / 1e9, "kind": kind,
+                  "buf_id": int(table["key"][j]), "original_frame": old["frame"],
+                  "original_path": an.path_list[old["path"]].client,
+                  "response_frame": response_frame,
+                  "delay_us": round((int(table["stamp"][j]) - old["stamp"]) / 1e3, 1),
+                  "wait_us": None, "op": "read" if old["op"] == READ else "write"}
+        if old["rnbd_type"] >= 0 and rnbd.kind_name(old["rnbd_type"]) == "io":
+            record.update(device_id=old["device_id"], sector=old["sector"],
+                          bi_size=old["bi_size"], rnbd_op=rnbd_op_name(old["rnbd_op"]))
+        if kind == "response_not_delivered" and old["op"] == WRITE:
+            record["executed_twice"] = True     # the server answered the first: it ran
+        path.failover_list.append(record)
+        an.failover_of[frame] = old["frame"]
+        an.failed_over.add(old["frame"])
+        an.failover_first_stamp[frame] = int(result.first_stamp[j])
+        an.release(old["frame"], failed_over=1)
+        records = an.records
+        if records is not None:
+            if table["record"][j] >= 0:
+                records.list[int(table["record"][j])]["fields"]["failover_from"] = \
+                    int(result.first_frame[j])
+            if old["record"] >= 0:
+                records.list[old["record"]]["fields"]["failed_over_to"] = frame
+            if response_record is not None and response_record >= 0:
+                self.not_delivered.append(response_record)   # after _records() filled it
+
+    def _waits(self, table, result, rows, answered, req_of):
+        """The time a failed-over IO waited in all: its original's first send to the
+        copy's response."""
+        an = self.an
+        if not an.failover_first_stamp:
+            return
+        for k, j in zip(np.flatnonzero(answered).tolist(), req_of.tolist()):
+            first = an.failover_first_stamp.pop(int(table["frame"][j]), None)
+            if first is not None:
+                for record in an.path_list[int(table["path"][j])].failover_list:
+                    if record["frame"] == int(table["frame"][j]):
+                        record["wait_us"] = round((int(rows[k, T.R_LAST_TS]) - first) / 1e3, 1)
+                        record["response_frame_of_copy"] = int(rows[k, T.R_LAST_FRAME])
 
     def _unpaired_error(self, row, errno, with_invalidate):
         """A failed response whose request is not in the capture: a read when the
@@ -280,7 +433,7 @@ class IoBatch:
             error["rnbd"] = rnbd.kind_name(kind)
             if error["rnbd"] == "io":
                 error.update(device_id=int(table["device_id"][request]),
-                             rnbd_op=rnbd.op_name(int(table["rnbd_op"][request])),
+                             rnbd_op=rnbd_op_name(int(table["rnbd_op"][request])),
                              sector=int(table["sector"][request]),
                              bi_size=int(table["bi_size"][request]))
         self.an.listed(path.errors, error)

@@ -32,6 +32,9 @@ COLUMNS = (
     ("latency_ns", "response time minus the first send (-1: none)"),
     ("errno", "the response's errno, negative (0: success or no response)"),
     ("failover_from", "frame of the first send of a request failed over (-1: none)"),
+    ("failover_of", "frame of the request this one re-sends after a failover (-1: none)"),
+    ("failed_over", "1: this request was re-sent on another path (its IO counts there)"),
+    ("delivered", "1 the client acknowledged the response, 0 never, -1 unknown or none"),
 )
 NAMES = tuple(name for name, _ in COLUMNS)
 ANSWERED, REPLACED, ABORTED, IN_FLIGHT = range(4)
@@ -52,7 +55,8 @@ def from_requests(table, index, outcome):
         "sector": table["sector"][index], "bi_size": table["bi_size"][index],
         "outcome": np.full(n, outcome, dtype=np.int64), "response_frame": none,
         "response_ns": none, "latency_ns": none, "errno": np.zeros(n, dtype=np.int64),
-        "failover_from": none,
+        "failover_from": none, "failover_of": none,
+        "failed_over": np.zeros(n, dtype=np.int64), "delivered": none,
     }
 
 

@@ -116,7 +116,7 @@ def _merge(an, inferred, path):
                  "responses_without_request", "rtrs_packets"):
         setattr(path, name, getattr(path, name) + getattr(inferred, name))
     path.failover_delays = inferred.failover_delays + path.failover_delays
-    for name in ("errors", "disconnects", "outages", "heartbeats_lost", "events"):
+    for name in ("errors", "disconnects", "outages", "heartbeats_lost", "stalls", "events"):
         setattr(path, name, getattr(inferred, name) + getattr(path, name))
     path.devices = {**inferred.devices, **path.devices}
     if path.always_invalidate is None:

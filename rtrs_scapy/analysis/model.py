@@ -93,6 +93,8 @@ class Path:
     attempts: List[Attempt] = field(default_factory=list)
     failovers: int = 0                  # requests failed over TO this path (failover_cnt)
     failover_delays: array = field(default_factory=lambda: array("d"))  # first send -> re-send
+    failover_list: List[dict] = field(default_factory=list)   # the failovers it took over
+    failovers_unseen: int = 0           # of them: originals not on the wire (failover.py)
     aborted: int = 0                    # requests never answered because the path went down
     rejects: List[dict] = field(default_factory=list)
     errors: List[dict] = field(default_factory=list)
@@ -101,14 +103,17 @@ class Path:
     # path state over time (cm_tracker): None = no handshake seen (a path known from IO)
     up: Optional[bool] = None
     down: Optional[dict] = None         # since when the path is down, until it is up again
-    teardown: Optional[Dict[str, dict]] = None  # the disconnect in progress, per initiator
+    teardown: Optional[dict] = None  # the disconnect in progress: record, DREQ and DREP senders
     outages: List[dict] = field(default_factory=list)
     heartbeats_lost: List[dict] = field(default_factory=list)
+    stalls: List[dict] = field(default_factory=list)   # per direction: first unacknowledged
     last_heartbeat: Optional[Tuple[int, float]] = None   # (frame, time)
     last_traffic: Dict[bool, float] = field(default_factory=dict)  # client_to_server -> time
     first_traffic: Optional[int] = None   # frame of the first RC packet of its streams
     events: List[dict] = field(default_factory=list)    # timeline entries of the IO engine
     heartbeat_seen: Dict[str, tuple] = field(default_factory=dict)  # side -> (frame, time)
+    heartbeat_epoch: Dict[str, int] = field(default_factory=dict)  # side -> hb_epoch then
+    hb_epoch: int = 0     # raised at every down and up: no heartbeat gap spans one
     last_recon_cnt: Optional[int] = None
     devices: Dict[int, str] = field(default_factory=dict)        # RNBD device_id -> name
     mem_bits: Optional[int] = None

@@ -38,7 +38,7 @@ from .analyzer import Analyzer
 EDGE = (T.K_HI, T.K_LO, T.K_QPN, T.SRC_HI, T.SRC_LO, T.NEXT_PSN, T.FIRST_PSN, T.FIRST_FRAME,
         T.LAST_FRAME, T.SEEN, T.DUPS, T.ACKS, T.NAKS, T.RNRS, T.CNPS, T.ACTIVE, T.M_SEND,
         T.M_FIRST_FRAME, T.M_FIRST_TS, T.M_LEN, T.M_PKTS, T.M_VA, T.M_RKEY, T.M_DMALEN,
-        T.M_PARTIAL, T.LAST_TS)
+        T.M_PARTIAL, T.LAST_TS, T.ACK_IN)
 
 
 @dataclass
@@ -138,6 +138,8 @@ class _Streams:
             row = np.zeros((1, T.S_COLUMNS), dtype=np.int64)
             row[0, [T.K_HI, T.K_LO, T.K_QPN]] = key
             row[0, T.CONN] = row[0, T.FRESH_FRAME] = -1
+            row[0, [T.ACK_IN, T.PEER, T.ACKED_PSN, T.ACKED_FRAME, T.UNACKED_PSN,
+                    T.UNACKED_FRAME]] = -1
             row[0, T.USED] = 1
             self.state = np.vstack((self.state, row))
         return slot
@@ -156,6 +158,13 @@ class _Binder:
         state[T.FRESH_FRAME] = -1
         return slot
 
+    def pair_streams(self, a, b):
+        """The two directions of one connection (the ACKs of one acknowledge the other's
+        packets; each part's last acknowledged PSN arrives with its edges)."""
+        state = self.streams.state
+        state[a, T.PEER], state[a, T.PEER_GEN] = b, state[b, T.GEN]
+        state[b, T.PEER], state[b, T.PEER_GEN] = a, state[a, T.GEN]
+
     def touched(self):
         streams = self.streams
         slots = np.array(sorted(streams.touched_ids), dtype=np.int64)
@@ -168,7 +177,7 @@ def reduce_parts(parts, keep_messages=True, queue_depth=None, io_sink=None):
     (which it runs instead when a boundary cannot be stitched, see above)."""
     from . import Analysis, analyze
     parts = sorted(parts, key=lambda p: (p.first_stamp is None, p.first_stamp or 0))
-    if not _stitchable(parts):
+    if not _stitchable(parts) or _retransmitted(parts):
         return analyze([p.path for p in parts], keep_messages=keep_messages,
                        queue_depth=queue_depth, io_sink=io_sink)
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth, io_sink=io_sink)
@@ -179,6 +188,14 @@ def reduce_parts(parts, keep_messages=True, queue_depth=None, io_sink=None):
         reducer.add(part)
     analyzer.close()
     return Analysis(analyzer, _Capture(parts, reducer))
+
+
+def _retransmitted(parts):
+    """Whether a stream retransmitted: a stall (docs/PROTOCOL.md#stalls) needs the ACKs
+    seen in capture order by one engine, so such a capture is read in one pass."""
+    column = EDGE.index(T.DUPS)
+    return any(part.streams is not None and len(part.streams)
+               and bool((part.streams[:, column] > 0).any()) for part in parts)
 
 
 def _stitchable(parts):
@@ -319,6 +336,8 @@ class _Reducer:
                 before = None
             for name in (T.SEEN, T.DUPS, T.ACKS, T.NAKS, T.RNRS, T.CNPS):
                 state[name] += edge[column(name)]
+            if edge[column(T.ACK_IN)] >= 0:
+                state[T.ACK_IN] = edge[column(T.ACK_IN)]
             if first_psn >= 0:
                 state[T.NEXT_PSN] = edge[column(T.NEXT_PSN)]
             if state[T.SRC_HI] == 0 and state[T.SRC_LO] == 0:

@@ -32,8 +32,8 @@ every narrowing offset and pairs at least as many responses as any other
 candidate that was not dropped.
 """
 
-from ..constants import DEFAULT_QUEUE_DEPTH, MAX_SESS_QUEUE_DEPTH
-from ..imm import IMM_TYPE_SHIFT, mem_bits
+from ..spec.constants import DEFAULT_QUEUE_DEPTH, MAX_SESS_QUEUE_DEPTH
+from ..spec.imm import IMM_TYPE_SHIFT, mem_bits
 
 MIN_MEM_BITS = mem_bits(MAX_SESS_QUEUE_DEPTH)   # 12: queue depth 65535
 MAX_MEM_BITS = mem_bits(1)                      # 28: queue depth 1

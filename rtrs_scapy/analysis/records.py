@@ -10,7 +10,7 @@ hosts apart).
 import numpy as np
 
 from ..engine import transport as T
-from ..plans import plan
+from ..layout.plans import plan
 from . import decode as D
 from . import rnbd
 

@@ -4,11 +4,11 @@ For the rare ones: session info, open, close and their replies, and the RNBD
 header of a message record.  IO headers in bulk are read in decode.py.
 """
 
-from ..constants import (
+from ..spec.constants import (
     RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_MSG_OPEN, RNBD_MSG_OPEN_RSP, RNBD_MSG_SESS_INFO,
-    RNBD_MSG_SESS_INFO_RSP, rnbd_io_op, rnbd_msg_type, rnbd_rw_str, short_name,
+    RNBD_MSG_SESS_INFO_RSP, rnbd_msg_type, rnbd_rw_str, short_name,
 )
-from ..plans import plan
+from ..layout.plans import plan
 
 LAYOUTS = {
     RNBD_MSG_SESS_INFO: "RnbdMsgSessInfo", RNBD_MSG_SESS_INFO_RSP: "RnbdMsgSessInfoRsp",
@@ -59,7 +59,3 @@ def reply(data, length):
         return decode(data[:length])
     return None
 
-
-def op_name(code):
-    """'read', 'write', 'flush', … of an RNBD IO operation."""
-    return short_name(rnbd_io_op, code, "RNBD_OP_").lower()

@@ -15,11 +15,11 @@ from collections import Counter
 
 import numpy as np
 
-from ..constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, rnbd_access_mode, short_name
+from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
+    rnbd_access_mode, rnbd_op_name, short_name
 from . import iorows, rnbd
 from .summary import latency_stats
 
-SECTOR = 512            # RNBD counts 512-byte sectors whatever the block size
 CONTROL = ("sess_info", "open", "close")
 
 
@@ -37,7 +37,10 @@ class RnbdView:
         return view
 
     def rows(self, batch, paths):
-        """A batch of IO rows (iorows.py) of the analyzer's ``paths``."""
+        """A batch of IO rows (iorows.py) of the analyzer's ``paths``.  A request that
+        was failed over is the same block IO as its copy: only the copy counts."""
+        if batch["failed_over"].any():
+            batch = {k: v[batch["failed_over"] == 0] for k, v in batch.items()}
         order = np.argsort(batch["frame"], kind="stable")
         path_ids = batch["path"][order]
         for pid in np.unique(path_ids).tolist():
@@ -120,7 +123,7 @@ class _Device:
 
     def add(self, rows, mask):
         for code in np.unique(rows["rnbd_op"][mask]).tolist():
-            name = rnbd.op_name(code)
+            name = rnbd_op_name(code)
             self.ops.setdefault(name, _Ops(self.keep_latencies)).add(
                 rows, mask & (rows["rnbd_op"] == code))
 
@@ -179,7 +182,7 @@ class _SessionView:
     def add(self, rows):
         io = rows["rnbd_type"] == RNBD_MSG_IO
         for code in np.unique(rows["rnbd_op"][io]).tolist():
-            self.ops.setdefault(rnbd.op_name(code), _Ops(self.keep_latencies)).add(
+            self.ops.setdefault(rnbd_op_name(code), _Ops(self.keep_latencies)).add(
                 rows, io & (rows["rnbd_op"] == code))
         for device_id in np.unique(rows["device_id"][io]).tolist():
             self.device(device_id).add(rows, io & (rows["device_id"] == device_id))

@@ -59,6 +59,8 @@ def path_summary(path):
         "connect_attempts": [_attempt(a) for a in path.attempts],
         "failovers": path.failovers,
         "failover_delay_us": latency_stats(path.failover_delays),
+        "failovers_unseen": path.failovers_unseen,
+        "failover_list": [dict(f) for f in path.failover_list],
         "aborted_requests": path.aborted,
         "partial_requests": path.partial_requests,
         "responses_without_request": path.responses_without_request,
@@ -68,6 +70,7 @@ def path_summary(path):
         "errors": list(path.errors),
         "disconnects": list(path.disconnects),
         "outages": _outages(path),
+        "stalls": [dict(s) for s in path.stalls],
         "heartbeat": _heartbeat(path),
         "events": _events(path),
         "transport": dict(path.transport),
@@ -83,13 +86,28 @@ def _attempt(attempt):
 
 
 def _outages(path):
-    """Closed outages, then the one still running at the end of the capture."""
-    outages = list(path.outages)
+    """Closed outages, then the one still running at the end of the capture.  An outage
+    starts at the link's stall when one precedes the kernel's verdict (the heartbeat
+    timeout, a disconnect): the verdict is kept as ``verdict_frame``/``verdict_time``
+    (docs/PROTOCOL.md#stalls)."""
+    outages = [dict(o) for o in path.outages]
     down = path.down
     if down is not None and down["outage"]:
         outages.append({"down_frame": down["down_frame"], "down_time": down["down_time"],
                         "up_frame": None, "up_time": None, "duration_s": None,
                         "cause": down["cause"]})
+    since = None
+    for outage in outages:
+        outage["verdict_frame"], outage["verdict_time"] = (outage["down_frame"],
+                                                           outage["down_time"])
+        stall = next((s for s in path.stalls if s["time"] <= outage["down_time"]
+                      and (since is None or s["time"] > since)), None)
+        if stall is not None:
+            outage["down_frame"], outage["down_time"] = stall["frame"], stall["time"]
+            outage["stall_sender"] = stall["sender"]
+            if outage["up_time"] is not None:
+                outage["duration_s"] = round(outage["up_time"] - stall["time"], 6)
+        since = outage["up_time"]
     return outages
 
 
@@ -126,6 +144,8 @@ def _events(path):
         events.append({"time": outage["down_time"], "frame": outage["down_frame"],
                        "kind": "outage", "cause": outage["cause"],
                        "duration_s": outage["duration_s"], "up_frame": outage["up_frame"]})
+    for stall in path.stalls:
+        events.append(dict(stall, kind="stall"))
     for lost in path.heartbeats_lost:
         events.append(dict(lost, kind="heartbeat_lost"))
     events.sort(key=lambda e: (e["time"], e["frame"] if e["frame"] is not None else 0))

@@ -12,7 +12,9 @@ only for the few it keeps.  Every offset comes from the layers' layouts
 import numpy as np
 from numba import njit
 
-from .. import wire
+from .jit import compiled
+
+from ..layout import wire
 from .links import GEOMETRY, KIND_NAMES, _locate_one, address_bytes
 
 # opcode classes and positions in a message
@@ -82,7 +84,7 @@ FIELDS = np.array([
  F_BTH_SIZE, F_ICRC) = range(12)
 
 
-@njit(inline="always")
+@njit
 def _be(buf, p, n):
     v = np.int64(0)
     for k in range(n):
@@ -90,7 +92,7 @@ def _be(buf, p, n):
     return v
 
 
-@njit(inline="always")
+@njit
 def decode_one(buf, start, caplen, link, g, optable, fields, out, i):
     """Row ``i`` of the packet columns: where the IB packet is, and its headers."""
     _locate_one(buf, start, start + caplen, link, g, out, i)
@@ -134,7 +136,7 @@ def decode_one(buf, start, caplen, link, g, optable, fields, out, i):
         out[i, P_SYNDROME] = np.int64(buf[hdr + at + fields[F_SYNDROME]])
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def decode(buf, offs, caplens, links, geometry, optable, fields):
     """Packet columns of records already walked: one row per record, P_* columns."""
     n = offs.shape[0]

@@ -22,10 +22,10 @@ import os
 from dataclasses import replace
 
 import numpy as np
-from numba import njit
 
 from .files import CHUNK_RECORDS, Capture, CaptureError, open_capture
 from .ib import P_BTH, P_END, P_KIND
+from .jit import compiled
 
 #: two copies of a frame on different hosts are at most this far apart (seconds),
 #: once their clocks are aligned
@@ -259,7 +259,7 @@ def _prints(chunk, start=0, stop=None):
                          chunk.packets[start:stop])
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def _fingerprints(buf, offs, caplens, packets):
     """FNV-1a of each frame's IB packet from the BTH on (the part both hosts see
     alike), or of the whole frame when it is no IB packet."""

@@ -21,7 +21,7 @@ import socket
 import numpy as np
 from numba import njit
 
-from .. import wire
+from ..layout import wire
 
 NONE, ROCEV2, ROCEV1, IB = 0, 1, 2, 3
 KIND_NAMES = {ROCEV2: "rocev2", ROCEV1: "rocev1", IB: "ib"}
@@ -74,7 +74,7 @@ GEOMETRY = np.array(_GEO, dtype=np.int64)
 G_IPVER, G_PAYLEN, G_NEXTHDR, G_SGID, G_DGID, G_LNH, G_PKTLEN, G_DLID, G_SLID = range(6, 42, 4)
 
 
-@njit(inline="always")
+@njit
 def _uint(buf, p, geo, at):
     """The field described at geo[at:at+4] of the header at p (big-endian)."""
     v = np.int64(0)
@@ -83,12 +83,12 @@ def _uint(buf, p, geo, at):
     return (v >> geo[at + 2]) & ((np.int64(1) << geo[at + 3]) - 1)
 
 
-@njit(inline="always")
+@njit
 def _be16(buf, p):
     return (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
 
 
-@njit(inline="always")
+@njit
 def _be64(buf, p):
     v = np.uint64(0)
     for i in range(8):
@@ -96,12 +96,12 @@ def _be64(buf, p):
     return v
 
 
-@njit(inline="always")
+@njit
 def _v4(buf, p):
     return V4_MAPPED | np.uint64(_be16(buf, p) << 16 | _be16(buf, p + 2))
 
 
-@njit(inline="always")
+@njit
 def _grh(buf, p, end, g):
     """(end of the IB packet, or -1) of a GRH at p that carries a BTH."""
     grh_size = g[G_GRH]
@@ -114,7 +114,7 @@ def _grh(buf, p, end, g):
     return p + grh_size + paylen
 
 
-@njit(inline="always")
+@njit
 def _lrh(buf, p, end, g, out, i):
     """Native IB: LRH (and GRH) at p."""
     lrh_size, grh_size, min_packet = g[G_LRH], g[G_GRH], g[G_BTH] + g[G_ICRC]
@@ -140,7 +140,7 @@ def _lrh(buf, p, end, g, out, i):
     out[i, 7] = _uint(buf, p, g, G_DLID)
 
 
-@njit(inline="always")
+@njit
 def _ethertype(buf, p, end, et, g, out, i):
     min_packet = g[G_BTH] + g[G_ICRC]
     if et == ETH_P_IP:
@@ -206,7 +206,7 @@ def _ethertype(buf, p, end, et, g, out, i):
     out[i, 7] = np.int64(dst_lo)
 
 
-@njit(inline="always")
+@njit
 def _locate_one(buf, start, end, link, g, out, i):
     if link == 197:                             # ERF: Ethernet or InfiniBand records
         kind = _erf_type(buf, start, end)
@@ -246,7 +246,7 @@ def _locate_one(buf, start, end, link, g, out, i):
         _lrh(buf, start, end, g, out, i)
 
 
-@njit(inline="always")
+@njit
 def _erf_type(buf, start, end):
     """ERF record type, -1 when the header or its extension headers are cut."""
     if end - start < 16 or _erf_payload(buf, start, end) < 0:
@@ -254,7 +254,7 @@ def _erf_type(buf, start, end):
     return np.int64(buf[start + 8]) & 0x7F
 
 
-@njit(inline="always")
+@njit
 def _erf_payload(buf, start, end):
     """After the 16-byte ERF header and its extension headers (-1: cut)."""
     if end - start < 16:

@@ -18,6 +18,8 @@ into a refill or a problem (see files.py).
 import numpy as np
 from numba import njit
 
+from .jit import compiled
+
 from .ib import decode_one
 
 # why a walk stopped
@@ -39,13 +41,13 @@ NS = 1_000_000_000
 AHEAD = 2048       # bytes ahead of the walk that are loaded early
 
 
-@njit(inline="always")
+@njit
 def _ahead(buf, p, end):
     """A load the CPU issues early (its value is kept, so it is not optimised away)."""
     return np.int64(buf[min(p + AHEAD, end - 1)])
 
 
-@njit(inline="always")
+@njit
 def u32(buf, p, big):
     if big:
         return ((np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16)
@@ -54,14 +56,14 @@ def u32(buf, p, big):
             | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 3]) << 24))
 
 
-@njit(inline="always")
+@njit
 def u16(buf, p, big):
     if big:
         return (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
     return np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8)
 
 
-@njit(inline="always")
+@njit
 def _pcap_header(buf, p):
     """A pcap global header at ``p`` (8 bytes there): a magic, then version 2.4,
     in either byte order.  A record header looks like it only when stamped at one
@@ -74,7 +76,7 @@ def _pcap_header(buf, p):
     return False
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, stamps, links,
               packets, geometry, optable, fields):
     """pcap records from ``pos`` (a chunk ends past ``stop``): returns (count, position,
@@ -105,7 +107,7 @@ def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, stamps
     return n, pos, FULL, 0, touched
 
 
-@njit(inline="always")
+@njit
 def _stamp(units, mode, exp, offset_ns):
     """Interface timestamp units -> ns: resolution 10**-exp (mode 10) or 2**-exp."""
     if mode == 10:
@@ -120,7 +122,7 @@ def _stamp(units, mode, exp, offset_ns):
     return ns + offset_ns
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, if_snap, n_if,
                 last_stamp, offs, caplens, stamps, links, packets, geometry, optable, fields):
     """pcapng packet blocks from ``pos`` (a chunk ends past ``stop``); returns (count,

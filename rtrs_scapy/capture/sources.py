@@ -122,22 +122,21 @@ class GzipSource(StreamSource):
         self._d = None          # current member's decompressor
         self._pending = b""     # compressed bytes not yet given to zlib
         self._dead = False
-        self._consumed = 0
+        self._consumed = 0      # compressed bytes read: a pipe has no tell()
 
     def position(self, rel):
-        if not self.f.closed:
-            self._consumed = self.f.tell()
         return self._consumed
 
-    def close(self):
-        self.position(0)
-        self.f.close()
+    def _take(self):
+        data = self.f.read(GZ_IN_CHUNK)
+        self._consumed += len(data)
+        return data
 
     def _input(self):
         if self._pending:
             inp, self._pending = self._pending, b""
             return inp
-        return self.f.read(GZ_IN_CHUNK)
+        return self._take()
 
     def _read(self, n):
         n = max(1, min(n, CHUNK))
@@ -157,7 +156,7 @@ class GzipSource(StreamSource):
             if d is None:
                 # between members: a new member, zero padding, or garbage
                 if len(inp) < 2:
-                    more = self.f.read(GZ_IN_CHUNK)
+                    more = self._take()
                     if more:
                         self._pending = inp + more
                         continue

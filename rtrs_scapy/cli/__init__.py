@@ -5,14 +5,16 @@
 messages to stderr.  Exit codes: 0 = read and summarised (even when the capture
 shows errors or is truncated), 1 = nothing readable, 2 = usage.
 
-Each command lives in its own module of this package (or beside its subsystem)
+Each command lives in its own module of this package
 and is registered here by name; its module is imported when it runs, so that
 ``rtrs-dissect FILE`` starts without what the other commands need (Scapy).
 """
 
 import atexit
+import difflib
 import gc
 import importlib
+import os
 
 import click
 
@@ -26,14 +28,15 @@ COMMANDS = {
     "messages": ".messages:messages",
     "show": ".messages:show",
     "shell": ".shell:shell",
-    "craft": "..craft.commands:craft",
-    "wireshark": "..wireshark.commands:wireshark",
+    "craft": ".craft:craft",
+    "wireshark": ".wireshark:wireshark",
     "docs": ".docs:docs",
     "report": ".report:report",
     "plot": ".plot:plot",
     "watch": ".watch:watch",
     "export": ".export:export",
     "sql": ".sql:sql",
+    "compile": ".compile:compile_engine",
 }
 
 
@@ -54,6 +57,7 @@ class DefaultToSummary(click.Group):
 
     def parse_args(self, ctx, args):
         if args and args[0] not in COMMANDS and args[0] not in GROUP_OPTIONS:
+            _no_misspelt_command(ctx, args[0])
             args = ["summary"] + list(args)
         return super().parse_args(ctx, args)
 
@@ -68,6 +72,17 @@ class DefaultToSummary(click.Group):
     def format_usage(self, ctx, formatter):
         formatter.write_usage(ctx.command_path, "[--format json] [-q] [--queue-depth N] FILE")
         formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="       ")
+
+
+def _no_misspelt_command(ctx, word):
+    """``rtrs-dissect sumary x.pcap``: a word that is no file but nearly a command name
+    is a usage error that names the command, not a missing capture."""
+    if word.startswith("-") or os.path.exists(word):
+        return
+    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.75)
+    if close:
+        raise click.UsageError("no such command or file: %s (did you mean %s?)"
+                               % (word, close[0]), ctx)
 
 
 @click.group(cls=DefaultToSummary, context_settings={"help_option_names": ["-h", "--help"]})

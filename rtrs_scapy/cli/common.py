@@ -1,10 +1,61 @@
 """What the capture-reading commands share: options and the analysis run."""
 
+import contextlib
+import os
 import sys
 
 import click
 
+from .compile import ensure_compiled
+
 EXIT_UNREADABLE = 1  # documented: nothing readable (missing, empty, not a capture, …)
+
+
+
+class OutputPath(click.Path):
+    """A file (or, with ``folder``, a folder) that a command writes: a name that looks
+    like an option is refused (``-o --help`` once wrote a file named --help), and so is
+    a place that cannot be written, before the capture is read (exit 2, one line)."""
+
+    def __init__(self, folder=False, allow_dash=False):
+        super().__init__(file_okay=not folder, dir_okay=folder, allow_dash=allow_dash)
+        self.folder = folder
+
+    def convert(self, value, param, ctx):
+        text = os.fsdecode(value)
+        if text.startswith("-") and not (self.allow_dash and text == "-"):
+            self.fail("%r looks like an option, not a file name (./%s if it is one)"
+                      % (text, text), param, ctx)
+        value = super().convert(value, param, ctx)
+        if text != "-":
+            problem = _unwritable(os.path.abspath(text), self.folder)
+            if problem:
+                self.fail("cannot write %s: %s" % (text, problem), param, ctx)
+        return value
+
+
+def _unwritable(path, folder):
+    """Why ``path`` cannot be written, or None.  A folder output is created with its
+    parents, so its nearest existing ancestor must be writable; a file's folder must exist."""
+    if os.path.exists(path):
+        return None if os.access(path, os.W_OK) else "permission denied"
+    parent = os.path.dirname(path)
+    if folder:
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return "no such folder %s" % parent
+    return None if os.access(parent, os.W_OK | os.X_OK) else "permission denied in %s" % parent
+
+
+@contextlib.contextmanager
+def writing(path):
+    """Where the place looked writable but the write fails all the same: one line, exit 1."""
+    try:
+        yield
+    except OSError as exc:
+        raise click.ClickException("cannot write %s: %s" % (path, exc.strerror or exc)) from None
+
 
 capture_argument = click.argument("capture", type=click.Path(dir_okay=False, allow_dash=True))
 #: what summary and messages read: files, ``-`` (stdin), directories; one capture
@@ -25,11 +76,12 @@ def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame
     ``capture``: a path, or several (files, ``-``, directories: one capture merged
     in time order).  ``until_frame``: stop reading soon after that frame.
     ``analyze``: what runs the analysis (default ``analysis.analyze``; the parallel
-    runners of rtrs_scapy/parallel.py), ``io_sink``: its IO rows (tables/ios.py)."""
+    runners of rtrs_scapy/analysis/parallel.py), ``io_sink``: its IO rows (tables/ios.py)."""
     from ..analysis import CaptureError
     from ..capture import SUPPORTED_LINK_TYPES, link_name
     if analyze is None:
         from ..analysis import analyze
+    ensure_compiled()
     shown = capture if isinstance(capture, str) else " ".join(capture)
     bar = _Progress(quiet)
     try:

@@ -12,7 +12,7 @@ import click
               help="The protocol reference (default: docs/PROTOCOL.md of this source tree).")
 def docs(check, path):
     """Regenerate the layout tables of docs/PROTOCOL.md from the Scapy layers."""
-    from .. import layout_doc
+    from ..layout import doc as layout_doc
     path = path or layout_doc.PROTOCOL_MD
     name = os.path.relpath(path)
     try:

@@ -2,14 +2,14 @@
 
 import click
 
-from .common import captures_argument, queue_depth_option, quiet_option
+from .common import OutputPath, captures_argument, queue_depth_option, quiet_option, writing
 from .scale import run_options, scale_imports, table_list
 
 
 @click.command()
 @captures_argument
 @click.option("--output", "-o", "out_dir", required=True,
-              type=click.Path(file_okay=False, writable=True),
+              type=OutputPath(folder=True),
               help="Folder of the tables (a folder per table, created when missing).")
 @click.option("--tables", "tables", default=None, callback=table_list, metavar="T1,T2",
               help="Tables to write (default: all of ios, messages, sessions, paths, events).")
@@ -26,7 +26,8 @@ def export(captures, out_dir, tables, quiet, queue_depth, jobs, dask):
     docs/TABLES.md.  Each goes to DIR/TABLE/CAPTURE-HASH.parquet.
     """
     scale_imports()
-    done = write_tables(list(captures), out_dir, tables, quiet, queue_depth, jobs, dask)
+    with writing(out_dir):
+        done = write_tables(list(captures), out_dir, tables, quiet, queue_depth, jobs, dask)
     for table, path in done.files.items():
         click.echo("%-9s %9d rows  %s" % (table, done.rows[table], path))
 

@@ -3,7 +3,7 @@ an image (matplotlib), for terminals, CI artifacts and bug reports."""
 
 import click
 
-from .common import captures_argument, quiet_option, queue_depth_option
+from .common import OutputPath, captures_argument, quiet_option, queue_depth_option, writing
 from .report import capture_view
 
 FORMATS = ("png", "svg")
@@ -21,7 +21,7 @@ KINDS = ("timeline", "latency", "inflight", "load", "sizes", "heatmap", "ladder"
 @click.command()
 @click.argument("kind", metavar="KIND", type=click.Choice(KINDS))
 @captures_argument
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OutputPath(),
               callback=_output, help="The image: FILE.png or FILE.svg.")
 @click.option("--session", help="Only this session (name, paths_uuid or a sess_uuid).")
 @click.option("--path", "path_",
@@ -50,4 +50,6 @@ def plot(kind, captures, output, session, path_, device, quiet, queue_depth):
         chosen = Selection(view, session=session, path=path_, device=device)
     except LookupError as exc:
         raise click.UsageError(str(exc)) from None
-    plots.save(plots.draw(kind, view, chosen), output)
+    figure = plots.draw(kind, view, chosen)
+    with writing(output):
+        plots.save(figure, output)

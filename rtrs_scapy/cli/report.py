@@ -3,7 +3,8 @@
 
 import click
 
-from .common import analyze_capture, captures_argument, quiet_option, queue_depth_option
+from .common import OutputPath, analyze_capture, captures_argument, quiet_option, queue_depth_option, \
+    writing
 
 
 def capture_view(captures, quiet, queue_depth):
@@ -18,7 +19,7 @@ def capture_view(captures, quiet, queue_depth):
 
 @click.command()
 @captures_argument
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OutputPath(),
               help="The HTML file to write.")
 @quiet_option
 @queue_depth_option
@@ -33,5 +34,6 @@ def report(captures, output, quiet, queue_depth):
     are one capture, merged in time order (a ring buffer, or the files of two hosts)."""
     from ..report.html import render
     view = capture_view(captures, quiet, queue_depth)
-    with open(output, "w", encoding="utf-8") as out:
-        out.write(render(view))
+    text = render(view)
+    with writing(output), open(output, "w", encoding="utf-8") as out:
+        out.write(text)

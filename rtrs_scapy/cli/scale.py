@@ -1,5 +1,5 @@
 """What the commands that read many captures share: ``--jobs`` and ``--dask``
-(rtrs_scapy/parallel.py), the table list, and a clear word when the ``scale``
+(rtrs_scapy/analysis/parallel.py), the table list, and a clear word when the ``scale``
 extra is not installed."""
 
 import contextlib
@@ -20,6 +20,7 @@ def run_options(command):
 
 
 def table_list(ctx, param, value):
+    scale_imports()             # the table schemas are pyarrow's
     from ..tables.schema import TABLES
     if value is None:
         return TABLES
@@ -46,7 +47,7 @@ def scale_imports(dask=False):
 def analysis_runner(jobs, dask):
     """What runs the analysis of several files: ``jobs`` local processes (one per
     core by default; 1: this process) or Dask (``--dask``)."""
-    from .. import parallel
+    from ..analysis import parallel
     if dask:
         scale_imports(dask=True)
         runner = parallel.dask_runner(dask, workers=jobs)

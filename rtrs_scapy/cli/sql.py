@@ -47,8 +47,10 @@ def sql(query, sources, fmt, queue_depth, jobs, dask):
 def _text(value):
     if value is None:
         return "NULL"
-    if isinstance(value, datetime.datetime):
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value.tzinfo else value.isoformat()
+    if isinstance(value, datetime.datetime):   # the connection's clock is UTC
+        if value.tzinfo:
+            value = value.astimezone(datetime.timezone.utc)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     if isinstance(value, float):
         return repr(round(value, 3))
     return str(value)

@@ -70,6 +70,8 @@ def watch(source, iface, capture_filter, interval, replay, speed, jsonl, listen,
         raise click.ClickException(str(exc)) from None
     stop = threading.Event()
     from ..watch.runner import Run
+    from .compile import ensure_compiled
+    ensure_compiled()
     run = Run(src, interval, replay, speed, queue_depth, age_out, stop)
     if not src.live:
         try:

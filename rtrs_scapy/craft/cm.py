@@ -5,7 +5,7 @@ which owns the clock, the hosts and the packet log."""
 
 import errno as _errno
 
-from ..constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER, errno_name
+from ..spec.constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER, errno_name
 from ..layers.cm import (
     MAD, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu, cm_attribute_ids, msg_kinds,
     service_id,
@@ -214,8 +214,11 @@ class CmSteps:
         """CM DREQ per cid from ``initiator`` and the peer's DREPs.
 
         ``crossed``: the peer closes the other cids itself as soon as it got the DREQ
-        of cid 0 (its own DREQs with its own comm IDs and TIDs, as Linux does at
-        unmap, pcaps/real/multipath.pcap frames 1080-1088): both sides send DREQs.
+        of cid 0 (its own DREQs with its own comm IDs and TIDs, after its DREP, as
+        Linux does at unmap, pcaps/real/multipath.pcap frames 1080-1088): both sides
+        send DREQs, still one disconnect started by ``initiator`` and answered by the
+        peer (docs/PROTOCOL.md#one-teardown-one-disconnect); the name stays for the
+        connections of cids 1.. where the two sides' DREQs do cross.
         """
         self._tick(self.t)
         peer = S if initiator == C else C
@@ -225,7 +228,8 @@ class CmSteps:
         for tid, body in path.dreqs:
             self._mad(t, path, initiator, tid, DREQ, body)
             t += self._jitter(2e-6, 5e-5)
-        self._event("disconnect", path=path.index, side=initiator, crossed=crossed)
+        self._event("disconnect", path=path.index, side=initiator, crossed=False,
+                    answered=crossed)
         t += self._jitter(0.002, 0.004)
         if answered:
             for conn in conns:
@@ -236,7 +240,6 @@ class CmSteps:
             rest = path.conns[1:]
             theirs = [self._dreq(path, conn, peer) for conn in rest]
             mine = [self._dreq(path, conn, initiator) for conn in rest]
-            self._event("disconnect", path=path.index, side=peer, crossed=True)
             for (tid, body) in theirs:
                 self._mad(t, path, peer, tid, DREQ, body)
                 t += self._jitter(2e-6, 5e-5)

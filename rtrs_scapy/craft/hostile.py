@@ -19,8 +19,8 @@ import uuid
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from ..constants import RTRS_MAGIC, RTRS_PORT, RTRS_PROTO_VER
-from ..imm import encode_io_rsp
+from ..spec.constants import RTRS_MAGIC, RTRS_PORT, RTRS_PROTO_VER
+from ..spec.imm import encode_io_rsp
 from ..layers.cm import CMReq, CmaIpHdr, MAD, service_id
 from ..layers.ib import BTH, DETH, ImmDt, RETH, ROCEV2_PORT, opcode_value
 from ..layers.rtrs import RtrsMsgConnReq

@@ -92,11 +92,6 @@ class Path:
         return self.silent == S
 
     @property
-    def client_silent(self):
-        """Nothing of the client reaches the capture point (nor the server)."""
-        return self.silent == C
-
-    @property
     def name(self):
         return "%s@%s" % (self.client.ip, self.server.ip)
 

@@ -2,7 +2,7 @@
 timers, ports, ACK pacing, the RNBD client's limits.  Protocol numbers come
 from the layers, by name."""
 
-from ..constants import RTRS_HB_MISSED_MAX
+from ..spec.constants import RTRS_HB_MISSED_MAX
 from ..layers.cm import cm_rej_reasons, path_mtus
 
 C, S = 0, 1  # sides: client, server

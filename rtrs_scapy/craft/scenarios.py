@@ -8,8 +8,8 @@ cpus) are parameters of every scenario; the rest are the scenario's own.
 
 import errno as _errno
 
-from ..constants import RNBD_F_FUA, RNBD_F_SYNC, RTRS_MAGIC, RTRS_PROTO_VER_MAJOR
-from ..imm import mem_bits
+from ..spec.constants import RNBD_F_FUA, RNBD_F_SYNC, RTRS_MAGIC, RTRS_PROTO_VER_MAJOR
+from ..spec.imm import mem_bits
 from .params import CM_REJ_CONSUMER, CM_REJ_INVALID_SID, C, S
 from .encap import Encap
 from .session import SessionCrafter

@@ -35,7 +35,7 @@ import uuid
 
 from scapy.layers.l2 import Ether
 
-from ..constants import DEFAULT_MAX_CHUNK_SIZE, DEFAULT_MAX_HDR_SIZE, DEFAULT_QUEUE_DEPTH, RTRS_PORT
+from ..spec.constants import DEFAULT_MAX_CHUNK_SIZE, DEFAULT_MAX_HDR_SIZE, DEFAULT_QUEUE_DEPTH, RTRS_PORT
 from ..layers.ib import LRH
 from .cm import CmSteps
 from .encap import Encap

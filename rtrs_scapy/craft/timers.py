@@ -5,7 +5,7 @@ reconnect attempts and the DREQs sent again while nobody answers
 (docs/PROTOCOL.md#heartbeats, docs/PROTOCOL.md#failover,
 docs/PROTOCOL.md#connect-reconnect-and-disconnect).  A mixin of SessionCrafter."""
 
-from ..imm import encode_hb
+from ..spec.imm import encode_hb
 from ..layers.cm import CMDrep, CMReq
 from .cm import DREP, DREQ
 from .params import (

@@ -2,7 +2,7 @@
 the kernel counts it (rtrs-client stats per path), as a JSON-serialisable dict
 stored next to each corpus file."""
 
-from ..constants import errno_name
+from ..spec.constants import errno_name
 from ..layers.cm import cm_rej_reasons
 from .params import C, S
 
@@ -42,7 +42,8 @@ def session_truth(crafter, since=None, scenario=None, params=None):
                          "reason_name": cm_rej_reasons[e["reason"]], "errno": e["errno"] or None,
                          "errno_name": e["errno_name"]}
                         for e in mine if e["kind"] == "reject"],
-            "disconnects": [{"initiator": SIDES[e["side"]], "crossed": e["crossed"]}
+            "disconnects": [{"initiator": SIDES[e["side"]], "crossed": e["crossed"],
+                             "answered_by": SIDES[1 - e["side"]] if e.get("answered") else None}
                             for e in mine if e["kind"] == "disconnect"],
             "heartbeat_lost": sum(1 for e in mine
                                   if e["kind"] == "path_error" and e["cause"] == "heartbeat"),

@@ -4,11 +4,10 @@ requests and the server's responses, SESS_INFO/OPEN/CLOSE and block IO
 docs/PROTOCOL.md#which-operation-carries-what, docs/PROTOCOL.md#rnbd).  A mixin of
 SessionCrafter, which owns the connections, the clock and the packet log."""
 
-from ..constants import (
-    RNBD_F_FUA, RNBD_F_SYNC, RNBD_OP_DISCARD, RNBD_OP_FLUSH, RNBD_OP_READ, RNBD_OP_WRITE,
-    RNBD_OP_WRITE_ZEROES, RTRS_MSG_NEED_INVAL_F,
+from ..spec.constants import (
+    RNBD_F_FUA, RNBD_F_SYNC, RNBD_OP_CODES, RNBD_SECTOR_SIZE, RTRS_MSG_NEED_INVAL_F,
 )
-from ..imm import encode_io_req, encode_io_rsp
+from ..spec.imm import encode_io_req, encode_io_rsp
 from ..layers.rnbd import (
     RnbdMsgClose, RnbdMsgIo, RnbdMsgOpen, RnbdMsgOpenRsp, RnbdMsgSessInfo,
     RnbdMsgSessInfoRsp,
@@ -167,7 +166,7 @@ class RnbdWorkload:
         dev = self.rnbd_open(dev_name, errno=errno)
         if dev is not None:
             for sector in scan_sectors:
-                self.io("read", sector * 512, 4096, device_id=dev, label="scan")
+                self.io("read", sector * RNBD_SECTOR_SIZE, 4096, device_id=dev, label="scan")
         return dev
 
     def rnbd_close(self, device_id=0, path=None):
@@ -215,9 +214,7 @@ class RnbdWorkload:
 
     def _io_requests(self, path, conn, op, offset, size, errno=0, device_id=0, label=None,
                      flags=None):
-        ops = {"read": RNBD_OP_READ, "write": RNBD_OP_WRITE, "flush": RNBD_OP_FLUSH,
-               "discard": RNBD_OP_DISCARD, "write_zeroes": RNBD_OP_WRITE_ZEROES}
-        rw = ops[op] | (flags if flags is not None else
+        rw = RNBD_OP_CODES[op] | (flags if flags is not None else
                         RNBD_F_SYNC if op in ("read", "write") else
                         RNBD_F_SYNC | RNBD_F_FUA if op == "flush" else 0)
         if op in ("read", "write"):
@@ -228,7 +225,7 @@ class RnbdWorkload:
         label = label or op
         reqs = []
         for off, length in parts:
-            hdr = RnbdMsgIo(device_id=device_id, sector=off // 512, rw=rw, bi_size=length,
+            hdr = RnbdMsgIo(device_id=device_id, sector=off // RNBD_SECTOR_SIZE, rw=rw, bi_size=length,
                             prio=RNBD_PRIO)
             if op == "write":
                 req = self._send_request(path, conn, "write", hdr,

@@ -18,7 +18,7 @@ MAD.
 import numpy as np
 
 from ..capture import ib
-from ..limits import limit
+from ..spec.limits import limit
 from . import transport as T
 
 ROWS = 1 << 14
@@ -52,7 +52,7 @@ class Engine:
                 st.table, st.state, st.ring, st.head, st.tail, st.free, st.nfree,
                 st.counters, st.touched, self.rows, self.nr, self.arena, self.na, self.events,
                 self.ne,
-                packet_seq)
+                packet_seq, st.sent)
             if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
                 self.flush()
             if why == T.STOP_CM:
@@ -88,6 +88,13 @@ class Engine:
         slot, st.nfree = T.bind(st.table, st.state, st.free, st.nfree, st.counters,
                                 address[0], address[1], qpn, conn, next_psn, frame)
         return slot
+
+    def pair_streams(self, a, b):
+        """The two directions of one connection: the ACKs that arrive on one
+        acknowledge the packets of the other."""
+        state = self.streams.state
+        state[a, T.PEER], state[a, T.PEER_GEN] = b, state[b, T.GEN]
+        state[b, T.PEER], state[b, T.PEER_GEN] = a, state[a, T.GEN]
 
 
 def mads(chunk, packets, first, last):

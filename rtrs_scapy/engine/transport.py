@@ -26,15 +26,17 @@ quarter is evicted (counted; a message in progress there is lost).
 import numpy as np
 from numba import njit
 
-from .. import wire
+from ..capture.jit import compiled
+
+from ..layout import wire
 from ..capture.ib import (
     C_ACK, C_CNP, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
     P_IETH, P_IMM, P_KIND, P_LAST, P_MIDDLE, P_ONLY, P_OPCODE, P_PSN, P_QPN, P_RKEY, P_SRC_HI,
     P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, S_HEADERS, S_OK,
     T_CLASS, T_POS, T_SEND,
 )
-from ..constants import RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM
-from ..imm import IMM_TYPE_SHIFT
+from ..spec.constants import RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM
+from ..spec.imm import IMM_TYPE_SHIFT
 
 GSI_QPN = wire.GSI_QPN
 PSN_MASK = 0xFFFFFF
@@ -43,19 +45,27 @@ HEAD_SEND = 1024     # info_req (272 B), rkey_rsp, the start of info_rsp
 HEAD_WRITE = 64      # RNBD replies at the start of READ data (open_rsp: 56 B)
 TAIL_CAP = 512       # a request's user header and trailer (RNBD OPEN: 264 + 4 B)
 RING = 4             # packet locations kept per stream before their bytes are copied
+SENT = 64            # (psn, frame, stamp) of the last packets sent per stream, by psn
 MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
 
 # stream state columns
 (K_HI, K_LO, K_QPN, USED, GEN, SRC_HI, SRC_LO, NEXT_PSN, SYNCED, SEEN, DUPS, ACKS, NAKS,
  RNRS, CNPS, FIRST_FRAME, LAST_FRAME, CONN, ACTIVE, M_SEND, M_FIRST_FRAME, M_FIRST_TS, M_LEN,
  M_PKTS, M_VA, M_RKEY, M_DMALEN, M_HEAD_LEN, M_HEAD_CAP, M_TAIL_LEN, M_RING_N, M_PARTIAL,
- M_SEQ, FIRST_PSN, FRESH_FRAME, FRESH_TS, LAST_TS, TOUCHED, S_COLUMNS) = range(39)
+ M_SEQ, FIRST_PSN, FRESH_FRAME, FRESH_TS, LAST_TS, TOUCHED,
+ # acknowledgements (docs/PROTOCOL.md#stalls): ACK_IN, the highest PSN the positive ACKs
+ # sent to this stream's destination acknowledged (of the reverse stream's packets);
+ # for this stream's own packets, once the analysis paired it with its reverse stream
+ # (PEER, from the CM): the highest PSN acknowledged, the first packet not acknowledged
+ # yet and the retransmissions since it was sent
+ ACK_IN, PEER, PEER_GEN, ACKED_PSN, ACKED_FRAME, UNACKED_PSN, UNACKED_FRAME, UNACKED_TS,
+ UNACKED_DUPS, S_COLUMNS) = range(48)
 
 # message row columns
 (R_SLOT, R_GEN, R_CONN, R_FIRST_FRAME, R_LAST_FRAME, R_FIRST_TS, R_LAST_TS, R_OPCODE, R_SEND,
  R_IMM, R_IETH, R_VA, R_RKEY, R_DMALEN, R_LEN, R_PKTS, R_PARTIAL, R_HEAD_OFF, R_HEAD_LEN,
- R_TAIL_OFF, R_TAIL_LEN, R_SEQ, R_SRC_HI, R_SRC_LO, R_DST_HI, R_DST_LO, R_QPN,
- R_COLUMNS) = range(28)
+ R_TAIL_OFF, R_TAIL_LEN, R_SEQ, R_SRC_HI, R_SRC_LO, R_DST_HI, R_DST_LO, R_QPN, R_PSN,
+ R_COLUMNS) = range(29)
 
 # event row columns and kinds
 (E_KIND, E_FRAME, E_SLOT, E_GEN, E_CONN, E_A, E_B, E_QPN, E_DST_HI, E_DST_LO, E_SRC_HI,
@@ -76,7 +86,7 @@ G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_TOUCHED, G_COLUMNS = range(
 _AETH_NAK, _AETH_RNR, _AETH_KIND = 0x60, 0x20, 0x60
 
 
-@njit(inline="always")
+@njit
 def _hash(hi, lo, qpn, mask):
     h = np.uint64(hi) * np.uint64(0x9E3779B97F4A7C15)
     h ^= np.uint64(lo) + np.uint64(0x632BE59BD9B4E019) + (h << np.uint64(6)) + (h >> np.uint64(2))
@@ -85,7 +95,7 @@ def _hash(hi, lo, qpn, mask):
     return np.int64(h & np.uint64(mask))
 
 
-@njit(inline="always")
+@njit
 def _find(table, state, hi, lo, qpn):
     mask = table.shape[0] - 1
     h = _hash(hi, lo, qpn, mask)
@@ -98,7 +108,7 @@ def _find(table, state, hi, lo, qpn):
         h = (h + 1) & mask
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def cm_run(packets, start, optable, packet_seq):
     """The end of the run of CM MADs that starts at ``start`` (where ``run`` stopped):
     a flood of MADs goes to the consumer without a return to this module per MAD."""
@@ -111,7 +121,7 @@ def cm_run(packets, start, optable, packet_seq):
     return i
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def rebuild(table, state):
     """The hash index from the used slots (after evictions)."""
     table[:] = -1
@@ -124,7 +134,7 @@ def rebuild(table, state):
             table[h] = slot
 
 
-@njit(inline="always")
+@njit
 def _evict(table, state, free, nfree, counters):
     """Free the least recently used quarter of the streams (their per-stream
     counters are lost, the eviction is counted); returns the free count."""
@@ -145,7 +155,7 @@ def _evict(table, state, free, nfree, counters):
     return nfree
 
 
-@njit(inline="always")
+@njit
 def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_lo, frame):
     """A new stream in a free slot (evicting when none is left); returns (slot, nfree)."""
     if nfree == 0:
@@ -163,13 +173,44 @@ def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_
     s[SRC_HI], s[SRC_LO] = src_hi, src_lo
     s[NEXT_PSN] = s[FIRST_PSN] = -1
     s[CONN] = -1
+    _no_acks(s)
     s[FRESH_FRAME] = -1
     s[FIRST_FRAME] = s[LAST_FRAME] = frame
     counters[G_STREAMS] += 1
     return slot, nfree
 
 
-@njit(inline="always")
+@njit
+def _no_acks(s):
+    s[ACK_IN] = s[PEER] = s[ACKED_PSN] = s[ACKED_FRAME] = s[UNACKED_PSN] = -1
+    s[UNACKED_FRAME] = -1
+    s[UNACKED_DUPS] = 0
+
+
+@njit
+def _acknowledged(state, sent, slot, psn, frame):
+    """A positive ACK with ``psn`` for the packets of stream ``slot``: everything up to
+    it is acknowledged; the first packet not acknowledged is the one after it (found
+    among the last SENT packets of the stream, else dated by its next packet)."""
+    s = state[slot]
+    s[ACKED_PSN], s[ACKED_FRAME] = psn, frame
+    first = s[UNACKED_PSN]
+    if first < 0 or (psn - first) & PSN_MASK >= HALF_PSN:
+        return                                   # nothing outstanding, or an old ACK
+    nxt = (psn + 1) & PSN_MASK
+    s[UNACKED_DUPS] = 0
+    if s[NEXT_PSN] < 0 or nxt == s[NEXT_PSN] or (nxt - s[NEXT_PSN]) & PSN_MASK < HALF_PSN:
+        s[UNACKED_PSN] = s[UNACKED_FRAME] = -1    # all sent packets acknowledged
+        return
+    s[UNACKED_PSN] = nxt
+    k = nxt % SENT
+    if sent[slot, k, 0] == nxt:
+        s[UNACKED_FRAME], s[UNACKED_TS] = sent[slot, k, 1], sent[slot, k, 2]
+    else:
+        s[UNACKED_FRAME] = -1
+
+
+@njit
 def _event(events, ne, kind, frame, slot, state, a, b, qpn, dhi, dlo, shi, slo):
     row = events[ne]
     row[E_KIND] = kind
@@ -187,7 +228,7 @@ def _event(events, ne, kind, frame, slot, state, a, b, qpn, dhi, dlo, shi, slo):
     return ne + 1
 
 
-@njit(inline="always")
+@njit
 def _carry(tail, tail_len, slot, buf, off, n):
     """The carry of a stream followed by buf[off:off+n], last TAIL_CAP bytes kept;
     returns the new carry length."""
@@ -203,7 +244,7 @@ def _carry(tail, tail_len, slot, buf, off, n):
     return tail_len + n
 
 
-@njit(inline="always")
+@njit
 def _ring_push(state, ring, tail, slot, buf, off, n):
     """Remember a packet of the message in progress; older packets' bytes move to
     the carry only when the ring is full and they still belong to the tail."""
@@ -232,7 +273,7 @@ def _ring_push(state, ring, tail, slot, buf, off, n):
     state[slot, M_RING_N] = count + 1
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def materialize(buf, state, ring, tail):
     """Chunk end: the ring's packets of every message in progress go to the carry."""
     for slot in range(state.shape[0]):
@@ -244,7 +285,7 @@ def materialize(buf, state, ring, tail):
             state[slot, M_RING_N] = 0
 
 
-@njit(inline="always")
+@njit
 def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
     """Copy the last ``want`` bytes of the message (carry + ring) to arena[at:]."""
     count = state[slot, M_RING_N]
@@ -269,7 +310,7 @@ def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
     return w - at
 
 
-@njit(inline="always")
+@njit
 def _wants(send, imm):
     """(head bytes, tail bytes) the analysis reads of a completed message."""
     if imm >= 0:
@@ -282,9 +323,9 @@ def _wants(send, imm):
     return (HEAD_SEND if send else HEAD_WRITE), 0
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, head, tail,
-        free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq):
+        free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq, sent):
     """Packets ``start`` … of a chunk (``packets``: capture.ib columns), appending to
     ``rows[nr:]``, ``arena[na:]`` and ``events[ne:]``; returns (next packet, why,
     rows, arena bytes, events, free slots)."""
@@ -324,6 +365,11 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
                                     shi, slo, frame)
             state[slot, ACKS] += 1
             syndrome = packets[i, P_SYNDROME]
+            peer = state[slot, PEER]
+            if syndrome & _AETH_KIND == 0:
+                state[slot, ACK_IN] = psn
+                if peer >= 0 and state[peer, GEN] == state[slot, PEER_GEN]:
+                    _acknowledged(state, sent, peer, psn, frame)
             if syndrome & _AETH_KIND == _AETH_NAK:
                 state[slot, NAKS] += 1
                 ne = _event(events, ne, EV_NAK, frame, slot, state, syndrome, 0, qpn,
@@ -356,12 +402,20 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         if expected >= 0 and psn != expected:
             if (psn - expected) & PSN_MASK >= HALF_PSN:
                 s[DUPS] += 1            # go-back-N retransmission: counted, dropped
+                if s[UNACKED_PSN] >= 0:
+                    s[UNACKED_DUPS] += 1
                 continue
             ne = _event(events, ne, EV_PSN_GAP, frame, slot, state, psn, expected, qpn,
                         dhi, dlo, shi, slo)
             s[ACTIVE] = 0
             s[SYNCED] = 0
         s[NEXT_PSN] = (psn + 1) & PSN_MASK
+        k = psn % SENT
+        sent[slot, k, 0], sent[slot, k, 1], sent[slot, k, 2] = psn, frame, stamps[i]
+        if s[UNACKED_PSN] < 0:
+            s[UNACKED_PSN] = psn
+        if s[UNACKED_PSN] == psn or s[UNACKED_FRAME] < 0:
+            s[UNACKED_FRAME], s[UNACKED_TS] = frame, stamps[i]
         if s[FRESH_FRAME] < 0:               # the first new packet since the stream was bound
             s[FRESH_FRAME], s[FRESH_TS] = frame, stamps[i]
         s[LAST_TS] = stamps[i]
@@ -474,6 +528,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         row[R_CONN] = s[CONN]
         row[R_LAST_FRAME] = frame
         row[R_LAST_TS] = stamps[i]
+        row[R_PSN] = psn
         row[R_OPCODE] = opcode
         row[R_SEND] = send
         row[R_IMM] = imm
@@ -486,7 +541,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
     return n, STOP_END, nr, na, ne, nfree
 
 
-@njit(cache=True, nogil=True)
+@compiled
 def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame):
     """The CM bound a stream to a connection (after a REP); returns (slot, nfree).
 
@@ -500,6 +555,7 @@ def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame
         slot, nfree = _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, 0, 0,
                             frame)
     state[slot, CONN] = conn
+    _no_acks(state[slot])                 # a new PSN space (the analysis sets PEER)
     state[slot, NEXT_PSN] = next_psn
     state[slot, LAST_FRAME] = frame
     state[slot, FRESH_FRAME] = -1
@@ -516,6 +572,7 @@ class TransportState:
         self.table = np.full(size, -1, dtype=np.int64)
         self.state = np.zeros((max_streams, S_COLUMNS), dtype=np.int64)
         self.ring = np.zeros((max_streams, RING, 2), dtype=np.int64)
+        self.sent = np.full((max_streams, SENT, 3), -1, dtype=np.int64)
         self.head = np.zeros((max_streams, HEAD_SEND), dtype=np.uint8)
         self.tail = np.zeros((max_streams, TAIL_CAP), dtype=np.uint8)
         self.free = np.arange(max_streams - 1, -1, -1, dtype=np.int64)

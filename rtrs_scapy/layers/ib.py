@@ -27,7 +27,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down, split_bottom_up
 
-from ..imm import decode as decode_imm
+from ..spec.imm import decode as decode_imm
 
 # -- framing: where InfiniBand transport sits (docs/PROTOCOL.md#capture-encapsulations)
 

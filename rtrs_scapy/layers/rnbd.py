@@ -13,7 +13,7 @@ from scapy.fields import (
     LEShortEnumField, LEShortField, StrFixedLenField, XLEShortField,
 )
 
-from ..constants import (
+from ..spec.constants import (
     RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_MSG_OPEN, RNBD_MSG_OPEN_RSP,
     RNBD_MSG_SESS_INFO, RNBD_MSG_SESS_INFO_RSP, RNBD_OP_MASK, RNBD_PROTO_VER_MAJOR,
     rnbd_access_mode, rnbd_cache_policy, rnbd_io_flags, rnbd_io_op, rnbd_msg_type,

@@ -13,13 +13,13 @@ from scapy.fields import (
     XLEIntField, XLELongField, XLEShortField,
 )
 
-from ..constants import (
+from ..spec.constants import (
     RTRS_MAGIC, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP, RTRS_MSG_READ,
     RTRS_MSG_RKEY_RSP, RTRS_MSG_WRITE, RTRS_PROTO_VER, DEFAULT_MAX_HDR_SIZE,
     DEFAULT_MAX_IO_SIZE, DEFAULT_QUEUE_DEPTH, RTRS_MSG_NEW_RKEY_F, errno_name,
     rtrs_msg_flags, rtrs_msg_types,
 )
-from ..layout_refs import ref
+from .refs import ref
 from .base import (
     AutoLEShortField, FixedLayer, GuessingPacket, NulPaddedStrField, TypeDispatcher,
     field_reader, fixed_size,

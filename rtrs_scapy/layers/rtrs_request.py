@@ -16,8 +16,8 @@ from scapy.config import conf
 from scapy.fields import PacketField, StrField
 from scapy.packet import Packet
 
-from ..constants import RTRS_MSG_NEED_INVAL_F, RTRS_MSG_READ, RTRS_MSG_WRITE
-from ..imm import encode_io_req
+from ..spec.constants import RTRS_MSG_NEED_INVAL_F, RTRS_MSG_READ, RTRS_MSG_WRITE
+from ..spec.imm import encode_io_req
 from .base import field_reader, fixed_size
 from .ib import RC, Operation, register_ib_payload
 from .rtrs import SG_DESC_SIZE, RtrsMsgRdmaRead, RtrsMsgRdmaWrite

@@ -4,7 +4,7 @@ summary's events and each path's ladder."""
 
 import numpy as np
 
-from ..constants import RNBD_OP_FLUSH
+from ..spec.constants import RNBD_OP_FLUSH
 from . import series
 from .view import EVENT_KINDS
 

@@ -23,7 +23,7 @@ from plotly.offline import get_plotlyjs
 
 from . import figures as F
 from . import interactive as P
-from .series import SECTOR
+from ..spec.constants import RNBD_SECTOR_SIZE as SECTOR
 from .text import error_text
 from .words import size, utc_iso
 

@@ -8,9 +8,10 @@ latency (s), sess_uuid, client, server.  What the summary knows (session name,
 paths_uuid, device names) and the capture start are added here.
 """
 
-from ..constants import RTRS_MSG_NEW_RKEY_F
+from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR, RTRS_MSG_NEW_RKEY_F, \
+    rnbd_op_name
 from .words import (
-    SECTOR, access_mode, errno_text, has_sector, json_value, reason_name, rnbd_op, size,
+    access_mode, errno_text, has_sector, json_value, reason_name, size,
     utc_iso, version_text,
 )
 
@@ -18,7 +19,7 @@ from .words import (
 MESSAGE_KINDS = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "read", "write",
                  "io_rsp", "hb_msg", "hb_ack", "disconnect")
 #: RNBD IO operations and control messages (``--op``)
-RNBD_OPS = ("read", "write", "flush", "discard", "secure_erase", "write_zeroes")
+RNBD_OPS = RNBD_OP_NAMES
 RNBD_CONTROL = ("sess_info", "open", "close")
 REQUESTS = ("read", "write")
 HEADER = "%6s  %-27s %11s  %-8s %-31s %7s %3s  %-10s %s" % (
@@ -206,8 +207,14 @@ class MessageView:
                 ": " + errno_text(rsp["fields"]["errno"])
             parts.append("answered in frame %d after %.1f µs%s" % (
                 rec["paired_frame"], rec["latency"] * 1e6, result))
+            if fields.get("failed_over_to") is not None:
+                parts.append("response not delivered: re-sent in frame %d"
+                             % fields["failed_over_to"])
         elif msg in REQUESTS:
-            parts.append("no response in the capture")
+            if fields.get("failed_over_to") is not None:
+                parts.append("no response: re-sent in frame %d" % fields["failed_over_to"])
+            else:
+                parts.append("no response in the capture")
         return "  ".join(p for p in parts if p)
 
     def _rnbd_text(self, rec):
@@ -247,7 +254,7 @@ def _path_key(item):
 
 
 def _rnbd_kind(rnbd):
-    return rnbd_op(rnbd["rw"]) if rnbd["msg"] == "io" else rnbd["msg"]
+    return rnbd_op_name(rnbd["rw"]) if rnbd["msg"] == "io" else rnbd["msg"]
 
 
 def _overlaps(rnbd, sectors):
@@ -278,7 +285,7 @@ def _json_rnbd(rnbd):
         return None
     out = json_value(rnbd)
     if rnbd["msg"] == "io":
-        out["op"] = rnbd_op(rnbd["rw"])
+        out["op"] = rnbd_op_name(rnbd["rw"])
         if not has_sector(rnbd["rw"]):
             out["sector"] = None  # a FLUSH has none (the wire says (u64)-1)
     elif rnbd["msg"] == "open":
@@ -318,12 +325,19 @@ def _io_rsp(f):
         parts.append("new rkey %d" % f["rkey_rsp"]["rkey"])
     if f["with_invalidate"]:
         parts.append("with invalidate")
+    if f.get("not_delivered"):
+        parts.append("not delivered (never acknowledged by the client)")
     return parts
 
 
 def _request(f):
-    return ["buf_id %d" % f["buf_id"], "offset %d" % f["offset"], "usr_len %d" % f["usr_len"],
-            "data_len %d" % f["data_len"]]
+    parts = ["buf_id %d" % f["buf_id"], "offset %d" % f["offset"], "usr_len %d" % f["usr_len"],
+             "data_len %d" % f["data_len"]]
+    if f.get("failover_from") is not None:
+        parts.append("failed over from frame %d" % f["failover_from"])
+    elif f.get("failover_unseen"):
+        parts.append("failed over from %s (original not on the wire)" % f["failover_unseen"])
+    return parts
 
 
 def _disconnect(f):

@@ -13,7 +13,6 @@ import numpy as np
 RTRS_OPS = (("read", 1), ("write", 2))
 #: per-bucket latency percentiles (nearest rank, like the summary's)
 PERCENTILES = (("p50", 0.50), ("p99", 0.99))
-SECTOR = 512
 
 
 def nice_width(raw):

@@ -6,12 +6,12 @@ that only newer analyzers fill (queue_depth_source, outages, events, rnbd, …) 
 shown when present.
 """
 
+from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR
 from .words import (
-    SECTOR, access_mode, errno_text, plural, reason_name, size, utc_iso,
+    access_mode, errno_text, plural, reason_name, size, utc_iso,
 )
 
 OPS = ("read", "write")
-RNBD_OPS = ("read", "write", "flush", "discard", "secure_erase", "write_zeroes")
 RNBD_CONTROL = ("sess_info", "open", "close")
 MAX_ANOMALIES = 50
 MAX_EVENTS = 40
@@ -117,9 +117,13 @@ def _counters(path):
             after = " (re-sent after %s µs)" % delay["max"]
         else:
             after = " (re-sent after µs %s)" % _percentiles(delay) if delay.get("count") else ""
+        unseen = path.get("failovers_unseen")
+        if unseen:
+            after = ", %d with the original not on the wire%s" % (unseen, after)
         parts.append("failovers %d%s" % (path["failovers"], after))
     for key, label in (("aborted_requests", "aborted requests"),
                        ("lost_requests", "lost requests"),
+                       ("in_flight_at_end", "in flight at the end"),
                        ("partial_requests", "requests begun before the capture"),
                        ("responses_without_request", "responses to requests before the "
                                                      "capture")):
@@ -164,8 +168,17 @@ def _disconnect(disc, clock):
     text = "disconnect %s, started by the %s" % (clock.frame(disc["frame"], disc.get("time")),
                                                  disc["initiator"])
     if disc.get("crossed"):
-        text += " (both sides sent DREQs)"
+        text += " (crossed: the %s sent DREQs before it saw the %s's, %s)" % (
+            _other_side(disc["initiator"]), disc["initiator"],
+            clock.frame(disc["answer_frame"]))
+    elif disc.get("answered_by"):
+        text += " (the %s answered with DREQs of its own, %s)" % (
+            disc["answered_by"], clock.frame(disc["answer_frame"]))
     return text
+
+
+def _other_side(side):
+    return "server" if side == "client" else "client"
 
 
 def _outage(outage, clock):
@@ -175,7 +188,44 @@ def _outage(outage, clock):
     else:
         text += " to %s: %.3f s" % (clock.frame(outage["up_frame"], outage["up_time"]),
                                     outage["duration_s"])
-    return text + (" (%s)" % outage["cause"].replace("_", " ") if outage.get("cause") else "")
+    cause = outage["cause"].replace("_", " ") if outage.get("cause") else None
+    if outage.get("stall_sender") and outage.get("verdict_frame") is not None:
+        cause = "link stalled; %s at %s" % (cause or "down",
+                                        clock.frame(outage["verdict_frame"],
+                                                    outage["verdict_time"]))
+    return text + (" (%s)" % cause if cause else "")
+
+
+def _failover(record, clock):
+    """One failover on the path that took it over, with its original."""
+    text = "%s buf_id %d %s" % (clock.frame(record["frame"], record["time"]),
+                                record["buf_id"], record["op"].upper())
+    if record.get("sector") is not None:
+        text += " sector %d, %d bytes" % (record["sector"], record["bi_size"])
+    if record["original_frame"] is not None:
+        text += ": failed over from frame %d on %s" % (record["original_frame"],
+                                                       record["original_path"])
+        if record["kind"] == "response_not_delivered":
+            text += " (response frame %d not delivered)" % record["response_frame"]
+        else:
+            text += " (no response)"
+        text += ", re-sent after %.1f µs" % record["delay_us"]
+        if record.get("wait_us") is not None:
+            text += ", waited %.1f µs in all" % record["wait_us"]
+    else:
+        text += ": failed over from %s, original not on the wire (the kernel's permit " \
+                "order)" % record["original_path"]
+    if record.get("executed_twice"):
+        text += "; executed twice on the server"
+    return text
+
+
+def _stall(stall, clock):
+    text = "stall from %s: the %s's transmissions never acknowledged" % (
+        clock.frame(stall["frame"], stall["time"]), stall["sender"])
+    if stall.get("acked_frame") is not None:
+        text += " (last ACK frame %d)" % stall["acked_frame"]
+    return text + ", %s" % plural(stall["retransmissions"], "retransmission")
 
 
 def error_text(err):
@@ -289,6 +339,11 @@ def render_path(path, clock, out):
         out.append("    " + _reject(reject, clock))
     for disc in path["disconnects"]:
         out.append("    " + _disconnect(disc, clock))
+    if path.get("failover_list"):
+        out.append("    failovers taken over (%d):" % len(path["failover_list"]))
+        out.extend("      " + _failover(f, clock) for f in path["failover_list"])
+    for stall in path.get("stalls", ()):
+        out.append("    " + _stall(stall, clock))
     for outage in path.get("outages", ()):
         out.append("    " + _outage(outage, clock))
     if path["errors"]:
@@ -314,7 +369,7 @@ def _sizes(sizes):
 
 def _op_rows(label, ops):
     rows = []
-    for op in RNBD_OPS:
+    for op in RNBD_OP_NAMES:
         stats = ops.get(op)
         if not stats or not stats["count"]:
             continue

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..analysis import iorows
 from .text import Clock, error_text, event_text
-from .words import errno_text, rnbd_op, utc_iso
+from ..spec.constants import RNBD_SECTOR_SIZE as SECTOR, rnbd_op_name
+from .words import errno_text, utc_iso
 
 #: the message records a path's ladder is drawn from, and the RTU (from the model)
 LADDER_MESSAGES = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "disconnect")
@@ -50,13 +51,14 @@ class Rows:
 
     @property
     def data_io(self):
-        """RNBD IO requests (data, not the control messages)."""
-        return self.where(self.columns["rnbd_op"] >= 0)
+        """RNBD IO requests (data, not the control messages), each block IO once: a
+        request failed over to another path is its copy's row (analysis/rnbd_view.py)."""
+        return self.where((self.columns["rnbd_op"] >= 0) & (self.columns["failed_over"] == 0))
 
     def rnbd_ops(self):
         """(name, rows) of each RNBD operation present, in the order of its code."""
         codes = np.unique(self.columns["rnbd_op"])
-        return [(rnbd_op(int(code)), self.where(self.columns["rnbd_op"] == code))
+        return [(rnbd_op_name(int(code)), self.where(self.columns["rnbd_op"] == code))
                 for code in codes if code >= 0]
 
 
@@ -177,7 +179,7 @@ class DeviceView:
         sector the capture shows."""
         if self.info.get("nsectors"):
             return int(self.info["nsectors"])
-        ends = self.rows["sector"] + np.maximum(self.rows["bi_size"], 512) // 512
+        ends = self.rows["sector"] + np.maximum(self.rows["bi_size"], SECTOR) // SECTOR
         return int(ends.max()) if len(ends) else 0
 
 

@@ -3,12 +3,11 @@ so that no Python representation (None, bytes, dicts) reaches the output."""
 
 from datetime import datetime, timezone
 
-from ..constants import (
-    RNBD_OP_FLUSH, RNBD_OP_MASK, errno_name, rnbd_access_mode, rnbd_io_op, short_name,
+from ..spec.constants import (
+    RNBD_OP_FLUSH, RNBD_OP_MASK, errno_name, rnbd_access_mode, short_name,
 )
-from ..wire import ENUMS
+from ..layout.wire import ENUMS
 
-SECTOR = 512  # RNBD counts 512-byte sectors whatever the block size (docs/PROTOCOL.md#rnbd)
 
 
 def size(n):
@@ -37,10 +36,6 @@ def reason_name(reason):
     """IBTA CM REJ reason name (8 -> 'Invalid Service ID')."""
     return ENUMS["cm_rej_reasons"].get(reason, "reason %d" % reason)
 
-
-def rnbd_op(rw):
-    """rnbd_msg_io.rw -> 'read', 'write', 'flush', 'discard', 'secure_erase', 'write_zeroes'."""
-    return short_name(rnbd_io_op, rw & RNBD_OP_MASK, "RNBD_OP_").lower()
 
 
 def has_sector(rw):

@@ -10,7 +10,8 @@ import json
 import pyarrow as pa
 
 from ..report.messages import MessageView
-from ..report.words import has_sector, rnbd_op
+from ..report.words import has_sector
+from ..spec.constants import rnbd_op_name
 from .names import PATH_COLUMNS, path_names
 from .schema import schema
 
@@ -131,7 +132,7 @@ def _message_row(view, rec, capture, path_ids):
                buf_id=fields.get("buf_id", fields.get("msg_id")),
                errno=fields.get("errno"),
                rnbd_msg=rnbd["msg"] if rnbd is not None else None,
-               rnbd_op=rnbd_op(rnbd["rw"]) if io else None,
+               rnbd_op=rnbd_op_name(rnbd["rw"]) if io else None,
                device_id=rnbd.get("device_id") if rnbd is not None else None,
                sector=rnbd["sector"] if io and has_sector(rnbd["rw"]) else None,
                bi_size=rnbd["bi_size"] if io else None,

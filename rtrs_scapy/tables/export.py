@@ -27,7 +27,8 @@ def capture_name(inputs):
 
 def file_stem(capture):
     """A file name for a capture's part of each table: readable and unique."""
-    first = os.path.basename(capture.split(", ")[0].rstrip("/")) or "stdin"
+    first = os.path.basename(capture.split(", ")[0].rstrip("/"))
+    first = "stdin" if first in ("", "-") else first
     first = re.sub(r"(\.gz)?$", "", first)
     first = re.sub(r"\.(pcapng|pcap|cap|erf)$", "", first)
     first = re.sub(r"[^A-Za-z0-9_.-]+", "_", first) or "capture"
@@ -51,7 +52,7 @@ def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progr
 
     ``analyze(inputs, keep_messages, queue_depth, io_sink, progress)`` runs the
     analysis (default: ``rtrs_scapy.analysis.analyze``; the parallel runners of
-    ``rtrs_scapy.parallel`` fit here)."""
+    ``rtrs_scapy.analysis.parallel`` fit here)."""
     if analyze is None:
         from ..analysis import analyze
     capture = capture_name(inputs)

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis import iorows
-from ..analysis.rnbd import kind_name, op_name
-from ..constants import RNBD_OP_FLUSH, errno_name
+from ..analysis.rnbd import kind_name
+from ..spec.constants import RNBD_OP_FLUSH, errno_name, rnbd_op_name
 from .names import PATH_COLUMNS, Names
 from .schema import TIME, schema
 
@@ -100,7 +100,7 @@ def arrow_rows(rows, capture, names):
         "bytes": pa.array(rows["bytes"]),
         "partial": pa.array(rows["partial"] != 0),
         "rnbd_msg": _by_key(rnbd_type, kind_name, rnbd_type < 0)[0],
-        "rnbd_op": _by_key(rnbd_op, op_name, ~is_io)[0],
+        "rnbd_op": _by_key(rnbd_op, rnbd_op_name, ~is_io)[0],
         "device_id": _nullable(device_id.astype(np.int32), device_id < 0),
         "device": devices,
         "sector": _nullable(rows["sector"], ~is_io | (rnbd_op == RNBD_OP_FLUSH)),
@@ -112,6 +112,9 @@ def arrow_rows(rows, capture, names):
         "errno": _nullable(errno.astype(np.int32), ~answered),
         "errno_name": _by_key(errno, lambda e: errno_name(e) if e else None, ~answered)[0],
         "failover_from": _nullable(rows["failover_from"], rows["failover_from"] < 0),
+        "failover_of": _nullable(rows["failover_of"], rows["failover_of"] < 0),
+        "failed_over": pa.array(rows["failed_over"] != 0),
+        "delivered": pa.array(rows["delivered"] == 1, mask=rows["delivered"] < 0),
     }
     return pa.Table.from_pydict(columns, schema=schema("ios")), used
 

@@ -69,6 +69,14 @@ _TABLES = {
         ("errno_name", pa.string(), True, "the errno's name (EIO), null when 0 or unanswered"),
         ("failover_from", pa.int64(), True,
          "frame of the first send of a request failed over to this path, else null"),
+        ("failover_of", pa.int64(), True,
+         "frame of the request this one re-sends after a failover (its original on the "
+         "failed path), else null"),
+        ("failed_over", pa.bool_(), False,
+         "re-sent on another path after its path failed: the block IO is its copy's row"),
+        ("delivered", pa.bool_(), True,
+         "whether the client acknowledged the response (false: the server's answer never "
+         "arrived, e.g. to a dead NIC); null when unanswered or not known"),
     ]),
     "messages": ("One row per RTRS/RNBD message record (what rtrs-dissect messages lists): "
                  "CM handshake, info exchange, requests, responses, heartbeats, disconnects.", [

@@ -13,6 +13,7 @@ import os
 import tempfile
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .schema import META_TABLE, META_VERSION, SCHEMA_VERSION, TABLES, schema
@@ -40,8 +41,19 @@ def _check(files, table):
                                                    version or "?"))
 
 
+def _times_as_computed(table):
+    """``* REPLACE`` list that gives each time column as UTC TIMESTAMP_NS: DuckDB has no
+    arithmetic on TIMESTAMPTZ_NS (``response_time - time`` failed), and the
+    nanoseconds of the capture stay."""
+    times = [f.name for f in schema(table) if pa.types.is_timestamp(f.type) and f.type.tz]
+    if not times:
+        return ""
+    return " REPLACE (%s)" % ", ".join('CAST("%s" AS TIMESTAMP_NS) AS "%s"' % (n, n)
+                                       for n in times)
+
+
 def connect(tables_dir):
-    """A DuckDB connection with one view per table over ``tables_dir`` (UTC times)."""
+    """A DuckDB connection with one view per table over ``tables_dir`` (times in UTC)."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     for table in TABLES:
@@ -49,10 +61,12 @@ def connect(tables_dir):
         _check(files, table)
         if files:
             listing = ", ".join("'%s'" % f.replace("'", "''") for f in files)
-            con.execute("CREATE VIEW %s AS SELECT * FROM read_parquet([%s], union_by_name = true)"
-                        % (table, listing))
+            source = "read_parquet([%s], union_by_name = true)" % listing
         else:
-            con.register(table, schema(table).empty_table())
+            con.register("empty_" + table, schema(table).empty_table())
+            source = "empty_" + table
+        con.execute("CREATE VIEW %s AS SELECT *%s FROM %s" % (table, _times_as_computed(table),
+                                                              source))
     return con
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analysis.iorows import ANSWERED
-from ..analysis.rnbd import kind_name, op_name
-from ..constants import errno_name
+from ..analysis.rnbd import kind_name
+from ..spec.constants import errno_name, rnbd_op_name
 
 OPS = ("read", "write")            # iorows op codes 1 and 2
 KEPT = ("path", "op", "bytes", "outcome", "latency_ns", "errno", "rnbd_type", "rnbd_op",
@@ -108,6 +108,6 @@ def _io_error(rows, i):
         event["rnbd"] = kind_name(int(rows["rnbd_type"][i]))
     if rows["rnbd_op"][i] >= 0:
         event.update(device_id=int(rows["device_id"][i]),
-                     rnbd_op=op_name(int(rows["rnbd_op"][i])), sector=int(rows["sector"][i]),
+                     rnbd_op=rnbd_op_name(int(rows["rnbd_op"][i])), sector=int(rows["sector"][i]),
                      bi_size=int(rows["bi_size"][i]))
     return event

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..layers import rnbd, rtrs
-from ..layout import ENUM_TABLES, layout_of
+from ..layout.from_layers import ENUM_TABLES, layout_of
 
 
 #: (protocol, message name, Scapy class): one Lua dissect function each.

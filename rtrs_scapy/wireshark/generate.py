@@ -20,17 +20,18 @@ operation bits) plus the flag booleans.
 
 import os
 
-from .. import __version__, constants, imm
+from .. import __version__
+from ..spec import constants, imm
 from ..analysis import qdepth
 from ..layers import cm as cm_layers
 from ..layers import ib as ib_layers
 from ..layers import rnbd, rtrs
-from ..layout import ENUM_TABLES, fingerprint_of, layout_of
+from ..layout.from_layers import ENUM_TABLES, fingerprint_of, layout_of
 from .fields import (  # noqa: F401  (re-exported for the tests)
     MESSAGES, GenerateError, LuaField, _lua_str, _message_fields, _protofield,
     field_manifest, lua_name,
 )
-from ..limits import kept_by
+from ..spec.limits import kept_by
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME = os.path.join(HERE, "runtime.lua")
@@ -58,6 +59,7 @@ CONSTANT_NAMES = (
     "RTRS_MSG_NEW_RKEY_F", "RTRS_IO_REQ_IMM", "RTRS_IO_RSP_IMM", "RTRS_IO_RSP_W_INV_IMM",
     "RTRS_HB_MSG_IMM", "RTRS_HB_ACK_IMM", "RNBD_MSG_SESS_INFO", "RNBD_MSG_SESS_INFO_RSP",
     "RNBD_MSG_OPEN", "RNBD_MSG_OPEN_RSP", "RNBD_MSG_IO", "RNBD_MSG_CLOSE", "RNBD_OP_MASK",
+    "RNBD_OP_FLUSH",
     "MAX_SESS_QUEUE_DEPTH", "DEFAULT_MAX_HDR_SIZE",
 )
 IMM_CONSTANTS = ("IMM_TYPE_SHIFT", "IMM_PAYLOAD_MASK", "MSG_ID_BITS", "MSG_ID_MASK", "ERRNO_MASK")
@@ -282,7 +284,7 @@ def generate(runtime_path=RUNTIME):
         'local VERSION = "%s"' % __version__,
         'local LAYOUT = "%s"' % fingerprint,
         "",
-        "-- == constants (rtrs_scapy.constants, rtrs_scapy.imm) ==",
+        "-- == constants (rtrs_scapy.spec.constants, rtrs_scapy.spec.imm) ==",
         "local C = {",
     ]
     for module, names in ((constants, CONSTANT_NAMES), (imm, IMM_CONSTANTS)):
@@ -300,7 +302,7 @@ def generate(runtime_path=RUNTIME):
     for name, value in QDEPTH_CONSTANTS:
         lines.append("  %s = %d," % (name, value))
     lines.append("}")
-    lines.append("-- bounds of the state tables (rtrs_scapy.limits)")
+    lines.append("-- bounds of the state tables (rtrs_scapy.spec.limits)")
     lines.append("local LIMITS = {")
     for name, entries, what in kept_by("plugin"):
         lines.append("  %s = %d,  -- %s" % (name, entries, what))

@@ -770,8 +770,12 @@ end
 local function rnbd_info(name, v)
   if not v then return "RNBD " .. string.upper(name) end
   if name == "io" then
+    local op = bit.band(v.rw, C.RNBD_OP_MASK)
+    if op == C.RNBD_OP_FLUSH then  -- no sector: the kernel sends a flush's (u64)-1
+      return string.format("RNBD FLUSH dev %d len %d", v.device_id, v.bi_size)
+    end
     return string.format("RNBD %s dev %d sector %s len %d",
-                         short_name(VS.rnbd_io_op, bit.band(v.rw, C.RNBD_OP_MASK), "RNBD_OP_"),
+                         short_name(VS.rnbd_io_op, op, "RNBD_OP_"),
                          v.device_id, tostring(v.sector), v.bi_size)
   elseif name == "open" then
     return string.format("RNBD OPEN %s %s", v.dev_name,

@@ -10,8 +10,8 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from scapy.utils import RawPcapReader
 
-from rtrs_scapy.constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F
-from rtrs_scapy.imm import imm_type
+from rtrs_scapy.spec.constants import RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F
+from rtrs_scapy.spec.imm import imm_type
 from rtrs_scapy.layers.cm import MAD, CMRep, CMReq
 from rtrs_scapy.layers.ib import BTH, OPCODE_NAMES, IETH, ImmDt, icrc_ok
 from rtrs_scapy.layers.rtrs import (

@@ -8,7 +8,7 @@ import pytest
 from scapy.packet import Raw
 
 from conftest import real_frame, real_truth
-from rtrs_scapy.constants import rnbd_rw_str
+from rtrs_scapy.spec.constants import rnbd_rw_str
 from rtrs_scapy.layers.ib import RETH
 from rtrs_scapy.layers.rnbd import (
     RnbdMsgClose, RnbdMsgHdr, RnbdMsgIo, RnbdMsgOpen, RnbdMsgOpenRsp, RnbdMsgSessInfo,

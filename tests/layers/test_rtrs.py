@@ -6,7 +6,7 @@ import pytest
 from scapy.packet import Raw
 
 from conftest import real_frame
-from rtrs_scapy.constants import RTRS_MSG_NEED_INVAL_F, RTRS_MSG_NEW_RKEY_F
+from rtrs_scapy.spec.constants import RTRS_MSG_NEED_INVAL_F, RTRS_MSG_NEW_RKEY_F
 from rtrs_scapy.layers.ib import RETH, ImmDt
 from rtrs_scapy.layers.rnbd import RnbdMsgClose, RnbdMsgIo, RnbdMsgOpen, RnbdMsgSessInfo
 from rtrs_scapy.layers.rtrs import (

@@ -2,8 +2,9 @@
 
 import click
 
-from .scenarios import CRAFTER_PARAMS, SCENARIOS, craft_frames, scenario_names
-from .capture_files import DLT_ERF, write_capture, write_truth
+from ..craft.scenarios import CRAFTER_PARAMS, SCENARIOS, craft_frames, scenario_names
+from ..craft.capture_files import DLT_ERF, write_capture, write_truth
+from .common import OutputPath, writing
 
 
 def _parse_value(text):
@@ -29,7 +30,7 @@ def _assignments(params):
 
 @click.command()
 @click.argument("scenario", required=False)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+@click.option("-o", "--output", type=OutputPath(),
               help="Capture to write: .pcap, .pcapng, .pcap.gz or .pcapng.gz.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of every random value (UUIDs, QPNs, PSNs, comm IDs, data).")
@@ -70,7 +71,8 @@ def craft(scenario, output, seed, params, truth, erf, list_):
         raise click.UsageError(str(exc.args[0] if exc.args else exc))
     if erf:
         linktype = DLT_ERF
-    write_capture(output, frames, linktype=linktype)
+    with writing(output):
+        write_capture(output, frames, linktype=linktype)
     if truth:
         write_truth(output + ".truth.json", truth_dict)
     click.echo("%s: %d frames (%s, seed %d)" % (output, len(frames), scenario, seed), err=True)

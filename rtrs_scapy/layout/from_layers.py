@@ -10,10 +10,10 @@ raises ``LayoutError`` at import/generation time instead of being guessed.
 import hashlib
 from scapy import fields as F
 
-from . import constants
-from .layers import cm, ib, rnbd, rtrs
-from .layout_ir import FieldSpec, Layout, LayoutError  # noqa: F401 (re-exported)
-from .layout_refs import ref
+from ..spec import constants
+from ..layers import cm, ib, rnbd, rtrs
+from .ir import FieldSpec, Layout, LayoutError  # noqa: F401 (re-exported)
+from ..layers.refs import ref
 
 
 # Scapy field class -> (kind, size in bytes, endian, display); searched along the MRO.
@@ -98,7 +98,7 @@ def _field_spec(cls, fld, offset):
     if isinstance(fld, F.PacketListField):
         count = getattr(fld, "count_from", None)
         if not isinstance(count, ref):
-            raise LayoutError("%s: list count must be a layout_refs.ref" % what)
+            raise LayoutError("%s: list count must be a refs.ref" % what)
         element = layout_of(fld.cls)
         return FieldSpec(fld.name, offset, element.fixed_size, "list",
                          count_ref=count.name, element=element)

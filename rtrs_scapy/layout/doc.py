@@ -21,10 +21,10 @@ none.
 import re
 from pathlib import Path
 
-from .layout import DECODED, ENUM_TABLES, layout_of
+from .from_layers import DECODED, ENUM_TABLES, layout_of
 
 #: The default document: docs/PROTOCOL.md of the source tree.
-PROTOCOL_MD = Path(__file__).resolve().parents[1] / "docs" / "PROTOCOL.md"
+PROTOCOL_MD = Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md"
 
 CLASSES = {cls.__name__: cls for cls in DECODED}
 

@@ -1,6 +1,6 @@
 """The layout IR: what a field list says about the wire, as plain data.
 
-``layout.py`` builds it from Scapy's ``fields_desc``; the generated
+``from_layers.py`` builds it from Scapy's ``fields_desc``; the generated
 ``wire.py`` holds it for every layer the engine reads, so that the engine,
 the plans and the CM tracker run without importing Scapy.
 """

@@ -2,8 +2,9 @@
 
 import click
 
-from .generate import generate
-from .install import install as install_plugin
+from ..wireshark.generate import generate
+from ..wireshark.install import install as install_plugin
+from .common import OutputPath, writing
 
 
 @click.group()
@@ -12,7 +13,7 @@ def wireshark():
 
 
 @wireshark.command()
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+@click.option("-o", "--output", type=OutputPath(allow_dash=True),
               default="-", show_default=True, help="Write the Lua file here ('-' = stdout).")
 def export(output):
     """Generate the Lua dissector (wireshark/rtrs.lua)."""
@@ -20,7 +21,7 @@ def export(output):
     if output == "-":
         click.echo(text, nl=False)
         return
-    with open(output, "w", encoding="utf-8") as fh:
+    with writing(output), open(output, "w", encoding="utf-8") as fh:
         fh.write(text)
     click.echo("wrote %s" % output, err=True)
 

@@ -116,6 +116,7 @@ rnbd_io_flags = {
 # enum rnbd_cache_policy (open_rsp.cache_policy bits)
 rnbd_cache_policy = {0x1: "RNBD_FUA", 0x2: "RNBD_WRITEBACK"}
 
+#: RNBD counts 512-byte sectors whatever the device's block size (docs/PROTOCOL.md#rnbd)
 RNBD_SECTOR_SIZE = 512
 
 
@@ -125,6 +126,17 @@ def short_name(table, value, prefix):
     if name is None:
         return str(value)
     return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def rnbd_op_name(rw):
+    """The operation of rnbd_msg_io.rw in lower case: 'read', 'write', 'flush', 'discard',
+    'secure_erase', 'write_zeroes' (flags ignored; an unknown code as its number)."""
+    return short_name(rnbd_io_op, rw & RNBD_OP_MASK, "RNBD_OP_").lower()
+
+
+#: the RNBD operations by name, in the kernel's order, and back to their codes
+RNBD_OP_NAMES = tuple(rnbd_op_name(code) for code in sorted(rnbd_io_op))
+RNBD_OP_CODES = {rnbd_op_name(code): code for code in rnbd_io_op}
 
 
 def rnbd_rw_str(rw):

@@ -42,15 +42,15 @@ class Runner:
 
     def __call__(self, inputs, keep_messages=True, queue_depth=None, io_sink=None,
                  progress=None, until_frame=None):
-        from .analysis import analyze
+        from . import analyze
         self.mapped = 0
         whole = dict(keep_messages=keep_messages, queue_depth=queue_depth, io_sink=io_sink,
                      progress=progress, until_frame=until_frame)
         single = isinstance(inputs, (str, os.PathLike))
         if single and (inputs == "-" or not os.path.isdir(inputs)) or until_frame is not None:
             return analyze(inputs, **whole)
-        from .analysis.parts import reduce_parts
-        from .capture.inputs import expand
+        from .parts import reduce_parts
+        from ..capture.inputs import expand
         files = expand([inputs] if single else inputs)
         if len(files) < 2 or "-" in files:
             return analyze(files, **whole)
@@ -65,7 +65,7 @@ class Runner:
 
 
 def _map_file(path):
-    from .analysis.parts import map_file
+    from .parts import map_file
     return map_file(path)
 
 

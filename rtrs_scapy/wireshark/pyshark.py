@@ -25,8 +25,8 @@ import warnings
 
 import pyshark
 
-from .wireshark.generate import generate
-from .wireshark.install import PLUGIN_NAME, plugin_dir
+from .generate import generate
+from .install import PLUGIN_NAME, plugin_dir
 
 ALL_FRAMES = "frame"
 

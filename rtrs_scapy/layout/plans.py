@@ -14,7 +14,7 @@ name)`` reads one field of many messages at once.
 import struct
 
 from . import wire
-from .layout_ir import LayoutError
+from .ir import LayoutError
 
 _INT_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 _SIGNED_CODES = {1: "b", 2: "h", 4: "i", 8: "q"}
@@ -147,6 +147,6 @@ def plan(layer):
     if layout is None:
         if isinstance(layer, str):
             raise LayoutError("no layout for %r in wire.py" % name)
-        from .layout import layout_of  # a layer the analysis does not read: ask Scapy
+        from .from_layers import layout_of  # a layer the analysis does not read: ask Scapy
         layout = layout_of(layer)
     return _plan_of(layout)

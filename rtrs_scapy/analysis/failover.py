@@ -1,0 +1,119 @@
+"""Failovers whose original never reached the wire (docs/PROTOCOL.md#failover-from-the-wire).
+
+When a path fails, ``fail_all_outstanding_reqs()`` (rtrs-clt.c) walks the failed
+path's requests by permit, ``reqs[0]`` … ``reqs[queue_depth - 1]``, and re-sends
+each one in use on an alive path (``rtrs_clt_failover_req()``), the copy keeping
+the permit, i.e. the buf_id (``rtrs_clt_get_copy_req()``).  The copies of one
+failure therefore leave in ascending buf_id order, one after another.
+
+The copies whose original is on the wire (io.py: unanswered, or answered but the
+answer never acknowledged) are proven; they fix that order.  A request of an
+alive path of the same session is taken for the copy of an original that never
+reached the wire when it lies in that run and fits its order: sent after the
+failed path's last request on the wire and before the run's last proven copy,
+its buf_id above the buf_ids of the proven copies sent before it and below
+those sent after it, not a proven copy's buf_id, the last such request of its
+buf_id.  This is an inference, not a proof: a new request that happens to take
+such a permit at such a moment is indistinguishable on the wire, and a copy
+after the run's last proven copy (or of a failure without any proven copy) is
+not found.  Such failovers are counted (``failovers``) and listed apart
+(``failovers_unseen``, kind ``original_not_on_wire``).
+"""
+
+import numpy as np
+
+from ..spec.constants import rnbd_op_name
+
+#: IO rows kept for this rule (the newest; the run of one failure is far shorter)
+KEEP = 1 << 20
+COLUMNS = ("frame", "time_ns", "path", "buf_id", "outcome", "response_ns", "sector",
+           "bi_size", "rnbd_op", "op", "device_id", "rnbd_type")
+
+
+class RequestLog:
+    """The last KEEP IO rows, as columns."""
+
+    def __init__(self):
+        self.chunks, self.size = [], 0
+
+    def add(self, batch):
+        self.chunks.append({c: batch[c].copy() for c in COLUMNS})
+        self.size += len(batch["frame"])
+        while self.size - len(self.chunks[0]["frame"]) >= KEEP:
+            self.size -= len(self.chunks.pop(0)["frame"])
+
+    def table(self):
+        if not self.chunks:
+            return {c: np.zeros(0, dtype=np.int64) for c in COLUMNS}
+        rows = {c: np.concatenate([k[c] for k in self.chunks]) for c in COLUMNS}
+        order = np.argsort(rows["frame"], kind="stable")
+        return {c: v[order] for c, v in rows.items()}
+
+
+def runs(records):
+    """The proven failovers of one failed path, in frame order, split where a gap of
+    more than a second separates two (another failure)."""
+    out = []
+    for record in sorted(records, key=lambda r: r["frame"]):
+        if out and out[-1][-1]["original_path"] == record["original_path"] and \
+                record["time"] - out[-1][-1]["time"] <= 1.0:
+            out[-1].append(record)
+        else:
+            out.append([record])
+    return out
+
+
+def infer(an, session):
+    """The copies of originals that never reached the wire, per the rule above, added
+    to the failovers of the paths that took them over."""
+    paths = [p for p in session.paths if p is not None]
+    proven = [r for p in paths for r in p.failover_list if r["kind"] != "original_not_on_wire"]
+    if not proven:
+        return
+    rows = an.request_log.table()
+    ids = {p.id for p in paths}
+    by_client = {p.client: p for p in paths}
+    mine = np.isin(rows["path"], list(ids))
+    unseen = {}      # copy frame -> the failed path, for the message records
+    for run in runs(proven):
+        failed = by_client[run[0]["original_path"]]
+        bufs = [r["buf_id"] for r in run]
+        if bufs != sorted(bufs):
+            continue           # not the kernel's order: nothing to infer from
+        frames = [r["frame"] for r in run]
+        earlier = mine & (rows["path"] == failed.id) & (rows["frame"] < frames[0])
+        start = int(rows["frame"][earlier].max()) if earlier.any() else -1
+        window = np.flatnonzero(mine & (rows["path"] != failed.id) & (rows["frame"] > start)
+                                & (rows["frame"] < frames[-1]))
+        chosen = {}
+        for k in window.tolist():
+            frame, buf = int(rows["frame"][k]), int(rows["buf_id"][k])
+            if frame in frames or buf in bufs:
+                continue
+            below = [b for f, b in zip(frames, bufs) if f < frame]
+            above = [b for f, b in zip(frames, bufs) if f > frame]
+            if all(b < buf for b in below) and all(b > buf for b in above):
+                chosen[buf] = k          # the last one of its buf_id
+        for buf, k in sorted(chosen.items(), key=lambda item: rows["frame"][item[1]]):
+            taker = an.path_list[int(rows["path"][k])]
+            record = {"frame": int(rows["frame"][k]), "time": int(rows["time_ns"][k]) / 1e9,
+                      "kind": "original_not_on_wire", "buf_id": buf,
+                      "original_frame": None, "original_path": failed.client,
+                      "response_frame": None, "delay_us": None, "wait_us": None,
+                      "op": "read" if rows["op"][k] == 1 else "write"}
+            if rows["rnbd_type"][k] >= 0 and rows["rnbd_op"][k] >= 0:
+                record.update(device_id=int(rows["device_id"][k]), sector=int(rows["sector"][k]),
+                              bi_size=int(rows["bi_size"][k]),
+                              rnbd_op=rnbd_op_name(int(rows["rnbd_op"][k])))
+            taker.failover_list.append(record)
+            taker.failover_list.sort(key=lambda r: r["frame"])
+            taker.failovers += 1
+            taker.failovers_unseen += 1
+            unseen[record["frame"]] = failed.client
+            taker.events.append({"time": record["time"], "frame": record["frame"],
+                                 "kind": "failover", "buf_id": buf,
+                                 "original": "not on the wire"})
+    if unseen and an.records is not None:
+        for rec in an.records.list:
+            if rec.get("frame") in unseen and rec["msg"] in ("read", "write"):
+                rec["fields"]["failover_unseen"] = unseen[rec["frame"]]

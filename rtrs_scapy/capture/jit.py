@@ -1,0 +1,85 @@
+"""The engine's compiled loops: compiled once, when the package is installed.
+
+numba compiles a function on its first call and, with caching, keeps the
+machine code beside the source (``__pycache__``) under a hash of the source.
+Compiling the engine's entry points takes tens of seconds, so it is done when
+the package is built (``setup.py`` runs ``rtrs-dissect compile``'s work into
+the wheel's ``__pycache__``) or, in a checkout, by ``scripts/dissect.sh``.
+
+numba's own cache places need a writable folder: an install in a read-only
+site-packages would find its shipped code and still compile on every run.
+:func:`compiled` therefore gives each entry point a cache that, after numba's
+usual places (``NUMBA_CACHE_DIR``, a writable ``__pycache__``, the user's cache
+folder), also *reads* the package's own ``__pycache__`` when it cannot write
+there.  The code is only used for the machine and numba version it was built
+for (numba checks both); anything else compiles as before.
+"""
+
+import os
+
+from numba import njit
+from numba.core import caching
+
+#: every compiled entry point (called from Python), for :func:`missing`
+ENTRY_POINTS = []
+
+
+class _ShippedLocator(caching.InTreeCacheLocator):
+    """The package's ``__pycache__`` even when it is read-only: for loading only."""
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        return cls(py_func, py_file) if os.path.isdir(os.path.dirname(py_file)) else None
+
+    def ensure_cache_path(self):
+        raise OSError("read-only: %s" % self.get_cache_path())
+
+
+class _Impl(caching.CompileResultCacheImpl):
+    _locator_classes = [caching.UserProvidedCacheLocator, caching.InTreeCacheLocator,
+                        caching.UserWideCacheLocator, _ShippedLocator]
+
+
+class _ShippedCache(caching.FunctionCache):
+    """numba's function cache, falling back to the code shipped in the package."""
+
+    _impl_class = _Impl
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        self._shipped = caching.IndexDataCacheFile(
+            cache_path=_ShippedLocator(py_func, self._impl.locator._py_file).get_cache_path(),
+            filename_base=self._impl.filename_base,
+            source_stamp=self._impl.locator.get_source_stamp())
+
+    def _load_overload(self, sig, target_context):
+        found = super()._load_overload(sig, target_context)
+        if found is None and self._enabled:
+            data = self._shipped.load(self._index_key(sig, target_context.codegen()))
+            found = None if data is None else self._impl.rebuild(target_context, data)
+        return found
+
+    def _save_overload(self, sig, data):
+        if not isinstance(self._impl.locator, _ShippedLocator):
+            super()._save_overload(sig, data)
+
+    def has_code_for(self, codegen):
+        """Is there machine code for this machine (any signature), here or shipped?"""
+        magic = codegen.magic_tuple()
+        return any(key[1] == magic for index in (self._cache_file, self._shipped)
+                   for key in index._load_index())
+
+
+def compiled(function):
+    """``@njit(nogil=True)`` with the cache described above."""
+    dispatcher = njit(nogil=True)(function)
+    dispatcher._cache = _ShippedCache(function)
+    ENTRY_POINTS.append(dispatcher)
+    return dispatcher
+
+
+def missing():
+    """Names of the entry points that the next call would compile first."""
+    from numba.core.registry import cpu_target
+    codegen = cpu_target.target_context.codegen()
+    return [d.py_func.__qualname__ for d in ENTRY_POINTS if not d._cache.has_code_for(codegen)]
