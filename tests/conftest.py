@@ -110,6 +110,12 @@ SHARED_WORK = {
     "test_tshark_crafted": "module",     # the crafted frames and their pcaps
     "test_tshark_diff": "module",        # Scapy and tshark, per capture
     "test_wireshark_diff": "module",     # Scapy and tshark + the plugin, per capture
+    # the summaries of the captures watch reads (watch_util.summary: once per worker)
+    "test_watch_inputs": "watch",
+    "test_watch_jsonl": "watch",
+    "test_watch_memory": "watch",
+    "test_watch_prometheus": "watch",
+    "test_watch_screen": "watch",
     "test_real_captures": "module",      # the Scapy decode, per capture
     "test_scapy_untouched": "module",    # a fresh Scapy in a subprocess
 }
