@@ -26,7 +26,7 @@ from rtrs_scapy.analysis.io import READ, WRITE
 from rtrs_scapy.report.html import render
 from rtrs_scapy.report.view import CaptureView
 from rtrs_scapy.tables.export import export
-from test_cuts import OPS, frames_of, restricted, write_pcap
+from test_cuts import OPS, restricted, whole_of, write_pcap
 from watch_util import interval_totals, watch_jsonl
 
 CAPTURES = ("errors", "multipath", "basic_inval")
@@ -44,8 +44,7 @@ def _cuts():
     small = tuple(real_pcap(name) for name in CAPTURES)
     for name in CAPTURES + ("load",):
         pcap = real_pcap(name)
-        frames, link_type = frames_of(pcap)
-        whole = analyze(pcap, keep_messages=True)
+        frames, link_type, whole = whole_of(pcap)
         if name == "load":
             chosen = covering(pcap, together, with_depth=False, others=small)
         else:

@@ -27,6 +27,7 @@ left of load_c128_qd8192 from frame 532, a cut the old points never made) is rea
 the default, as documented: ``restricted`` says what the analyzer must then find.
 """
 
+import functools
 import struct
 
 import pytest
@@ -43,6 +44,14 @@ PAIRING_ANOMALIES = {"buf_id_reused", "unmatched_response", "offset_mismatch", "
 OPS = ("read", "write")
 CRAFTED = sorted(PROJECT_PCAPS.glob("load_c*_qd*.pcap")) + [PROJECT_PCAPS / "io_errors.pcap"]
 SMALL_REAL = [name for name, _, truth in REAL_ALL if truth["pcap_stats"]["frames"] < 20000]
+
+
+@functools.lru_cache(maxsize=None)
+def whole_of(pcap):
+    """(frames, link type, the analysis with its records) of a whole capture, once per
+    worker (test_cut_outputs.py cuts the same captures; nothing changes them)."""
+    frames, link_type = frames_of(pcap)
+    return frames, link_type, analyze(pcap, keep_messages=True)
 
 
 def frames_of(pcap):
@@ -147,8 +156,7 @@ def check_cut(whole, cut, first, qd, situation=None, pcap=None):
 
 def run_cuts(pcap, tmp_path, qd, points):
     """Cut ``pcap`` at each (first frame, situation) of ``points``; check each cut."""
-    frames, link_type = frames_of(pcap)
-    whole = analyze(pcap, keep_messages=True)
+    frames, link_type, whole = whole_of(pcap)
     for first, situation in points:
         short = tmp_path / "cut.pcap"
         write_pcap(short, frames[first - 1:], link_type)
