@@ -33,7 +33,17 @@ ensure_venv() {
             python3 -m venv .venv
         fi
     fi
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$1"
+    # pip resolves every requirement again even when all are there (about 20 s): it runs
+    # when setup.cfg or pyproject.toml changed since this venv was installed with these
+    # extras, or when a distribution they ask for is missing (tests/installed.py)
+    local stamp extras
+    stamp=".venv/.installed$1-$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)"
+    extras="${1#[}"
+    extras="${extras%]}"
+    if [ ! -e "$stamp" ] || ! .venv/bin/python tests/installed.py "$extras" 2>/dev/null; then
+        .venv/bin/python -m pip install -q --disable-pip-version-check -e ".$1"
+        touch "$stamp"
+    fi
     # the engine's machine code, compiled here once rather than on the first capture
     # (docs/install.md): about 30 s the first time, a second once it is there
     .venv/bin/rtrs-dissect compile >&2

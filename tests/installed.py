@@ -36,12 +36,20 @@ def requirements(extras=("test",)):
     return sorted(names)
 
 
-def missing():
+def missing(extras=("test",)):
     """The required distributions that are not installed."""
     absent = []
-    for name in requirements():
+    for name in requirements(extras):
         try:
             metadata.distribution(name)
         except metadata.PackageNotFoundError:
             absent.append(name)
     return absent
+
+
+if __name__ == "__main__":
+    # python tests/installed.py [test|scale,...]: exit 1 when something is missing
+    # (scripts/setup-venv.sh asks before it runs pip)
+    import sys
+    wanted = tuple(e for e in (sys.argv[1] if len(sys.argv) > 1 else "").split(",") if e)
+    sys.exit(1 if missing(wanted) else 0)
