@@ -152,8 +152,12 @@ def readme(entries):
 def build(out):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    crafted = {}    # the same session in several files (pcap, pcapng, gzip, ERF) crafted once
     for name, scenario, seed, params, _what, *options in CORPUS:
-        frames, truth, linktype = craft_frames(scenario, seed=seed, **params)
+        key = (scenario, seed, tuple(sorted(params.items())))
+        if key not in crafted:
+            crafted[key] = craft_frames(scenario, seed=seed, **params)
+        frames, truth, linktype = crafted[key]
         if options and options[0].get("erf"):
             linktype = DLT_ERF
         write_capture(out / name, frames, linktype=linktype)
