@@ -140,10 +140,15 @@ def _situations(pcap, with_depth, firsts):
                    and f.imm >> 28 in (IMM_HB_MSG, IMM_HB_ACK)), default=0)
 
     depth_from = [1]
-    if with_depth:   # the decode of a cut changes only where an event or a CM message goes
-        starts = {numbers[0] for kind, numbers in multi_packet_messages(frames)}
-        changes = {f.number + 1 for f in frames if f.imm is not None or f.attr is not None
-                   or f.number in starts}
+    if with_depth:
+        # the decode of a cut changes only where a request or response (its immediate), a
+        # CM REQ or REP, or the first packet of a write request leaves the cut
+        # (test_cut_points.py decodes every cut of two captures to hold this)
+        starts = {numbers[0] for kind, numbers in multi_packet_messages(frames)
+                  if kind == "write request"}
+        changes = {f.number + 1 for f in frames if f.number in starts or f.attr in (CM_REQ, CM_REP)
+                   or f.imm is not None and f.imm >> 28 in (IMM_IO_REQ, IMM_IO_RSP,
+                                                            IMM_IO_RSP_W_INV)}
         depth_from = sorted({1} | {f for f in changes if f <= count})
     start = depth_from[bisect.bisect_right(depth_from, lo) - 1]
     depths = {b: frozenset(decode(pcap, b).depth.values()) if with_depth else frozenset()
