@@ -22,7 +22,7 @@ not found.  Such failovers are counted (``failovers``) and listed apart
 
 import numpy as np
 
-from ..spec.constants import rnbd_op_name
+from .io import HEADER, failover_record
 
 #: IO rows kept for this rule (the newest; the run of one failure is far shorter)
 KEEP = 1 << 20
@@ -96,15 +96,9 @@ def infer(an, session):
                 chosen[buf] = k          # the last one of its buf_id
         for buf, k in sorted(chosen.items(), key=lambda item: rows["frame"][item[1]]):
             taker = an.path_list[int(rows["path"][k])]
-            record = {"frame": int(rows["frame"][k]), "time": int(rows["time_ns"][k]) / 1e9,
-                      "kind": "original_not_on_wire", "buf_id": buf,
-                      "original_frame": None, "original_path": failed.client,
-                      "response_frame": None, "delay_us": None, "wait_us": None,
-                      "op": "read" if rows["op"][k] == 1 else "write"}
-            if rows["rnbd_type"][k] >= 0 and rows["rnbd_op"][k] >= 0:
-                record.update(device_id=int(rows["device_id"][k]), sector=int(rows["sector"][k]),
-                              bi_size=int(rows["bi_size"][k]),
-                              rnbd_op=rnbd_op_name(int(rows["rnbd_op"][k])))
+            record = failover_record("original_not_on_wire", int(rows["frame"][k]),
+                                     int(rows["time_ns"][k]), buf,
+                                     {c: rows[c][k] for c in HEADER}, failed.client)
             taker.failover_list.append(record)
             taker.failover_list.sort(key=lambda r: r["frame"])
             taker.failovers += 1

@@ -29,6 +29,21 @@ def per_id(ids, value):
                                                                             dtype=np.int64)
 
 
+def failover_record(kind, frame, stamp_ns, buf_id, request, original_path, original_frame=None,
+                    response_frame=None, delay_us=None):
+    """One failover as the path that took the request over lists it; ``request`` holds
+    the op and RNBD header (HEADER's columns) of the copy or of its original."""
+    record = {"frame": frame, "time": stamp_ns / 1e9, "kind": kind, "buf_id": buf_id,
+              "original_frame": original_frame, "original_path": original_path,
+              "response_frame": response_frame, "delay_us": delay_us, "wait_us": None,
+              "op": OPS[int(request["op"]) - 1]}
+    if request["rnbd_op"] >= 0:
+        record.update(device_id=int(request["device_id"]), sector=int(request["sector"]),
+                      bi_size=int(request["bi_size"]),
+                      rnbd_op=rnbd_op_name(int(request["rnbd_op"])))
+    return record
+
+
 def acknowledged(state, slot, gen, psn):
     """Whether the client acknowledged the response packet ``psn`` of stream ``slot``
     (arrays or ints): 1 yes, 0 not (yet), -1 unknown (a stream without its CM pairing)."""
@@ -229,11 +244,9 @@ class IoBatch:
                        "buf_id %d still pending from frame %d", table["key"][j],
                        table["frame"][old])
         for j in np.flatnonzero(result.failover).tolist():   # counted where it went
-            path = paths[table["path"][j]]
-            path.failovers += 1
-            path.failover_delays.append((table["stamp"][j] - result.first_stamp[j]) / 1e9)
             old = int(np.flatnonzero(result.replaced_by == j)[0])
-            self._failover(table, j, old, result, "no_response")
+            self._failover(table, j, old, result, "no_response",
+                           delay_ns=table["stamp"][j] - result.first_stamp[j])
         answered = result.response_request >= 0
         req_of = result.response_request[answered]
         latency = rows[answered, T.R_LAST_TS] - result.first_stamp[req_of]
@@ -299,11 +312,6 @@ class IoBatch:
 
     # -- failovers (docs/PROTOCOL.md#failover-from-the-wire) -------------------------
 
-    def _acknowledged(self, slot, gen, psn):
-        """Whether the client acknowledged the response packet ``psn`` of stream
-        ``slot``: 1 yes, 0 not (yet), -1 unknown (a stream without its CM pairing)."""
-        return acknowledged(self.an.engine.streams.state, slot, gen, psn)
-
     def _undelivered(self, table, result, rows, first_new, rsp_record):
         """Answered requests whose response the client never acknowledged, and the
         requests of another path of the session that re-send them (same buf_id and
@@ -312,7 +320,7 @@ class IoBatch:
         an = self.an
         waiting = an.undelivered
         for key, entry in list(waiting.items()):   # acknowledged since: delivered late
-            if self._acknowledged(*entry["response"]) == 1:
+            if acknowledged(an.engine.streams.state, *entry["response"]) == 1:
                 del waiting[key]
         an.release_acknowledged()
         n_rsp = len(result.response_request)
@@ -354,30 +362,25 @@ class IoBatch:
                 continue      # the permit was taken again: the client had completed it
             result.first_frame[x] = entry["first_frame"]
             result.first_stamp[x] = entry["first_stamp"]
-            path = an.path_list[int(table["path"][x])]
-            path.failovers += 1
-            path.failover_delays.append((table["stamp"][x] - old["stamp"]) / 1e9)
             self._failover(table, x, old, result, "response_not_delivered",
-                           entry["response_frame"], entry["response_record"])
+                           table["stamp"][x] - old["stamp"], entry["response_frame"],
+                           entry["response_record"])
         return delivered
 
-    def _failover(self, table, j, old, result, kind, response_frame=None,
+    def _failover(self, table, j, old, result, kind, delay_ns, response_frame=None,
                   response_record=None):
-        """The record of one failover, on the path that took the request over."""
+        """One failover, counted and listed on the path that took the request over."""
         an = self.an
         if isinstance(old, int):
             old = {c: int(table[c][old]) for c in pairing.REQUEST_COLUMNS}
         path = an.path_list[int(table["path"][j])]
+        path.failovers += 1
+        path.failover_delays.append(delay_ns / 1e9)
         frame = int(table["frame"][j])
-        record = {"frame": frame, "time": int(table["stamp"][j]) / 1e9, "kind": kind,
-                  "buf_id": int(table["key"][j]), "original_frame": old["frame"],
-                  "original_path": an.path_list[old["path"]].client,
-                  "response_frame": response_frame,
-                  "delay_us": round((int(table["stamp"][j]) - old["stamp"]) / 1e3, 1),
-                  "wait_us": None, "op": "read" if old["op"] == READ else "write"}
-        if old["rnbd_type"] >= 0 and rnbd.kind_name(old["rnbd_type"]) == "io":
-            record.update(device_id=old["device_id"], sector=old["sector"],
-                          bi_size=old["bi_size"], rnbd_op=rnbd_op_name(old["rnbd_op"]))
+        record = failover_record(
+            kind, frame, int(table["stamp"][j]), int(table["key"][j]), old,
+            an.path_list[old["path"]].client, old["frame"], response_frame,
+            round((int(table["stamp"][j]) - old["stamp"]) / 1e3, 1))
         if kind == "response_not_delivered" and old["op"] == WRITE:
             record["executed_twice"] = True     # the server answered the first: it ran
         path.failover_list.append(record)

@@ -138,8 +138,7 @@ class _Streams:
             row = np.zeros((1, T.S_COLUMNS), dtype=np.int64)
             row[0, [T.K_HI, T.K_LO, T.K_QPN]] = key
             row[0, T.CONN] = row[0, T.FRESH_FRAME] = -1
-            row[0, [T.ACK_IN, T.PEER, T.ACKED_PSN, T.ACKED_FRAME, T.UNACKED_PSN,
-                    T.UNACKED_FRAME]] = -1
+            row[0, list(T.NO_ACKS)] = -1
             row[0, T.USED] = 1
             self.state = np.vstack((self.state, row))
         return slot
@@ -159,11 +158,8 @@ class _Binder:
         return slot
 
     def pair_streams(self, a, b):
-        """The two directions of one connection (the ACKs of one acknowledge the other's
-        packets; each part's last acknowledged PSN arrives with its edges)."""
-        state = self.streams.state
-        state[a, T.PEER], state[a, T.PEER_GEN] = b, state[b, T.GEN]
-        state[b, T.PEER], state[b, T.PEER_GEN] = a, state[a, T.GEN]
+        """Each part's last acknowledged PSN arrives with its edges (ACK_IN)."""
+        T.pair_streams(self.streams.state, a, b)
 
     def touched(self):
         streams = self.streams

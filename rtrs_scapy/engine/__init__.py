@@ -90,11 +90,7 @@ class Engine:
         return slot
 
     def pair_streams(self, a, b):
-        """The two directions of one connection: the ACKs that arrive on one
-        acknowledge the packets of the other."""
-        state = self.streams.state
-        state[a, T.PEER], state[a, T.PEER_GEN] = b, state[b, T.GEN]
-        state[b, T.PEER], state[b, T.PEER_GEN] = a, state[a, T.GEN]
+        T.pair_streams(self.streams.state, a, b)
 
 
 def mads(chunk, packets, first, last):

@@ -27,7 +27,6 @@ import numpy as np
 from numba import njit
 
 from ..capture.jit import compiled
-
 from ..layout import wire
 from ..capture.ib import (
     C_ACK, C_CNP, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
@@ -180,11 +179,22 @@ def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_
     return slot, nfree
 
 
+#: what a stream knows of acknowledgements when it starts (or a new PSN space does)
+NO_ACKS = (ACK_IN, PEER, ACKED_PSN, ACKED_FRAME, UNACKED_PSN, UNACKED_FRAME)
+
+
 @njit
 def _no_acks(s):
-    s[ACK_IN] = s[PEER] = s[ACKED_PSN] = s[ACKED_FRAME] = s[UNACKED_PSN] = -1
-    s[UNACKED_FRAME] = -1
+    for column in NO_ACKS:
+        s[column] = -1
     s[UNACKED_DUPS] = 0
+
+
+def pair_streams(state, a, b):
+    """The two directions of one connection: the ACKs that arrive on one acknowledge
+    the packets of the other."""
+    state[a, PEER], state[a, PEER_GEN] = b, state[b, GEN]
+    state[b, PEER], state[b, PEER_GEN] = a, state[a, GEN]
 
 
 @njit
