@@ -15,8 +15,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..capture.ib import P_KIND
-from ..capture.links import address_text
+from ..capture.ib import P_KIND, P_MIRROR
+from ..capture.links import address_text, mirror_codes
 from ..spec.constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
 from ..engine import mads
 from ..engine import transport as T
@@ -78,6 +78,7 @@ class Analyzer:
         self.first_ts = self.last_ts = None   # seconds (the capture's first and last frame)
         self.link_types = set()
         self.link_type = None
+        self.mirrors = set()        # mirror codes of the IB frames (capture/links.py)
         self.unattributed = []      # heartbeats of streams not yet tied to a path
         self.unmatched_responses = 0
         self.frame = None
@@ -321,6 +322,7 @@ class Analyzer:
             self.link_type = int(chunk.links[0])
         self.last_ts = int(chunk.stamps[-1]) / 1e9
         self.link_types.update(np.unique(chunk.links).tolist())
+        self.bounds.keep_new("mirrors", self.mirrors, mirror_codes(packets[:, P_MIRROR]))
 
     def cm_run(self, chunk, packets, first, last):
         """Consecutive CM MADs; a flood of REQs that open sessions nobody answers goes

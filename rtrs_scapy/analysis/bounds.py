@@ -27,6 +27,16 @@ class Bounds:
         else:
             self.refused[table] += 1
 
+    def keep_new(self, table, kept, items):
+        """Add to the set ``kept`` the ``items`` not in it while the ``table`` bound
+        allows; count the others."""
+        for item in items:
+            if item not in kept:
+                if len(kept) < self.size[table]:
+                    kept.add(item)
+                else:
+                    self.refused[table] += 1
+
     def summary(self, transport_counters):
         evicted = dict(self.evicted)
         evicted["streams"] = int(transport_counters[T.G_EVICTIONS])

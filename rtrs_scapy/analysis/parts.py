@@ -30,8 +30,11 @@ from typing import List
 import numpy as np
 
 from ..capture import open_capture
+from ..capture.ib import P_MIRROR
+from ..capture.links import mirror_codes
 from ..engine import Engine, mads
 from ..engine import transport as T
+from ..spec.limits import limit
 from .analyzer import Analyzer
 
 #: the per-stream edge state a part keeps (transport state columns)
@@ -52,6 +55,7 @@ class FilePart:
     first_stamp: int = None
     last_stamp: int = None
     link_types: set = field(default_factory=set)
+    mirrors: set = field(default_factory=set)   # mirror codes (capture/links.py)
     items: List[tuple] = field(default_factory=list)   # ("rows"|"events"|"cm", ...) in order
     streams: np.ndarray = None       # one row per stream: the EDGE columns
     heads: dict = field(default_factory=dict)   # stream key -> head bytes of its open message
@@ -77,6 +81,8 @@ class _Recorder:
             part.first_stamp = int(chunk.stamps[0])
         part.last_stamp = int(chunk.stamps[-1])
         part.link_types.update(np.unique(chunk.links).tolist())
+        if len(part.mirrors) < limit("mirrors"):
+            part.mirrors.update(mirror_codes(packets[:, P_MIRROR]))
 
     def messages_done(self, rows, arena):
         """Rows with only the bytes they point at (offsets rewritten)."""
@@ -260,6 +266,7 @@ class _Reducer:
                 an.link_type = part.link_type
             an.last_ts = part.last_stamp / 1e9
         an.link_types.update(part.link_types)
+        an.bounds.keep_new("mirrors", an.mirrors, sorted(part.mirrors))
 
     def _stitched(self, rows, arena, offset, firsts, seen):
         """Rows of a part in the capture's numbering and stream identities; a stream's

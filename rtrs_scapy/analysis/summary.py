@@ -6,7 +6,7 @@ text, frames 1-based, latencies in microseconds.
 
 from .cm_tracker import HEARTBEAT_TIMEOUT_S
 from .model import OPS
-from ..capture.links import address_text
+from ..capture.links import address_text, mirror_entry
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 
@@ -175,5 +175,8 @@ def summarize(analyzer, capture_info):
         "cnps": analyzer.cnps,
         "limits": analyzer.bounds.summary(analyzer.engine.streams.counters),
     })
+    mirrors = [mirror_entry(code) for code in sorted(analyzer.mirrors)]
+    if mirrors:
+        capture["mirror"] = mirrors[0] if len(mirrors) == 1 else mirrors
     return {"capture": capture, "sessions": sessions, "anomalies": list(analyzer.anomalies),
             "anomaly_counts": dict(sorted(analyzer.anomaly_log.counts.items()))}

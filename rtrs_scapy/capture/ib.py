@@ -15,7 +15,7 @@ from numba import njit
 from .jit import compiled
 
 from ..layout import wire
-from .links import GEOMETRY, KIND_NAMES, _locate_one, address_bytes
+from .links import GEOMETRY, KIND_NAMES, MIRROR_COLUMN, _locate_one, address_bytes
 
 # opcode classes and positions in a message
 C_UNKNOWN, C_OTHER, C_DATA, C_ACK, C_UD_SEND, C_CNP, C_FOREIGN = range(7)
@@ -26,7 +26,8 @@ T_CLASS, T_POS, T_SEND, T_EXT, T_RETH, T_IMM, T_IETH, T_AETH = range(8)
 # packet columns
 (P_KIND, P_HDR, P_BTH, P_END, P_SRC_HI, P_SRC_LO, P_DST_HI, P_DST_LO, P_STATUS, P_OPCODE,
  P_QPN, P_PSN, P_START, P_STOP, P_IMM, P_IETH, P_RKEY, P_VA, P_DMALEN, P_SYNDROME,
- P_COLUMNS) = range(21)
+ P_MIRROR, P_COLUMNS) = range(22)
+assert P_MIRROR == MIRROR_COLUMN
 # packet status
 S_OK, S_SHORT, S_HEADERS, S_UNKNOWN = range(4)   # short: < BTH + ICRC; headers: beyond the end
 

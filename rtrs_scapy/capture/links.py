@@ -13,7 +13,13 @@ ones.  ``address_text`` turns a pair back into text.
 Link types: Ethernet (1) with any number of 802.1Q/802.1ad tags, Linux cooked
 v1 (113) and v2 (276), raw IP (101, 12, 14: version nibble; 228 IPv4; 229
 IPv6), InfiniBand (247) and ERF (197: Ethernet and InfiniBand records).  IPv4
-options are honoured, fragments rejected; IPv6 must carry UDP directly.
+options are honoured, fragments rejected; IPv6 must carry UDP or GRE directly.
+
+The outer headers of switch mirrors and overlays are skipped, up to
+``MAX_TUNNELS`` of them nested: GRE (ERSPAN type I/II/III, transparent Ethernet
+bridging, IP), VXLAN, Geneve and MPLS label stacks, with VLAN tags anywhere
+(docs/PROTOCOL.md#switch-mirrors-and-overlays).  The outermost one is the
+frame's ``mirror`` code: the kind, and its session, VNI, key or label.
 """
 
 import socket
@@ -32,7 +38,16 @@ ETH_P_IP, ETH_P_IPV6, ETH_P_ROCEV1 = wire.ETHERTYPE_IPV4, wire.ETHERTYPE_IPV6, \
 VLAN_A, VLAN_B, VLAN_C = wire.VLAN_ETHERTYPES
 IP_PROTO_UDP = wire.IP_PROTO_UDP
 GRH_NEXT_BTH = wire.GRH_NEXT_HEADER_BTH
+IP_PROTO_GRE = wire.IP_PROTO_GRE
+GRE_PROTO_TEB, GRE_PROTO_ERSPAN, GRE_PROTO_ERSPAN3 = wire.GRE_PROTO_TEB, \
+    wire.GRE_PROTO_ERSPAN, wire.GRE_PROTO_ERSPAN3
+ERSPAN2_VERSION, ERSPAN3_VERSION = wire.ERSPAN2_VERSION, wire.ERSPAN3_VERSION
+ETH_P_MPLS_UC, ETH_P_MPLS_MC = wire.ETHERTYPE_MPLS
+VXLAN_PORT, GENEVE_PORT = wire.VXLAN_PORT, wire.GENEVE_PORT
+GENEVE_PROTO_ETHER, GENEVE_OPTION_UNIT = wire.GENEVE_PROTO_ETHER, wire.GENEVE_OPTION_UNIT
 ERF_TYPE_ETH, ERF_TYPE_INFINIBAND = 2, 21
+#: tunnels skipped in one frame at most: deeper nesting (a GRE loop) is not located
+MAX_TUNNELS = 8
 LID_HI = np.uint64(0xFFFFFFFFFFFFFFFF)
 V4_MAPPED = np.uint64(0xFFFF00000000)
 
@@ -68,10 +83,48 @@ for _layer, _name in (("GRH", "ipver"), ("GRH", "paylen"), ("GRH", "nexthdr"), (
                       ("GRH", "dgid"), ("LRH", "lnh"), ("LRH", "pktlen"), ("LRH", "dlid"),
                       ("LRH", "slid")):
     _GEO.extend(_field(_layer, _name))
+# tunnel headers (wire.TUNNELS, from Scapy's layers): GRE's optional words are the
+# gaps between the offsets of the fields that follow its fixed part
+_gre_size, _gre = wire.TUNNELS["GRE"]
+_GEO.extend([_gre["chksum"][0], _gre["key"][0] - _gre["chksum"][0],
+             _gre["sequence_number"][0] - _gre["key"][0],
+             _gre_size - _gre["sequence_number"][0]]
+            + [wire.TUNNELS[name][0] for name in ("ERSPAN_II", "ERSPAN_III",
+                                                  "ERSPAN_PlatformSpecific", "VXLAN", "GENEVE",
+                                                  "MPLS")])
+for _layer, _name in (("GRE", "chksum_present"), ("GRE", "routing_present"),
+                      ("GRE", "key_present"), ("GRE", "seqnum_present"), ("GRE", "version"),
+                      ("GRE", "proto"), ("GRE", "key"), ("ERSPAN_II", "ver"),
+                      ("ERSPAN_II", "session_id"), ("ERSPAN_III", "ver"),
+                      ("ERSPAN_III", "session_id"), ("ERSPAN_III", "o"), ("VXLAN", "vni"),
+                      ("GENEVE", "version"), ("GENEVE", "optionlen"), ("GENEVE", "proto"),
+                      ("GENEVE", "vni"), ("MPLS", "label"), ("MPLS", "s")):
+    _GEO.extend(wire.TUNNELS[_layer][1][_name])
 GEOMETRY = np.array(_GEO, dtype=np.int64)
 # indexes into GEOMETRY: sizes, LNH values, then (offset, size, shift, width) per field
 (G_BTH, G_ICRC, G_GRH, G_LRH, G_LOCAL, G_GLOBAL) = range(6)
 G_IPVER, G_PAYLEN, G_NEXTHDR, G_SGID, G_DGID, G_LNH, G_PKTLEN, G_DLID, G_SLID = range(6, 42, 4)
+# tunnel sizes: GRE's fixed part and optional words, the headers' fixed parts
+(G_GRE, G_GRE_CSUM, G_GRE_KEY, G_GRE_SEQ, G_ERSPAN2, G_ERSPAN3, G_ERSPAN3_PLATFORM, G_VXLAN,
+ G_GENEVE, G_MPLS) = range(42, 52)
+(G_GRE_C, G_GRE_R, G_GRE_K, G_GRE_S, G_GRE_VER, G_GRE_PROTO, G_GRE_KEY_VALUE, G_ERSPAN2_VER,
+ G_ERSPAN2_SESSION, G_ERSPAN3_VER, G_ERSPAN3_SESSION, G_ERSPAN3_O, G_VXLAN_VNI, G_GENEVE_VER,
+ G_GENEVE_OPTLEN, G_GENEVE_PROTO, G_GENEVE_VNI, G_MPLS_LABEL, G_MPLS_S) = range(52, 128, 4)
+assert len(GEOMETRY) == 128
+
+# the frame's mirror code: kind + (id + 1) << MIRROR_ID_SHIFT (id: -1 when it has none)
+(MIRROR_NONE, MIRROR_ERSPAN1, MIRROR_ERSPAN2, MIRROR_ERSPAN3, MIRROR_GRE_TEB, MIRROR_GRE,
+ MIRROR_VXLAN, MIRROR_GENEVE, MIRROR_MPLS) = range(9)
+MIRROR_ID_SHIFT = 8
+#: the locator's output columns: kind, IB header, BTH, IB end, addresses (0 to 7), mirror
+MIRROR_COLUMN = 20
+#: kind -> (its name in the summary, the name of its id)
+MIRRORS = {
+    MIRROR_ERSPAN1: ("erspan1", None), MIRROR_ERSPAN2: ("erspan2", "session"),
+    MIRROR_ERSPAN3: ("erspan3", "session"), MIRROR_GRE_TEB: ("gre_teb", "key"),
+    MIRROR_GRE: ("gre", "key"), MIRROR_VXLAN: ("vxlan", "vni"),
+    MIRROR_GENEVE: ("geneve", "vni"), MIRROR_MPLS: ("mpls", "label"),
+}
 
 
 @njit
@@ -141,61 +194,197 @@ def _lrh(buf, p, end, g, out, i):
 
 
 @njit
-def _ethertype(buf, p, end, et, g, out, i):
-    min_packet = g[G_BTH] + g[G_ICRC]
-    if et == ETH_P_IP:
-        if end - p < 20:
-            return
-        vihl = np.int64(buf[p])
-        ihl = (vihl & 0x0F) * 4
-        if vihl >> 4 != 4 or ihl < 20 or buf[p + 9] != IP_PROTO_UDP:
-            return
-        if ((np.int64(buf[p + 6]) & 0x3F) << 8) | np.int64(buf[p + 7]):
-            return                              # a fragment
-        total = _be16(buf, p + 2)
-        u = p + ihl
-        if end - u < 8:
-            return
-        ulen = _be16(buf, u + 4)
-        if total and ulen > total - ihl:
-            return
-        src_hi, src_lo = np.uint64(0), _v4(buf, p + 12)
-        dst_hi, dst_lo = np.uint64(0), _v4(buf, p + 16)
-    elif et == ETH_P_IPV6:
-        if end - p < 40:
-            return
-        if np.int64(buf[p]) >> 4 != 6 or buf[p + 6] != IP_PROTO_UDP:
-            return
-        u = p + 40
-        if end - u < 8:
-            return
-        ulen = _be16(buf, u + 4)
-        plen = _be16(buf, p + 4)
-        if plen and ulen > plen:
-            return
-        src_hi, src_lo = _be64(buf, p + 8), _be64(buf, p + 16)
-        dst_hi, dst_lo = _be64(buf, p + 24), _be64(buf, p + 32)
-    elif et == ETH_P_ROCEV1:
-        ib_end = _grh(buf, p, end, g)
-        if ib_end < 0 or ib_end - p - g[G_GRH] < min_packet:
-            return
-        sgid, dgid = p + g[G_SGID], p + g[G_DGID]
-        out[i, 0] = ROCEV1
-        out[i, 1] = p
-        out[i, 2] = p + g[G_GRH]
-        out[i, 3] = ib_end
-        out[i, 4] = np.int64(_be64(buf, sgid))
-        out[i, 5] = np.int64(_be64(buf, sgid + 8))
-        out[i, 6] = np.int64(_be64(buf, dgid))
-        out[i, 7] = np.int64(_be64(buf, dgid + 8))
-        return
+def _ether(buf, p, end):
+    """(after the Ethernet header at p and its VLAN tags, its EtherType; -1 if cut)."""
+    if end - p < 14:
+        return p, -1
+    et = _be16(buf, p + 12)
+    return _vlans(buf, p + 14, end, et)
+
+
+@njit
+def _vlans(buf, p, end, et):
+    """(after the VLAN tags at p, the EtherType they carry; -1 if cut)."""
+    while et == VLAN_A or et == VLAN_B or et == VLAN_C:
+        if end - p < 4:
+            return p, -1
+        et = _be16(buf, p + 2)
+        p += 4
+    return p, et
+
+
+@njit
+def _mirror(kind, ident):
+    """A tunnel's mirror code: its kind and id (-1: none)."""
+    return kind + ((ident + 1) << MIRROR_ID_SHIFT)
+
+
+@njit
+def _gre(buf, p, end, g):
+    """(after the GRE header at p and what it carries up to the next EtherType, that
+    EtherType or -1 when not followed, the mirror code) (RFC 2784, 2890; ERSPAN:
+    draft-foschiano-erspan)."""
+    if end - p < g[G_GRE]:
+        return p, -1, 0
+    if _uint(buf, p, g, G_GRE_VER) or _uint(buf, p, g, G_GRE_R):
+        return p, -1, 0                         # PPTP's GRE, source routes
+    proto = _uint(buf, p, g, G_GRE_PROTO)
+    q = p + g[G_GRE]
+    if _uint(buf, p, g, G_GRE_C):
+        q += g[G_GRE_CSUM]
+    key = -1
+    if _uint(buf, p, g, G_GRE_K):
+        if end - q < g[G_GRE_KEY]:
+            return p, -1, 0
+        key = _uint(buf, q - g[G_GRE_KEY_VALUE], g, G_GRE_KEY_VALUE)
+        q += g[G_GRE_KEY]
+    sequenced = _uint(buf, p, g, G_GRE_S)
+    if sequenced:
+        q += g[G_GRE_SEQ]
+    if proto == GRE_PROTO_ERSPAN and not sequenced:
+        code = _mirror(MIRROR_ERSPAN1, -1)      # type I: Ethernet right after GRE
+    elif proto == GRE_PROTO_ERSPAN:
+        if end - q < g[G_ERSPAN2] or _uint(buf, q, g, G_ERSPAN2_VER) != ERSPAN2_VERSION:
+            return p, -1, 0
+        code = _mirror(MIRROR_ERSPAN2, _uint(buf, q, g, G_ERSPAN2_SESSION))
+        q += g[G_ERSPAN2]
+    elif proto == GRE_PROTO_ERSPAN3:
+        if end - q < g[G_ERSPAN3] or _uint(buf, q, g, G_ERSPAN3_VER) != ERSPAN3_VERSION:
+            return p, -1, 0
+        code = _mirror(MIRROR_ERSPAN3, _uint(buf, q, g, G_ERSPAN3_SESSION))
+        q += g[G_ERSPAN3] + _uint(buf, q, g, G_ERSPAN3_O) * g[G_ERSPAN3_PLATFORM]
+    elif proto == GRE_PROTO_TEB:
+        code = _mirror(MIRROR_GRE_TEB, key)
     else:
-        return
-    if _be16(buf, u + 2) != ROCE_UDP_PORT:
+        return q, proto, _mirror(MIRROR_GRE, key)   # IP or MPLS straight in GRE
+    q, et = _ether(buf, q, end)
+    return q, et, code
+
+
+@njit
+def _geneve(buf, p, end, g):
+    """(after the Geneve header at p and its options, the EtherType of what it carries
+    or -1 when not followed, the mirror code) (RFC 8926)."""
+    if end - p < g[G_GENEVE] or _uint(buf, p, g, G_GENEVE_VER) != 0:
+        return p, -1, 0
+    code = _mirror(MIRROR_GENEVE, _uint(buf, p, g, G_GENEVE_VNI))
+    proto = _uint(buf, p, g, G_GENEVE_PROTO)
+    q = p + g[G_GENEVE] + _uint(buf, p, g, G_GENEVE_OPTLEN) * GENEVE_OPTION_UNIT
+    if proto == GENEVE_PROTO_ETHER:
+        q, proto = _ether(buf, q, end)
+    return q, proto, code
+
+
+@njit
+def _mpls(buf, p, end, g):
+    """(after the label stack at p, the EtherType guessed from the version nibble of
+    what its bottom label carries, IPv4 or IPv6, or -1; the mirror code: the top
+    label) (RFC 3032)."""
+    if end - p < g[G_MPLS]:
+        return p, -1, 0
+    code = _mirror(MIRROR_MPLS, _uint(buf, p, g, G_MPLS_LABEL))
+    while True:
+        if end - p < g[G_MPLS]:
+            return p, -1, 0
+        bottom = _uint(buf, p, g, G_MPLS_S)
+        p += g[G_MPLS]
+        if bottom:
+            break
+    version = np.int64(buf[p]) >> 4 if end > p else 0
+    if version == 4:
+        return p, ETH_P_IP, code
+    if version == 6:
+        return p, ETH_P_IPV6, code
+    return p, -1, 0
+
+
+@njit
+def _ethertype(buf, p, end, et, g, out, i):
+    """The IB packet in what EtherType ``et`` at p carries, through at most MAX_TUNNELS
+    tunnels; the innermost IP header's addresses are the frame's."""
+    min_packet = g[G_BTH] + g[G_ICRC]
+    mirror, code, found = 0, 0, False
+    for _ in range(MAX_TUNNELS + 1):
+        if mirror == 0:
+            mirror = code
+        if et == ETH_P_IP:
+            if end - p < 20:
+                return
+            vihl = np.int64(buf[p])
+            ihl = (vihl & 0x0F) * 4
+            proto = np.int64(buf[p + 9])
+            if vihl >> 4 != 4 or ihl < 20 or (proto != IP_PROTO_UDP and proto != IP_PROTO_GRE):
+                return
+            if ((np.int64(buf[p + 6]) & 0x3F) << 8) | np.int64(buf[p + 7]):
+                return                          # a fragment
+            total = _be16(buf, p + 2)
+            u = p + ihl
+            if total and p + total < end:
+                if total < ihl:
+                    return
+                end = p + total
+            src_hi, src_lo = np.uint64(0), _v4(buf, p + 12)
+            dst_hi, dst_lo = np.uint64(0), _v4(buf, p + 16)
+        elif et == ETH_P_IPV6:
+            if end - p < 40:
+                return
+            proto = np.int64(buf[p + 6])
+            if np.int64(buf[p]) >> 4 != 6 or (proto != IP_PROTO_UDP and proto != IP_PROTO_GRE):
+                return
+            u = p + 40
+            plen = _be16(buf, p + 4)
+            if plen and u + plen < end:
+                end = u + plen
+            src_hi, src_lo = _be64(buf, p + 8), _be64(buf, p + 16)
+            dst_hi, dst_lo = _be64(buf, p + 24), _be64(buf, p + 32)
+        elif et == ETH_P_ROCEV1:
+            ib_end = _grh(buf, p, end, g)
+            if ib_end < 0 or ib_end - p - g[G_GRH] < min_packet:
+                return
+            sgid, dgid = p + g[G_SGID], p + g[G_DGID]
+            out[i, 0] = ROCEV1
+            out[i, 1] = p
+            out[i, 2] = p + g[G_GRH]
+            out[i, 3] = ib_end
+            out[i, 4] = np.int64(_be64(buf, sgid))
+            out[i, 5] = np.int64(_be64(buf, sgid + 8))
+            out[i, 6] = np.int64(_be64(buf, dgid))
+            out[i, 7] = np.int64(_be64(buf, dgid + 8))
+            out[i, MIRROR_COLUMN] = mirror
+            return
+        elif et == ETH_P_MPLS_UC or et == ETH_P_MPLS_MC:
+            p, et, code = _mpls(buf, p, end, g)
+            continue
+        elif et == VLAN_A or et == VLAN_B or et == VLAN_C:
+            p, et = _vlans(buf, p, end, et)
+            continue
+        else:
+            return
+        if proto == IP_PROTO_GRE:
+            p, et, code = _gre(buf, u, end, g)
+            continue
+        if end - u < 8:
+            return
+        ulen = _be16(buf, u + 4)
+        if ulen < 8 or u + ulen > end:
+            return
+        port = _be16(buf, u + 2)
+        if port == ROCE_UDP_PORT:
+            found = True
+            break
+        end = u + ulen
+        if port == VXLAN_PORT:
+            if end - u - 8 < g[G_VXLAN]:
+                return
+            code = _mirror(MIRROR_VXLAN, _uint(buf, u + 8, g, G_VXLAN_VNI))
+            p, et = _ether(buf, u + 8 + g[G_VXLAN], end)
+        elif port == GENEVE_PORT:
+            p, et, code = _geneve(buf, u + 8, end, g)
+        else:
+            return
+    if not found or ulen < 8 + min_packet:     # not RoCEv2, nested deeper than MAX_TUNNELS
         return
     ib_end = u + ulen
-    if ulen < 8 + min_packet or ib_end > end:
-        return
     out[i, 0] = ROCEV2
     out[i, 1] = u + 8
     out[i, 2] = u + 8
@@ -204,6 +393,7 @@ def _ethertype(buf, p, end, et, g, out, i):
     out[i, 5] = np.int64(src_lo)
     out[i, 6] = np.int64(dst_hi)
     out[i, 7] = np.int64(dst_lo)
+    out[i, MIRROR_COLUMN] = mirror
 
 
 @njit
@@ -218,15 +408,7 @@ def _locate_one(buf, start, end, link, g, out, i):
             return
         link, start = 1, p + 2                  # 2 bytes offset/pad, then Ethernet
     if link == 1:
-        if end - start < 14:
-            return
-        p = start + 14
-        et = _be16(buf, start + 12)
-        while et == VLAN_A or et == VLAN_B or et == VLAN_C:
-            if end - p < 4:
-                return
-            et = _be16(buf, p + 2)
-            p += 4
+        p, et = _ether(buf, start, end)
         _ethertype(buf, p, end, et, g, out, i)
     elif link == 113:
         if end - start >= 16:
@@ -293,3 +475,20 @@ def address_bytes(hi, lo):
     if hi == 0 and lo >> 32 == 0xFFFF:
         return (lo & 0xFFFFFFFF).to_bytes(4, "big")
     return hi.to_bytes(8, "big") + lo.to_bytes(8, "big")
+
+
+def mirror_codes(packets_mirror):
+    """The distinct mirror codes of a chunk's frames (their packet column), 0 left out."""
+    if not packets_mirror.any():
+        return []
+    return [code for code in np.unique(packets_mirror).tolist() if code]
+
+
+def mirror_entry(code):
+    """The summary's entry of one mirror code: ``{"encapsulation": name, id: value}``."""
+    name, id_name = MIRRORS[code & ((1 << MIRROR_ID_SHIFT) - 1)]
+    ident = (code >> MIRROR_ID_SHIFT) - 1
+    entry = {"encapsulation": name}
+    if id_name is not None and ident >= 0:
+        entry[id_name] = ident
+    return entry

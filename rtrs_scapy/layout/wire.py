@@ -20,6 +20,29 @@ ROCEV1_ETHERTYPE = 35093
 ROCEV2_PORT = 4791
 VLAN_ETHERTYPES = (33024, 34984, 37120)
 
+# the outer headers of switch mirrors and overlays (rtrs_scapy/layers/tunnels.py)
+ERSPAN2_VERSION = 1
+ERSPAN3_VERSION = 2
+ETHERTYPE_MPLS = (34887, 34888)
+GENEVE_OPTION_UNIT = 4
+GENEVE_PORT = 6081
+GENEVE_PROTO_ETHER = 25944
+GRE_PROTO_ERSPAN = 35006
+GRE_PROTO_ERSPAN3 = 8939
+GRE_PROTO_TEB = 25944
+IP_PROTO_GRE = 47
+VXLAN_PORT = 4789
+
+#: tunnel header -> (size of its fixed part, {field: (offset, size, shift, width)})
+TUNNELS = {}
+TUNNELS['GRE'] = (16, {'chksum_present': (0, 1, 7, 1), 'routing_present': (0, 1, 6, 1), 'key_present': (0, 1, 5, 1), 'seqnum_present': (0, 1, 4, 1), 'strict_route_source': (0, 1, 3, 1), 'recursion_control': (0, 1, 0, 3), 'flags': (1, 1, 3, 5), 'version': (1, 1, 0, 3), 'proto': (2, 2, 0, 16), 'chksum': (4, 2, 0, 16), 'offset': (6, 2, 0, 16), 'key': (8, 4, 0, 32), 'sequence_number': (12, 4, 0, 32)})
+TUNNELS['ERSPAN_II'] = (8, {'ver': (0, 1, 4, 4), 'vlan': (0, 2, 0, 12), 'cos': (2, 1, 5, 3), 'en': (2, 1, 3, 2), 't': (2, 1, 2, 1), 'session_id': (2, 2, 0, 10), 'reserved': (4, 2, 4, 12), 'index': (5, 3, 0, 20)})
+TUNNELS['ERSPAN_III'] = (12, {'ver': (0, 1, 4, 4), 'vlan': (0, 2, 0, 12), 'cos': (2, 1, 5, 3), 'bso': (2, 1, 3, 2), 't': (2, 1, 2, 1), 'session_id': (2, 2, 0, 10), 'timestamp': (4, 4, 0, 32), 'sgt_other': (8, 2, 0, 16), 'p': (10, 1, 7, 1), 'ft': (10, 1, 2, 5), 'hw': (10, 2, 4, 6), 'd': (11, 1, 3, 1), 'gra': (11, 1, 1, 2), 'o': (11, 1, 0, 1)})
+TUNNELS['ERSPAN_PlatformSpecific'] = (8, {'platf_id': (0, 1, 2, 6), 'info1': (0, 4, 0, 26), 'info2': (4, 4, 0, 32)})
+TUNNELS['VXLAN'] = (8, {'flags': (0, 1, 0, 8), 'reserved1': (1, 3, 0, 24), 'vni': (4, 3, 0, 24), 'reserved2': (7, 1, 0, 8)})
+TUNNELS['GENEVE'] = (8, {'version': (0, 1, 6, 2), 'optionlen': (0, 1, 0, 6), 'oam': (1, 1, 7, 1), 'critical': (1, 1, 6, 1), 'reserved': (1, 1, 0, 6), 'proto': (2, 2, 0, 16), 'vni': (4, 3, 0, 24), 'reserved2': (7, 1, 0, 8)})
+TUNNELS['MPLS'] = (4, {'label': (0, 3, 4, 20), 'cos': (2, 1, 1, 3), 's': (2, 1, 0, 1), 'ttl': (3, 1, 0, 8)})
+
 #: opcode -> (name, extension headers after the BTH, in wire order)
 OPCODES = {
     0x00: ('RC_SEND_FIRST', ()),

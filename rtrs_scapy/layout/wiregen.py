@@ -69,6 +69,18 @@ def _ordered_layouts():
     return out
 
 
+def _tunnels():
+    """The tunnel constants and header geometry (imported here only: binding Scapy's
+    contrib layers is for the generator, not for whoever imports this module)."""
+    from ..layers import tunnels
+    consts = ["%s = %r\n" % item for item in sorted(tunnels.constants().items())]
+    headers = ["TUNNELS[%r] = %r\n" % (name, tunnels.geometry(pkt))
+               for name, pkt in tunnels.HEADERS.items()]
+    return "".join(consts + [
+        "\n#: tunnel header -> (size of its fixed part, {field: (offset, size, shift, width)})\n",
+        "TUNNELS = {}\n"] + headers)
+
+
 def render():
     opcodes = ["    0x%02x: (%r, (%s)),\n" % (
         op, name, "".join("%r, " % h.__name__ for h in chain))
@@ -82,6 +94,8 @@ def render():
         '(scripts/make_wire.py regenerates it; a test fails when it is stale)."""\n\n',
         "from .ir import FieldSpec as F, Layout as L\n\n",
         "".join(consts), "\n",
+        "# the outer headers of switch mirrors and overlays (rtrs_scapy/layers/tunnels.py)\n",
+        _tunnels(), "\n",
         "#: opcode -> (name, extension headers after the BTH, in wire order)\n",
         "OPCODES = {\n", "".join(opcodes), "}\n\n",
         "ENUMS = {}\n", "".join(enums), "\n",

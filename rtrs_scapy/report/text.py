@@ -8,7 +8,7 @@ shown when present.
 
 from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR
 from .words import (
-    access_mode, errno_text, plural, reason_name, size, utc_iso,
+    access_mode, encapsulation_text, errno_text, plural, reason_name, size, utc_iso,
 )
 
 OPS = ("read", "write")
@@ -489,6 +489,10 @@ def render(summary):
     if cap["first_ts"] is not None:
         out.append("  %s … %s (%.3f s)" % (utc_iso(cap["first_ts"]), utc_iso(cap["last_ts"]),
                                            cap["last_ts"] - cap["first_ts"]))
+    mirror = cap.get("mirror")
+    if mirror:
+        out.append("  " + "; ".join(encapsulation_text(entry) for entry in (
+            mirror if isinstance(mirror, list) else [mirror])))
     counters = _capture_counters(cap)
     if counters:
         out.append("  " + "  ".join(counters))

@@ -38,6 +38,25 @@ def reason_name(reason):
 
 
 
+#: the summary's mirror and tunnel encapsulations (capture/links.py MIRRORS): their words,
+#: and whether the capture is a switch's mirror or an overlay's underlay
+ENCAPSULATIONS = {
+    "erspan1": ("ERSPAN type I", "mirrored"), "erspan2": ("ERSPAN type II", "mirrored"),
+    "erspan3": ("ERSPAN type III", "mirrored"),
+    "gre_teb": ("GRE transparent Ethernet bridging", "mirrored"),
+    "gre": ("GRE", "tunnelled"), "vxlan": ("VXLAN", "tunnelled"),
+    "geneve": ("Geneve", "tunnelled"), "mpls": ("MPLS", "tunnelled"),
+}
+
+
+def encapsulation_text(entry):
+    """A ``capture.mirror`` entry as ``mirrored: ERSPAN type II, session 7``."""
+    words, verb = ENCAPSULATIONS[entry["encapsulation"]]
+    ids = ["%s %d" % ("VNI" if key == "vni" else key, value)
+           for key, value in entry.items() if key != "encapsulation"]
+    return "%s: %s" % (verb, ", ".join([words] + ids))
+
+
 def has_sector(rw):
     """A FLUSH carries no sector: the kernel sends blk_rq_pos() of a flush, (u64)-1."""
     return rw & RNBD_OP_MASK != RNBD_OP_FLUSH

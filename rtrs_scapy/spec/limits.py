@@ -31,6 +31,8 @@ LIMITS = {
                  ("analyzer",)),
     "listed": (10000, "failed requests and timeline events listed per path (the rest are "
                       "counted)", ("analyzer",)),
+    "mirrors": (16, "distinct mirror and tunnel encapsulations named (the rest are counted)",
+                ("analyzer",)),
     "unattributed": (65536, "heartbeats and NAKs of streams not yet tied to a path",
                      ("analyzer",)),
 }
