@@ -1393,12 +1393,17 @@ end
 local ADDRESS_FIELDS = { { fx.ip_src, fx.ip_dst }, { fx.ip6_src, fx.ip6_dst },
                          { fx.gid_src, fx.gid_dst }, { fx.lid_src, fx.lid_dst } }
 
+-- The innermost header's addresses: a switch mirror or an overlay wraps the frame in
+-- outer IP headers (docs/PROTOCOL.md#switch-mirrors-and-overlays).
 local function addresses()
+  local src, dst
   for i = 1, #ADDRESS_FIELDS do
     local pair = ADDRESS_FIELDS[i]
-    local s, d = pair[1](), pair[2]()
-    if s and d then return tostring(s.value), tostring(d.value) end
+    local srcs, dsts = { pair[1]() }, { pair[2]() }
+    local s, d = srcs[#srcs], dsts[#dsts]
+    if s and d and (not src or s.offset > src.offset) then src, dst = s, d end
   end
+  if src then return tostring(src.value), tostring(dst.value) end
   return "?", "?"
 end
 
