@@ -2,6 +2,8 @@
 
 import click
 
+from ..craft.encap import DLT_EN10MB
+from ..craft.mirror import WRAPPERS, mirrored
 from ..craft.scenarios import CRAFTER_PARAMS, SCENARIOS, craft_frames, scenario_names
 from ..craft.capture_files import DLT_ERF, write_capture, write_truth
 from .common import OutputPath, writing
@@ -41,8 +43,11 @@ def _assignments(params):
 @click.option("--erf", is_flag=True,
               help="Native IB as ERF records, link type 197 (Wireshark reads these; it has "
                    "no link type 247); implies -p encap=ib.")
+@click.option("--mirror", type=click.Choice(sorted(WRAPPERS)), metavar="KIND",
+              help="Wrap every frame as a switch mirror or an overlay's underlay hands it "
+                   "over: %s (docs/field.md)." % ", ".join(sorted(WRAPPERS)))
 @click.option("--list", "list_", is_flag=True, help="List the scenarios and exit.")
-def craft(scenario, output, seed, params, truth, erf, list_):
+def craft(scenario, output, seed, params, truth, erf, mirror, list_):
     """Craft an RTRS/RNBD capture from a named SCENARIO (see --list)."""
     if list_:
         for name in scenario_names():
@@ -71,6 +76,11 @@ def craft(scenario, output, seed, params, truth, erf, list_):
         raise click.UsageError(str(exc.args[0] if exc.args else exc))
     if erf:
         linktype = DLT_ERF
+    if mirror:
+        if linktype != DLT_EN10MB:
+            raise click.UsageError("--mirror wraps Ethernet frames, not encap=%s"
+                                   % kwargs["encap"])
+        frames = mirrored(frames, mirror)
     with writing(output):
         write_capture(output, frames, linktype=linktype)
     if truth:
