@@ -108,7 +108,8 @@ def _ip(version):
     return (ipv6, 0x86DD) if version == 6 else (ipv4, 0x0800)
 
 
-def _wrapper(kind, version=4, vlan=None):
+def wrapper(kind, version=4, vlan=None):
+    """frame, frame number -> the frame wrapped in ``kind`` over IPv``version``."""
     ip, ethertype = _ip(version)
 
     def over_ip(proto, payload, n):
@@ -178,7 +179,7 @@ def wrap_capture(source, target, name, limit=None):
     """``source`` (its first ``limit`` frames) wrapped in encapsulation ``name``."""
     kind, version, vlan, _entry = ENCAPSULATIONS[name]
     endian, header, frames = read_frames(source, limit)
-    return write_frames(target, endian, header, frames, _wrapper(kind, version, vlan))
+    return write_frames(target, endian, header, frames, wrapper(kind, version, vlan))
 
 
 def plain_capture(source, target, limit=None):

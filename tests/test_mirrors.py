@@ -7,18 +7,19 @@ Wireshark plugin the same RTRS fields.  Hostile nesting and cut outer headers ar
 located in bounded time and never crash."""
 
 import subprocess
-import struct
 
 import numpy as np
 import pytest
 
 from conftest import REAL_ALL
 from encap_wrap import (
-    ENCAPSULATIONS, ether, gre, ipv4, plain_capture, read_frames, wrap_capture, write_frames,
+    ENCAPSULATIONS, ether, gre, ipv4, plain_capture, read_frames, wrap_capture, wrapper,
+    write_frames,
 )
 from test_wireshark_diff import LUA, tshark_fields
 from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
 from rtrs_scapy.analysis import analyze
+from rtrs_scapy.analysis.parts import map_file, reduce_parts
 from rtrs_scapy.capture.ib import P_KIND, P_MIRROR, decode_chunk
 from rtrs_scapy.report.text import render
 
@@ -69,21 +70,25 @@ def test_the_text_says_once_how_the_capture_was_mirrored(tmp_path):
 
 def test_several_encapsulations_are_listed(tmp_path):
     name, path = CAPTURES[0]
-    first = wrap_capture(path, tmp_path / "a.pcap", "erspan3", 500)
-    rest = wrap_capture(path, tmp_path / "b.pcap", "geneve")
-    frames = first.read_bytes() + rest.read_bytes()[24:][_records_bytes(rest, 500):]
-    both = tmp_path / "both.pcap"
-    both.write_bytes(frames)
+    erspan3, geneve = (wrapper(*ENCAPSULATIONS[e][:3]) for e in ("erspan3", "geneve"))
+    both = write_frames(tmp_path / "both.pcap", *read_frames(path),
+                        lambda frame, n: (erspan3 if n < 500 else geneve)(frame, n))
     mirror = analyze(str(both)).summary["capture"]["mirror"]
     assert mirror == [ENCAPSULATIONS["erspan3"][3], ENCAPSULATIONS["geneve"][3]]
 
 
-def _records_bytes(pcap, count):
-    """Bytes of the first ``count`` records of a little-endian pcap (after its header)."""
-    data, at = pcap.read_bytes(), 24
-    for _ in range(count):
-        at += 16 + struct.unpack("<I", data[at + 8:at + 12])[0]
-    return at - 24
+def test_files_mapped_apart_name_the_same_mirrors(plain, tmp_path):
+    """The map/reduce of parts (analysis/parts.py): each file's mirrors reach the summary."""
+    name, path = CAPTURES[0]
+    first = wrap_capture(path, tmp_path / "a.pcap", "erspan2", 700)
+    endian, header, records = read_frames(path)
+    rest = write_frames(tmp_path / "b.pcap", endian, header, records[700:],
+                        wrapper(*ENCAPSULATIONS["vxlan_ipv6"][:3]))
+    parts = [map_file(str(rest)), map_file(str(first))]
+    reduced = reduce_parts(parts, keep_messages=False).summary
+    assert reduced["capture"]["mirror"] == [ENCAPSULATIONS["erspan2"][3],
+                                            ENCAPSULATIONS["vxlan_ipv6"][3]]
+    assert comparable(reduced)["sessions"] == comparable(plain[name][1])["sessions"]
 
 
 # --- the Scapy side -------------------------------------------------------------------------
@@ -195,15 +200,13 @@ def test_gre_in_gre_nests_to_a_bound(plain):
     assert _located([deep]) == ([0], [0])
 
 
-def test_cut_outer_headers_locate_nothing_and_never_crash(plain, tmp_path):
+def test_cut_outer_headers_locate_nothing_and_never_crash(plain):
     """Every prefix of a frame in each wrapping: nothing located until the IB packet is
     whole, never an exception."""
     frame = _roce_frame(plain)
     for encapsulation in sorted(ENCAPSULATIONS):
-        whole = wrap_capture(plain["errors"][0], tmp_path / "w.pcap", encapsulation, 2)
-        data = whole.read_bytes()
-        wrapped = data[24 + 16 + _records_bytes(whole, 1):]
-        assert len(wrapped) > len(frame)
+        wrapped = wrapper(*ENCAPSULATIONS[encapsulation][:3])(frame, 1)
+        assert len(wrapped) > len(frame) - 14
         kinds, _ = _located([wrapped[:cut] for cut in range(len(wrapped) - len(frame) + 60)])
         assert set(kinds) == {0}, encapsulation
         assert _located([wrapped])[0] == [1]
