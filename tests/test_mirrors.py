@@ -21,7 +21,9 @@ from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.parts import map_file, reduce_parts
 from rtrs_scapy.capture.ib import P_KIND, P_MIRROR, decode_chunk
+from rtrs_scapy.report import html
 from rtrs_scapy.report.text import render
+from rtrs_scapy.report.view import CaptureView
 
 #: the large captures are represented by their first frames
 FIRST_FRAMES = {"load": 1500, "failover": 1500, "deep": 1500}
@@ -66,6 +68,16 @@ def test_the_text_says_once_how_the_capture_was_mirrored(tmp_path):
         "mirrored: ERSPAN type II, session 7"]
     lines = render(analyze(str(wrap_capture(path, tmp_path / "v.pcap", "vxlan"))).summary)
     assert "  tunnelled: VXLAN, VNI 5001" in lines.splitlines()
+
+
+def test_the_report_names_the_outer_headers(tmp_path):
+    name, path = CAPTURES[0]
+    batches = []
+    result = analyze(str(wrap_capture(path, tmp_path / "g.pcap", "gre_teb")),
+                     io_sink=batches.append)
+    page = html.render(CaptureView(result, batches))
+    assert "<td>outer headers</td><td>mirrored: GRE transparent Ethernet bridging, " \
+           "key 42</td>" in page
 
 
 def test_several_encapsulations_are_listed(tmp_path):

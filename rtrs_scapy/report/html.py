@@ -25,7 +25,7 @@ from . import figures as F
 from . import interactive as P
 from ..spec.constants import RNBD_SECTOR_SIZE as SECTOR
 from .text import error_text
-from .words import size, utc_iso
+from .words import encapsulation_texts, size, utc_iso
 
 #: paths and sessions with sections of their own; the rest are rows of the tables
 MAX_PATH_SECTIONS = 16
@@ -153,6 +153,10 @@ class Page:
             ("frames in two files", self.summary_value(cap.get("capture_duplicates", 0),
                                                        "capture/capture_duplicates"))]
         rows.append(("format", "%s, %s" % (_esc(cap["format"]), _esc(cap["link_type"]))))
+        mirror = cap.get("mirror")
+        if mirror:
+            rows.append(("outer headers", "<br>".join(_esc(text)
+                                                      for text in encapsulation_texts(mirror))))
         if cap["first_ts"] is not None:
             rows.append(("first frame", utc_iso(cap["first_ts"])))
             rows.append(("last frame", utc_iso(cap["last_ts"])))

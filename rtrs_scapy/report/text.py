@@ -8,7 +8,7 @@ shown when present.
 
 from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR
 from .words import (
-    access_mode, encapsulation_text, errno_text, plural, reason_name, size, utc_iso,
+    access_mode, encapsulation_texts, errno_text, plural, reason_name, size, utc_iso,
 )
 
 OPS = ("read", "write")
@@ -491,8 +491,7 @@ def render(summary):
                                            cap["last_ts"] - cap["first_ts"]))
     mirror = cap.get("mirror")
     if mirror:
-        out.append("  " + "; ".join(encapsulation_text(entry) for entry in (
-            mirror if isinstance(mirror, list) else [mirror])))
+        out.append("  " + "; ".join(encapsulation_texts(mirror)))
     counters = _capture_counters(cap)
     if counters:
         out.append("  " + "  ".join(counters))

@@ -49,12 +49,16 @@ ENCAPSULATIONS = {
 }
 
 
-def encapsulation_text(entry):
-    """A ``capture.mirror`` entry as ``mirrored: ERSPAN type II, session 7``."""
-    words, verb = ENCAPSULATIONS[entry["encapsulation"]]
-    ids = ["%s %d" % ("VNI" if key == "vni" else key, value)
-           for key, value in entry.items() if key != "encapsulation"]
-    return "%s: %s" % (verb, ", ".join([words] + ids))
+def encapsulation_texts(mirror):
+    """``capture.mirror`` (an entry or a list of them) as ``mirrored: ERSPAN type II,
+    session 7``, one text per entry."""
+    texts = []
+    for entry in mirror if isinstance(mirror, list) else [mirror]:
+        words, verb = ENCAPSULATIONS[entry["encapsulation"]]
+        ids = ["%s %d" % ("VNI" if key == "vni" else key, value)
+               for key, value in entry.items() if key != "encapsulation"]
+        texts.append("%s: %s" % (verb, ", ".join([words] + ids)))
+    return texts
 
 
 def has_sector(rw):
