@@ -74,9 +74,9 @@ def vxlan(vni, frame):
     return struct.pack("!II", 0x08 << 24, vni << 8) + frame
 
 
-def geneve(vni, frame, options=b""):
+def geneve(vni, frame, options=b"", proto=0x6558):
     assert len(options) % 4 == 0
-    return struct.pack("!BBHI", len(options) // 4, 0, 0x6558, vni << 8) + options + frame
+    return struct.pack("!BBHI", len(options) // 4, 0, proto, vni << 8) + options + frame
 
 
 GENEVE_OPTIONS = struct.pack("!HBB", 0x0102, 0x80, 2) + b"\xaa" * 8   # one 12-byte option
@@ -96,6 +96,11 @@ def strip_ethernet(frame):
         ethertype = struct.unpack("!H", frame[at + 2:at + 4])[0]
         at += 4
     return frame[at:]
+
+
+def tagged(frame, vlan):
+    """An Ethernet frame with an 802.1Q tag inserted after its addresses."""
+    return frame[:12] + struct.pack("!HH", 0x8100, vlan) + frame[12:]
 
 
 def ether(ethertype, payload, vlan=None):

@@ -13,14 +13,15 @@ import pytest
 
 from conftest import REAL_ALL
 from encap_wrap import (
-    ENCAPSULATIONS, ether, gre, ipv4, plain_capture, read_frames, wrap_capture, wrapper,
-    write_frames,
+    ENCAPSULATIONS, GENEVE_OPTIONS, ether, geneve, gre, ipv4, ipv6, mpls, plain_capture,
+    read_frames, strip_ethernet, tagged, udp, vxlan, wrap_capture, wrapper, write_frames,
 )
 from test_wireshark_diff import LUA, tshark_fields
 from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.parts import map_file, reduce_parts
 from rtrs_scapy.capture.ib import P_KIND, P_MIRROR, decode_chunk
+from rtrs_scapy.capture.links import mirror_entry
 from rtrs_scapy.report import html
 from rtrs_scapy.report.text import render
 from rtrs_scapy.report.view import CaptureView
@@ -193,6 +194,25 @@ def _located(frames):
 def _roce_frame(plain):
     _endian, _header, frames = read_frames(plain["errors"][0], 2)
     return frames[1][1]
+
+
+def test_ip_in_gre_and_geneve_mpls_in_gre_vlan_inside(plain):
+    """The rarer paths: IP straight in GRE and in Geneve, an MPLS stack in GRE, a VLAN tag
+    on the inner frame; each located, its outermost tunnel named."""
+    frame = _roce_frame(plain)
+    packet = strip_ethernet(frame)
+    cases = [
+        (ether(0x0800, ipv4(47, gre(0x0800, packet, key=5))), {"encapsulation": "gre", "key": 5}),
+        (ether(0x86DD, ipv6(17, udp(6081, geneve(9, packet, GENEVE_OPTIONS, proto=0x0800)))),
+         {"encapsulation": "geneve", "vni": 9}),
+        (ether(0x0800, ipv4(47, gre(0x8847, mpls([16, 17, 18], packet)))),
+         {"encapsulation": "gre"}),
+        (ether(0x0800, ipv4(17, udp(4789, vxlan(3, tagged(frame, 30)))), vlan=20),
+         {"encapsulation": "vxlan", "vni": 3}),
+    ]
+    kinds, codes = _located([wrapped for wrapped, _entry in cases])
+    assert kinds == [1] * len(cases)
+    assert [mirror_entry(code) for code in codes] == [entry for _wrapped, entry in cases]
 
 
 def test_gre_in_gre_nests_to_a_bound(plain):
