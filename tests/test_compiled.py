@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from conftest import REPO, real_pcap
 from rtrs_scapy.analysis import warmup
+from rtrs_scapy.capture import jit
 from rtrs_scapy.capture.jit import ENTRY_POINTS
 from rtrs_scapy.cli import main
 
@@ -109,3 +110,24 @@ def test_one_line_before_a_compile(monkeypatch):
         "rtrs-dissect: compiling the engine for this machine, once (about %d s; later runs "
         "load it at once); 'rtrs-dissect compile' does it ahead" % warmup.COMPILE_SECONDS]
     assert result.stdout.startswith(str(real_pcap("basic_inval")))
+
+
+def test_an_edit_anywhere_in_the_engine_compiles_again(tmp_path, monkeypatch):
+    """The machine code holds the helpers and constants of other modules, which numba's
+    own key (the entry point's file) does not see: the key's sources hash changes with an
+    edit in any of them, not with one outside the engine, and code stored under another
+    hash is missing."""
+    package = REPO / "rtrs_scapy"
+    copy = tmp_path / "rtrs_scapy"
+    for name in jit.ENGINE_PACKAGES + ("analysis",):
+        shutil.copytree(package / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    assert jit.sources_hash(copy) == jit.engine_sources_hash()
+    with open(copy / "analysis" / "summary.py", "a") as out:
+        out.write("# not the engine\n")
+    assert jit.sources_hash(copy) == jit.engine_sources_hash()
+    with open(copy / "layout" / "wire.py", "a") as out:
+        out.write("# a constant the locator reads\n")
+    assert jit.sources_hash(copy) != jit.engine_sources_hash()
+    assert warmup.missing() == []
+    monkeypatch.setattr(jit, "engine_sources_hash", lambda: jit.sources_hash(copy))
+    assert len(warmup.missing()) == len(ENTRY_POINTS)

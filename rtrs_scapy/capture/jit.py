@@ -13,15 +13,40 @@ usual places (``NUMBA_CACHE_DIR``, a writable ``__pycache__``, the user's cache
 folder), also *reads* the package's own ``__pycache__`` when it cannot write
 there.  The code is only used for the machine and numba version it was built
 for (numba checks both); anything else compiles as before.
+
+numba keys its cache on the entry point's own file, but the machine code also
+holds the helpers it calls and the constants it reads from other modules: the
+key here adds a hash of every source the engine is compiled from
+(:data:`ENGINE_PACKAGES`), so an edit anywhere in them compiles again.
 """
 
+import hashlib
 import os
+from functools import lru_cache
+from pathlib import Path
 
 from numba import njit
 from numba.core import caching
 
 #: every compiled entry point (called from Python), for :func:`missing`
 ENTRY_POINTS = []
+#: the packages whose sources end up in the engine's machine code
+ENGINE_PACKAGES = ("spec", "layout", "capture", "engine")
+
+
+@lru_cache(maxsize=None)
+def engine_sources_hash():
+    """A hash of the engine's sources in this package, part of every cache key."""
+    return sources_hash(Path(__file__).resolve().parent.parent)
+
+
+def sources_hash(root):
+    """A hash of the sources of :data:`ENGINE_PACKAGES` under the package folder *root*."""
+    digest = hashlib.sha256()
+    for package in ENGINE_PACKAGES:
+        for source in sorted((root / package).glob("*.py")):
+            digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()
 
 
 class _ShippedLocator(caching.InTreeCacheLocator):
@@ -52,6 +77,9 @@ class _ShippedCache(caching.FunctionCache):
             filename_base=self._impl.filename_base,
             source_stamp=self._impl.locator.get_source_stamp())
 
+    def _index_key(self, sig, codegen):
+        return super()._index_key(sig, codegen) + (engine_sources_hash(),)
+
     def _load_overload(self, sig, target_context):
         found = super()._load_overload(sig, target_context)
         if found is None and self._enabled:
@@ -64,9 +92,11 @@ class _ShippedCache(caching.FunctionCache):
             super()._save_overload(sig, data)
 
     def has_code_for(self, codegen):
-        """Is there machine code for this machine (any signature), here or shipped?"""
-        magic = codegen.magic_tuple()
-        return any(key[1] == magic for index in (self._cache_file, self._shipped)
+        """Is there machine code for this machine and these sources (any signature),
+        here or shipped?"""
+        magic, sources = codegen.magic_tuple(), engine_sources_hash()
+        return any(key[1] == magic and key[-1] == sources
+                   for index in (self._cache_file, self._shipped)
                    for key in index._load_index())
 
 
