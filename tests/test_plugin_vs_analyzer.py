@@ -32,7 +32,7 @@ FIELDS = ("frame.number", "_ws.lua.error", "_ws.malformed", "rtrs.rdma_read",
           "rtrs.rdma_write", "rtrs.response_in", "rtrs.request_in", "rtrs.imm.type",
           "rtrs.imm.errno", "rtrs.rkey_rsp") + tuple("rnbd." + m for m in RNBD_REQUESTS) \
     + tuple("rnbd.io." + f for f in IO_FIELDS)
-#: IO_RSP and IO_RSP_W_INV immediates (docs/PROTOCOL.md#the-immediate)
+#: IO_RSP and IO_RSP_W_INV immediates (docs/PROTOCOL.md#immediate-data)
 RESPONSE_IMMS = {"1", "2"}
 
 
