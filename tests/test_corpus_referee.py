@@ -219,12 +219,13 @@ def test_per_path(refereed):
               if comparable(counts, True) != comparable(new_counts(), True)}
     if not by_ip:
         assert len(wire) == 1 and len(active) == 1
-        return
-    bytes_known = {(_ip(c), _ip(s)): v["bytes"] is not None for (c, s), v in wire.items()}
-    want = {(_ip(c), _ip(s)): comparable(v, v["bytes"] is not None) for (c, s), v in wire.items()}
-    got = {(_ip(c), _ip(s)): comparable(v, bytes_known.get((_ip(c), _ip(s)), True))
-           for (c, s), v in active.items()}
-    assert got == want
+    else:
+        bytes_known = {(_ip(c), _ip(s)): v["bytes"] is not None for (c, s), v in wire.items()}
+        want = {(_ip(c), _ip(s)): comparable(v, v["bytes"] is not None)
+                for (c, s), v in wire.items()}
+        got = {(_ip(c), _ip(s)): comparable(v, bytes_known.get((_ip(c), _ip(s)), True))
+               for (c, s), v in active.items()}
+        assert got == want
 
 
 def _ip(text):

@@ -1,9 +1,9 @@
 """Failover, reconnects, rejects and disconnects as the kernel counts them and as
 Wireshark's own InfiniBand dissector shows them.
 
-* real captures (pcaps/real/): per path, successful and failed reconnects equal the
-  client's sysfs ``stats/reconnects`` and failovers equal ``stats/rdma``
-  failover_cnt (the last dump that shows the path, in ``rtrs_stats``);
+* real captures (pcaps/real/): per path, successful and failed reconnects and
+  failovers against the client's sysfs counters are in tests/test_truth.py, with the
+  path's requests and bytes;
 * real and crafted captures: every CM REJ tshark decodes is a reject with its
   sender and reason, every DREQ sender is an initiator of the path's disconnects,
   and the CM messages tshark sees again with the same comm IDs are exactly the
@@ -155,32 +155,7 @@ def check_against_tshark(pcap):
     return summary
 
 
-# -- real captures: the kernel's counters -------------------------------------------
-
-def kernel_paths(truth):
-    """{(session, client, server): the last client sysfs dump that shows the path}."""
-    found = {}
-    for dump in truth["rtrs_stats"]["client"].values():
-        for key, stats in dump.items():
-            sessname, addresses = key.split("/", 1)
-            client, server = (a.split(":", 1)[1] for a in addresses.split("@"))
-            found[(sessname, client, server)] = stats
-    return found
-
-
-@pytest.mark.parametrize("name", REAL_NAMES)
-def test_real_reconnects_and_failovers_equal_the_kernel(name):
-    summary = summary_of(REAL_PCAP[name])
-    found = {(s["sessname"], p["client"], p["server"]): p
-             for s in summary["sessions"] for p in s["paths"]}
-    kernel = kernel_paths(REAL_TRUTH[name])
-    assert kernel
-    for key, stats in kernel.items():
-        path = found[key]
-        assert path["reconnects"] == stats["reconnects"]["successful"]
-        assert path["reconnect_attempts"] - path["reconnects"] == stats["reconnects"]["failed"]
-        assert path["failovers"] == stats["rdma"]["failover_cnt"]
-
+# -- real captures (their kernel counters: test_truth.test_every_paths_kernel_counters) --
 
 @pytest.mark.parametrize("name", REAL_NAMES)
 def test_real_cm_exchange_equals_tshark(name):

@@ -16,14 +16,18 @@ from rtrs_scapy.wireshark import generate as gen
 from rtrs_scapy.wireshark import install as inst
 
 from conftest import PROJECT_PCAPS, REAL, REPO
+from tshark_util import tshark_env
 
 LUA = REPO / "wireshark" / "rtrs.lua"
 TSHARK = shutil.which("tshark")
 
 
 def all_captures():
-    paths = [path for _name, path, _truth in REAL]
-    for pattern in ("*.pcap", "*.pcapng", "*.pcap.gz", "*/*.pcap", "*/*.pcapng", "*/*.pcap.gz"):
+    """The crafted corpus (pcaps/*); every real capture (pcaps/real/) is read with the same
+    check in tests/test_plugin_vs_analyzer.py, from the one tshark run that compares it
+    with the analyzer."""
+    paths = []
+    for pattern in ("*.pcap", "*.pcapng", "*.pcap.gz"):
         paths.extend(sorted(PROJECT_PCAPS.glob(pattern)))
     return paths
 
@@ -124,7 +128,7 @@ def test_generator_raises_on_unknown_ir_kind():
 
 def _tshark(*args):
     return subprocess.run([TSHARK, "-X", "lua_script:%s" % LUA, *args],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, env=tshark_env(), timeout=300)
 
 
 @pytest.mark.parametrize("capture", [p for p in all_captures() if tshark_readable(p)],
@@ -153,7 +157,7 @@ def test_no_global_is_written_while_dissecting(tmp_path):
         'dofile("%s")\n' % LUA)
     capture = REAL[0][1]
     run = subprocess.run([TSHARK, "-X", "lua_script:%s" % probe, "-r", str(capture)],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, env=tshark_env(), timeout=300)
     assert "GLOBAL" not in run.stderr, run.stderr
 
 
@@ -186,10 +190,11 @@ def test_plugin_dir_follows_wireshark(tmp_path, monkeypatch):
     assert asked == str(tmp_path / ".local" / "lib" / "wireshark" / "plugins")
     path = inst.install()
     assert Path(path).parent == Path(asked)
-    if TSHARK:  # tshark picks the installed plugin up without -X
-        run = subprocess.run([TSHARK, "-r", str(REAL[0][1]), "-Y", "rtrs.rdma_write"],
-                             capture_output=True, text=True, env={**os.environ, "HOME": str(tmp_path)})
-        assert run.returncode == 0 and "RNBD" in run.stdout
+    assert TSHARK, "tshark is required (scripts/test.sh installs it)"
+    # tshark picks the installed plugin up without -X
+    run = subprocess.run([TSHARK, "-r", str(REAL[0][1]), "-Y", "rtrs.rdma_write"],
+                         capture_output=True, text=True, env={**os.environ, "HOME": str(tmp_path)})
+    assert run.returncode == 0 and "RNBD" in run.stdout
 
 
 def _mutated(src, dst, seed, rate=0.01, snaplen=None):
@@ -242,3 +247,25 @@ def test_one_pass_and_two_pass_agree(capture):
     one, two, two_no_tree = run(), run("-2", "-Y", "frame"), run("-2")
     assert one == two == two_no_tree
     assert one.count("\tRNBD\t") > 50
+
+
+def test_every_tshark_run_of_the_suite_has_the_test_environment():
+    """A function of the tests that builds a tshark command runs it with an environment
+    of its own (tshark_util.tshark_env: no personal plugin or preference, which would load
+    a second RTRS dissector next to ``-X lua_script``)."""
+    import ast
+    unset, seen = [], set()
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            tshark = any(isinstance(n, ast.List) and n.elts and ast.unparse(n.elts[0]) in
+                         ("TSHARK", "'tshark'") for n in ast.walk(function))
+            runs = [n for n in ast.walk(function) if isinstance(n, ast.Call)
+                    and ast.unparse(n.func) in ("subprocess.run", "subprocess.Popen")]
+            if tshark and runs:
+                seen.add(path.name)
+                unset += ["%s:%d" % (path.name, n.lineno) for n in runs
+                          if not any(k.arg == "env" for k in n.keywords)]
+    assert unset == []
+    assert {"test_plugin_vs_analyzer.py", "test_wireshark_diff.py", "ib_decode.py"} <= seen

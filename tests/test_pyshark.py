@@ -13,6 +13,7 @@ from rtrs_scapy.analysis import analyze
 from rtrs_scapy.wireshark.generate import generate
 
 from conftest import REAL, real_pcap
+from tshark_util import tshark_env
 
 FIELDS = ("rdma_read", "rdma_write", "response_in", "request_in", "response_time")
 
@@ -111,7 +112,8 @@ def test_live_capture_runs_tshark_with_the_plugin():
     pcap = real_pcap("basic_inval")
     with open(pcap, "rb") as stream:
         out = subprocess.run(["tshark", "-T", "fields", "-e", "rtrs.request_in"] + params,
-                             stdin=stream, capture_output=True, text=True, check=True).stdout
+                             stdin=stream, capture_output=True, text=True, check=True,
+                             env=tshark_env()).stdout
     links = [line for line in out.splitlines() if line]
     result = analyze(pcap)
     (path,) = result.summary["sessions"][0]["paths"]

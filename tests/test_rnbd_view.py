@@ -1,16 +1,22 @@
 """The RNBD view of a session (analysis/rnbd_view.py) against the RNBD headers
 decoded independently with the Scapy layers from every request's last packet,
-and failed IOs against the kernel's own "I/O error … sector N" log lines."""
+and failed IOs against the kernel's own "I/O error … sector N" log lines; the end
+sector of an IO, the block layer's rule, where the views use it."""
 
 import re
 from collections import Counter
 
+import numpy as np
 import pytest
 from scapy.utils import rdpcap
 
 import rtrs_scapy as R
 from conftest import REAL_ALL, real_pcap, real_truth
 from rtrs_scapy.analysis import analyze
+from rtrs_scapy.analysis.rnbd_view import _Device
+from rtrs_scapy.report.messages import _overlaps as overlaps
+from rtrs_scapy.report.view import DeviceView
+from rtrs_scapy.spec.constants import RNBD_OP_READ, rnbd_end_sector
 from rtrs_scapy.layers.rtrs_request import split_read
 
 SMALL = [name for name, _, truth in REAL_ALL if truth["pcap_stats"]["frames"] < 20000]
@@ -96,3 +102,47 @@ def test_devices_sizes_and_modes_of_the_errors_capture():
     assert [c["nsectors"] for c in devices["/dev/loop0"]["size_changes"]] == [8192]
     assert devices["/dev/ram1"]["access_mode"] == "ro"
     assert "access_mode=ro" in mapped["/dev/ram1"]["opts"]
+
+
+# -- the end sector of an IO: one rule (spec.constants.rnbd_end_sector) ------------------
+
+def bio_end_sector(sector, bi_size):
+    """include/linux/bio.h, written out here: bi_sector + (bi_size >> 9); the server gives
+    its bio the message's sector and bi_size unchanged (process_rdma(), rnbd-srv.c)."""
+    return sector + (bi_size >> 9)
+
+
+#: (sector, bi_size): whole sectors, the kernel's error sector, a sector's worth less and
+#: more, nothing, the largest bi_size
+END_VECTORS = [(0, 4096), (14336, 4096), (8, 512), (8, 511), (8, 513), (8, 0), (8, 1),
+               (2 ** 40, 2 ** 32 - 1)]
+
+
+def test_end_sector_is_the_block_layers():
+    assert [rnbd_end_sector(s, n) for s, n in END_VECTORS] == \
+        [bio_end_sector(s, n) for s, n in END_VECTORS] == \
+        [8, 14344, 9, 8, 9, 8, 8, 2 ** 40 + 8388607]
+    sectors = np.array([s for s, _ in END_VECTORS], dtype=np.uint64)
+    sizes = np.array([n for _, n in END_VECTORS], dtype=np.uint32)
+    assert rnbd_end_sector(sectors, sizes).tolist() == \
+        [bio_end_sector(s, n) for s, n in END_VECTORS]
+
+
+@pytest.mark.parametrize("sector,bi_size", END_VECTORS)
+def test_the_sector_filter_the_access_pattern_and_the_device_extent_use_it(sector, bi_size):
+    """messages --sector FROM-TO keeps an IO that covers one of FROM..TO; the RNBD view
+    calls the next IO sequential when it starts at the end; the report's device reaches
+    the end when the OPEN reply is not in the capture."""
+    end = bio_end_sector(sector, bi_size)
+    io = {"msg": "io", "rw": RNBD_OP_READ, "sector": sector, "bi_size": bi_size}
+    for first in (sector - 1, sector, end - 1, end):
+        for last in (first, first + 1):
+            covered = any(sector <= s < end for s in range(first, last + 1))
+            assert overlaps(io, (first, last)) is covered, (first, last)
+    device = _Device()
+    device.pattern(np.array([sector, end, end + 2], dtype=np.uint64),   # a sector skipped
+                   np.array([bi_size, 512, 512], dtype=np.uint32))
+    assert device.sequential == 1 and device.last_end == end + 3
+    extent = DeviceView(None, 0, None, {}, {"sector": np.array([sector], dtype=np.uint64),
+                                            "bi_size": np.array([bi_size], dtype=np.uint32)})
+    assert extent.sectors == end

@@ -1,6 +1,7 @@
 """``rtrs-dissect watch --jsonl``: per-interval records that add up to the summary
 of the same input (every real capture, piped), intervals on the capture's clock
-with --replay, the IO errors as the kernel logged them."""
+with --replay, the IO errors as the kernel logged them, the requests in flight at
+each interval's end as the wire shows them."""
 
 import json
 import re
@@ -13,6 +14,7 @@ from datetime import datetime
 import pytest
 
 from conftest import REAL_PCAPS, real_pcap, real_truth
+from ib_decode import decode as decode_wire, ib_frames
 from watch_util import (OPS, RTRS_DISSECT, interval_totals, record_stamps, summary,
                         summary_totals, watch_jsonl)
 
@@ -161,3 +163,29 @@ def test_quiet_paths_age_out_and_their_totals_stay():
     assert laberr and max(laberr) < "2026-11-29T15:17:19"
     assert any(t > "2026-11-29T15:17:19" and "lab1" in sessions for t, sessions in shown)
     assert interval_totals(intervals) == summary_totals(summary(capture))
+
+
+@pytest.mark.parametrize("name", ["basic_inval", "multipath", "errors"])
+def test_in_flight_at_each_interval_end_is_the_wires(name):
+    """``inflight`` of each path at the end of each 10 ms interval: the requests sent by
+    then whose response comes later or never, as a decode without the analyzer finds
+    them (tests/ib_decode.py: tshark's InfiniBand fields and the Scapy layers), per
+    client and server (errors.pcap holds three sessions between the same two hosts)."""
+    pcap = real_pcap(name)
+    frames = ib_frames(pcap)
+    wire = decode_wire(pcap, 1)
+    answered = {req: rsp for rsp, (req, _seconds) in wire.pairs.items()}
+    requests = [((frames[r - 1].src, frames[r - 1].dst), frames[r - 1].time,
+                 frames[answered[r] - 1].time if r in answered else None)
+                for r in sorted(wire.reads | wire.writes)]
+    shown, want = [], []
+    for interval in watch_jsonl("--interval", "0.01", pcap):
+        end = parse_time(interval["time"])
+        paths = Counter()
+        for path in interval["paths"]:
+            paths[(path["client"], path["server"])] += path["inflight"]
+        shown.append(dict(paths))
+        want.append({key: sum(1 for k, sent, answer in requests if k == key and sent <= end
+                              and (answer is None or answer > end)) for key in paths})
+    assert shown == want
+    assert any(any(counts.values()) for counts in want)

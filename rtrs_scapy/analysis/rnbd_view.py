@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
-    rnbd_access_mode, rnbd_op_name, short_name
+    rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
 from . import iorows, rnbd
 from .summary import latency_stats
 
@@ -130,7 +130,7 @@ class _Device:
     def pattern(self, sectors, sizes):
         """Sequential: an IO that starts where the device's previous one ended; aligned:
         start and size in whole logical blocks."""
-        ends = sectors + sizes // SECTOR
+        ends = rnbd_end_sector(sectors, sizes)
         before = np.concatenate(([-1 if self.last_end is None else self.last_end], ends[:-1]))
         self.sequential += int(np.count_nonzero(sectors == before))
         block = self.info["logical_block_size"] or SECTOR

@@ -9,7 +9,7 @@ paths_uuid, device names) and the capture start are added here.
 """
 
 from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR, RTRS_MSG_NEW_RKEY_F, \
-    rnbd_op_name
+    rnbd_end_sector, rnbd_op_name
 from .words import (
     access_mode, errno_text, has_sector, json_value, reason_name, size,
     utc_iso, version_text,
@@ -258,12 +258,13 @@ def _rnbd_kind(rnbd):
 
 
 def _overlaps(rnbd, sectors):
-    """Does an IO touch sectors FROM..TO (inclusive)?"""
+    """Does an IO touch sectors FROM..TO (inclusive)?  It covers [sector, end)
+    (rnbd_end_sector: the block layer's rule)."""
     if rnbd["msg"] != "io" or not has_sector(rnbd["rw"]):
         return False
     first = rnbd["sector"]
-    last = first + max(1, -(-rnbd["bi_size"] // SECTOR)) - 1
-    return first <= sectors[1] and last >= sectors[0]
+    end = rnbd_end_sector(first, rnbd["bi_size"])
+    return max(first, sectors[0]) < min(end, sectors[1] + 1)
 
 
 def _json_fields(msg, fields):

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..analysis import iorows
 from .text import Clock, error_text, event_text
-from ..spec.constants import RNBD_SECTOR_SIZE as SECTOR, rnbd_op_name
+from ..spec.constants import rnbd_end_sector, rnbd_op_name
 from .words import errno_text, utc_iso
 
 #: the message records a path's ladder is drawn from, and the RTU (from the model)
@@ -179,7 +179,7 @@ class DeviceView:
         sector the capture shows."""
         if self.info.get("nsectors"):
             return int(self.info["nsectors"])
-        ends = self.rows["sector"] + np.maximum(self.rows["bi_size"], SECTOR) // SECTOR
+        ends = rnbd_end_sector(self.rows["sector"], self.rows["bi_size"])
         return int(ends.max()) if len(ends) else 0
 
 

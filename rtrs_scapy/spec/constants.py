@@ -120,6 +120,15 @@ rnbd_cache_policy = {0x1: "RNBD_FUA", 0x2: "RNBD_WRITEBACK"}
 RNBD_SECTOR_SIZE = 512
 
 
+def rnbd_end_sector(sector, bi_size):
+    """The sector after an IO's last one, as the block layer counts it (``bio_end_sector()``:
+    ``bi_sector + (bi_size >> 9)``, include/linux/bio.h), which the server's bio gets
+    straight from the message (``process_rdma()``, rnbd-srv.c): an IO covers
+    ``[sector, end)``, an IO of less than a sector covers none (docs/PROTOCOL.md#rnbd).
+    Numbers or numpy arrays."""
+    return sector + bi_size // RNBD_SECTOR_SIZE
+
+
 def short_name(table, value, prefix):
     """'RNBD_OP_WRITE' -> 'WRITE' for compact displays; unknown values as numbers."""
     name = table.get(value)
