@@ -332,6 +332,9 @@ class Page:
             if len(device.rows):
                 self.figure(P.sizes(self.capture, F.Sizes(device)))
                 self.figure(P.heatmap(self.capture, F.Heatmap(self.capture, device)))
+                split = F.Split(device)
+                if split.bars:
+                    self.figure(P.split(self.capture, split))
 
     def rnbd_ops_rows(self, label, ops, pointer):
         rows = []

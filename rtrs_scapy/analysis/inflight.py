@@ -1,0 +1,106 @@
+"""IOs in flight as a step function of time: the queue size, the busy time, the
+deepest queue and the time spent at the queue depth (docs/iostat.md).
+
+An answered IO is in flight from its first send to its response (its latency);
+an IO never answered has no end on the wire and is left out.  Everything is
+computed from sorted starts and ends, without a loop over IOs.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .iorows import ANSWERED
+
+
+def spans(rows):
+    """(mask, start_ns, end_ns) of the answered IOs of a batch of IO rows."""
+    answered = (rows["outcome"] == ANSWERED) & (rows["latency_ns"] >= 0)
+    end = rows["response_ns"]
+    return answered, end - rows["latency_ns"], end
+
+
+@dataclass
+class Steps:
+    """The in-flight count between event times: ``count[i]`` IOs from ``time[i]``
+    to ``time[i + 1]``; ``area`` and ``busy`` are cumulative at ``time``."""
+    time: np.ndarray
+    count: np.ndarray
+    area: np.ndarray       # ∫ in flight dt, ns
+    busy: np.ndarray       # ∫ [in flight ≥ 1] dt, ns
+
+    @classmethod
+    def of(cls, start, end):
+        time = np.concatenate((start, end))
+        delta = np.concatenate((np.ones(len(start), np.int64), -np.ones(len(end), np.int64)))
+        order = np.lexsort((delta, time))        # at a tie the ends go first
+        time, count = time[order], np.cumsum(delta[order])
+        dt = np.diff(time)
+        area = np.concatenate(([0], np.cumsum(count[:-1] * dt))) if len(time) else time
+        busy = np.concatenate(([0], np.cumsum((count[:-1] > 0) * dt))) if len(time) else time
+        return cls(time, count, area, busy)
+
+    def at(self, edges):
+        """(area, busy) cumulative at ``edges`` (ns)."""
+        if not len(self.time):
+            zero = np.zeros(len(edges))
+            return zero, zero
+        return (np.interp(edges, self.time, self.area),
+                np.interp(edges, self.time, self.busy))
+
+    def peak(self):
+        return int(self.count.max()) if len(self.count) else 0
+
+    def at_least(self, depth):
+        """Seconds with ``depth`` or more IOs in flight."""
+        if not len(self.time) or not depth:
+            return 0.0
+        return float(np.sum((self.count[:-1] >= depth) * np.diff(self.time))) / 1e9
+
+
+class InFlight:
+    """The answered IOs' spans per path and device, gathered from the IO rows for
+    the summary's deepest queue and time at the queue depth."""
+
+    def __init__(self):
+        self.batches = []
+
+    def add(self, rows):
+        mask, start, end = spans(rows)
+        self.batches.append((rows["path"][mask], rows["device_id"][mask],
+                             rows["rnbd_op"][mask] >= 0, start[mask], end[mask]))
+
+    def figures(self, session_of, depth_of):
+        """{("path", path id) | ("device", session, device id): {"max_in_flight",
+        "queue_full_s"}}.  A path's own deepest queue, and the time its session's
+        permits were all taken (the permits are the session's: ``session_of(path
+        id)``, ``depth_of(path id)``); a device's deepest queue, and the time its own
+        IOs held all the permits."""
+        if not self.batches:
+            return {}
+        path, device, is_io, start, end = (np.concatenate(c) for c in zip(*self.batches))
+        paths = np.unique(path).tolist()
+        sessions = {pid: session_of(pid) for pid in paths}
+        depth = {pid: depth_of(pid) or 0 for pid in paths}
+        out = {}
+        for members in _grouped(paths, sessions).values():
+            mine = np.isin(path, members)
+            full = Steps.of(start[mine], end[mine])
+            for pid in members:
+                own = path == pid
+                out[("path", pid)] = {"max_in_flight": Steps.of(start[own], end[own]).peak(),
+                                      "queue_full_s": round(full.at_least(depth[pid]), 6)}
+            for did in np.unique(device[mine & is_io]).tolist():
+                own = mine & is_io & (device == did)
+                steps = Steps.of(start[own], end[own])
+                out[("device", sessions[members[0]], did)] = {
+                    "max_in_flight": steps.peak(),
+                    "queue_full_s": round(steps.at_least(min(depth[p] for p in members)), 6)}
+        return out
+
+
+def _grouped(paths, sessions):
+    groups = {}
+    for pid in paths:
+        groups.setdefault(id(sessions[pid]), []).append(pid)
+    return groups
