@@ -271,3 +271,27 @@ def test_split_against_tshark():
             assert table[part][k] == pytest.approx(ns / 1e3, abs=1e-6), (request, part)
         checked[table["op"][k]] += 1
     assert checked["read"] >= 20 and checked["write"] >= 20
+
+
+def test_report_split_bands_stack_to_the_wire_time(analyses):
+    """The report's stacked bars: per op and band of wire time, the parts' means add up
+    to the band's mean wire_us of the ios table."""
+    from rtrs_scapy.report import figures
+    from rtrs_scapy.report.view import CaptureView
+    result, batches = analyses["load"]
+    device = CaptureView(result, batches).sessions[0].devices[0]
+    bars = figures.Split(device).bars
+    table = arrow_rows(iorows.concat(batches), "x", Names(result.analyzer))[0].to_pydict()
+    for op in ("read", "write"):
+        wire = sorted(table["wire_us"][k] for k in range(len(table["frame"]))
+                      if table["rnbd_op"][k] == op and table["failed_over"][k] is False
+                      and None not in [table[p][k] for p in PARTS])
+        mine = [bar for bar in bars if bar[0] == op]
+        assert [count for _, _, count, _ in mine] == [
+            len(wire) * high // 100 - len(wire) * low // 100
+            for low, high, _ in figures.Split.BANDS]
+        start = 0
+        for _, band, count, means in mine:
+            assert sum(means.values()) == pytest.approx(
+                float(np.mean(wire[start:start + count])), rel=1e-9), band
+            start += count
