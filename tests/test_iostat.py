@@ -295,3 +295,69 @@ def test_report_split_bands_stack_to_the_wire_time(analyses):
             assert sum(means.values()) == pytest.approx(
                 float(np.mean(wire[start:start + count])), rel=1e-9), band
             start += count
+
+
+def test_a_capture_spanning_years_is_refused_in_one_line():
+    """Lines are bounded (analysis/iostat.py MAX_LINES): no table of a line per µs."""
+    done = CliRunner().invoke(main, ["iostat", str(real_pcap("deep")), "-i", "0.000001"])
+    assert done.exit_code == 1
+    assert done.output.count("\n") == 1
+    assert "use --interval 0.0001 or longer" in done.output
+
+
+def _answered_spans(batches, block_io=False):
+    """(first send, response) of the answered requests (of the block IO only: RNBD IO,
+    a failed-over one as its copy)."""
+    rows = iorows.concat(batches)
+    return [(int(r - lat), int(r)) for r, lat, outcome, op, moved in zip(
+        rows["response_ns"].tolist(), rows["latency_ns"].tolist(), rows["outcome"].tolist(),
+        rows["rnbd_op"].tolist(), rows["failed_over"].tolist())
+        if outcome == iorows.ANSWERED and lat >= 0 and (not block_io or op >= 0 and not moved)]
+
+
+def _sweep(spans):
+    """(time, in flight after it) of every start and end, simple code: ends first at a tie."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans],
+                    key=lambda ev: (ev[0], ev[1]))
+    level, out = 0, []
+    for time, step in events:
+        level += step
+        out.append((time, level))
+    return out
+
+
+def test_queue_figures_against_a_simple_sweep(analyses):
+    """The deep capture (one path, one device): the deepest queue, and the time at a depth
+    below it (its 128 permits were never all taken, so a depth of 20 stands in)."""
+    from rtrs_scapy.analysis.inflight import InFlight
+    result, batches = analyses["deep"]
+    sweep = _sweep(_answered_spans(batches))
+    peak = max(level for _, level in sweep)
+    at_20 = sum(b[0] - a[0] for a, b in zip(sweep, sweep[1:]) if a[1] >= 20) / 1e9
+    path = result.summary["sessions"][0]["paths"][0]
+    assert path["max_in_flight"] == peak == 31
+    assert path["queue_full_s"] == 0.0
+    figures = InFlight()
+    for batch in batches:
+        figures.add(batch)
+    got = figures.figures(lambda pid: "session", lambda pid: 20)
+    assert got[("path", 0)] == {"max_in_flight": 31, "queue_full_s": round(at_20, 6)}
+    assert at_20 > 0.1
+
+
+def test_queue_size_and_busy_time_per_interval_against_a_simple_sweep(analyses):
+    result, batches = analyses["deep"]
+    spans = _answered_spans(batches, block_io=True)
+    records = view.records(result, batches, by="device", interval_s=1.0)
+    first = int(round(result.summary["capture"]["first_ts"] * 1e9))
+    sweep = _sweep(spans)
+    for record in records:
+        low = first + record["interval"] * 1_000_000_000
+        high = low + int(round(record["seconds"] * 1e9))
+        area = sum(max(0, min(e, high) - max(s, low)) for s, e in spans)
+        busy = sum(max(0, min(b[0], high) - max(a[0], low))
+                   for a, b in zip(sweep, sweep[1:]) if a[1] > 0)
+        width = high - low
+        assert record["aqu_sz"] == pytest.approx(area / width, abs=1e-3)
+        assert record["util_pct"] == pytest.approx(100.0 * busy / width, abs=1e-2)
+    assert max(r["util_pct"] for r in records) == 100.0

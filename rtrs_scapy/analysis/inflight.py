@@ -79,28 +79,40 @@ class InFlight:
         if not self.batches:
             return {}
         path, device, is_io, start, end = (np.concatenate(c) for c in zip(*self.batches))
-        paths = np.unique(path).tolist()
-        sessions = {pid: session_of(pid) for pid in paths}
-        depth = {pid: depth_of(pid) or 0 for pid in paths}
+        paths = np.unique(path)
+        owners, owner_of = [], {}
+        for pid in paths.tolist():
+            owner = session_of(pid)
+            known = next((k for k, o in enumerate(owners) if o is owner), None)
+            if known is None:
+                owners.append(owner)
+                known = len(owners) - 1
+            owner_of[pid] = known
+        session = np.array([owner_of[p] for p in paths.tolist()])[np.searchsorted(paths, path)]
+        depth = {}      # session index -> the smallest queue depth of its paths
+        for pid, sid in owner_of.items():
+            depth[sid] = min(depth.get(sid, 1 << 30), depth_of(pid) or 0)
         out = {}
-        for members in _grouped(paths, sessions).values():
-            mine = np.isin(path, members)
-            full = Steps.of(start[mine], end[mine])
-            for pid in members:
-                own = path == pid
-                out[("path", pid)] = {"max_in_flight": Steps.of(start[own], end[own]).peak(),
-                                      "queue_full_s": round(full.at_least(depth[pid]), 6)}
-            for did in np.unique(device[mine & is_io]).tolist():
-                own = mine & is_io & (device == did)
-                steps = Steps.of(start[own], end[own])
-                out[("device", sessions[members[0]], did)] = {
-                    "max_in_flight": steps.peak(),
-                    "queue_full_s": round(steps.at_least(min(depth[p] for p in members)), 6)}
+        full = {sid: Steps.of(start[at], end[at]) for sid, at in slices(session)}
+        for pid, at in slices(path):
+            sid = owner_of[pid]
+            out[("path", pid)] = {"max_in_flight": Steps.of(start[at], end[at]).peak(),
+                                  "queue_full_s": round(full[sid].at_least(depth_of(pid) or 0),
+                                                        6)}
+        io = np.flatnonzero(is_io)
+        for key, at in slices((session[io] << 32) | (device[io] & 0xFFFFFFFF)):
+            at = io[at]
+            steps = Steps.of(start[at], end[at])
+            out[("device", owners[key >> 32], key & 0xFFFFFFFF)] = {
+                "max_in_flight": steps.peak(),
+                "queue_full_s": round(steps.at_least(depth[key >> 32]), 6)}
         return out
 
 
-def _grouped(paths, sessions):
-    groups = {}
-    for pid in paths:
-        groups.setdefault(id(sessions[pid]), []).append(pid)
-    return groups
+def slices(keys):
+    """(key, positions) of each distinct value of an int array: one sort, no mask per key."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    for at in np.split(order, cuts) if len(order) else ():
+        yield int(keys[at[0]]), at

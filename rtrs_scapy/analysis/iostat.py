@@ -10,7 +10,7 @@ answered IOs' spans (inflight.py).
 
 import numpy as np
 
-from .inflight import Steps, spans
+from .inflight import Steps, slices, spans
 from .iorows import ANSWERED
 from .split import parts_ns
 
@@ -20,9 +20,18 @@ COUNTS = ("reads", "writes", "discards", "flushes")
 BYTES = ("read_bytes", "write_bytes", "discard_bytes", None)
 
 
+#: lines of one table at most (intervals × groups): a capture whose stamps span years
+#: must not make one line per second of them
+MAX_LINES = 1_000_000
+
+
+def intervals(start_ns, end_ns, interval_ns):
+    return max(1, -(-(end_ns - start_ns) // interval_ns))
+
+
 def bins(start_ns, end_ns, interval_ns):
     """The intervals' edges from ``start_ns`` to ``end_ns`` (the last one may be short)."""
-    count = max(1, -(-(end_ns - start_ns) // interval_ns))
+    count = intervals(start_ns, end_ns, interval_ns)
     edges = start_ns + interval_ns * np.arange(count + 1, dtype=np.int64)
     edges[-1] = max(min(edges[-1], end_ns), edges[-2] + 1)
     return edges
@@ -101,9 +110,10 @@ def _queue(rows, group, n_groups, edges):
     width = np.diff(edges).astype(np.float64)
     size = np.zeros((len(width), n_groups))
     busy = np.zeros((len(width), n_groups))
-    for g in range(n_groups):
-        mine = answered & (group == g)
-        area, on = Steps.of(start[mine], end[mine]).at(edges)
+    mine = np.flatnonzero(answered & (group >= 0))
+    for g, at in slices(group[mine]):
+        at = mine[at]
+        area, on = Steps.of(start[at], end[at]).at(edges)
         size[:, g] = np.diff(area) / width
         busy[:, g] = 100.0 * np.diff(on) / width
     return size.reshape(-1), busy.reshape(-1)

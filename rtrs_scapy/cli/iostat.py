@@ -42,6 +42,8 @@ def iostat(captures, interval, by, devices, fmt, quiet, queue_depth):
         records = view.records(result, batches, by=by, interval_s=interval, devices=devices)
     except view.UnknownDevice as exc:
         raise click.UsageError(str(exc)) from None
+    except view.TooManyLines as exc:
+        raise click.ClickException(str(exc)) from None
     if fmt == "json":
         click.echo(view.json_lines(records), nl=False)
     elif fmt == "csv":

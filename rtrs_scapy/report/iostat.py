@@ -39,6 +39,10 @@ class UnknownDevice(ValueError):
     """``--device`` names no device of the capture; the message lists the known ones."""
 
 
+class TooManyLines(ValueError):
+    """More intervals × groups than iostat.MAX_LINES; the message says the interval to use."""
+
+
 def session_label(session, path):
     """A session's name, else the start of its paths_uuid, else its path's client."""
     if session is None:
@@ -57,7 +61,16 @@ def records(result, batches, by="device", interval_s=1.0, devices=()):
     capture = result.summary["capture"]
     first = _ns(capture.get("first_ts")) if capture.get("first_ts") is not None else 0
     last = _ns(capture.get("last_ts")) if capture.get("last_ts") is not None else first
-    edges = iostat.bins(first, max(last, first + 1), max(1, int(round(interval_s * 1e9))))
+    end, step = max(last, first + 1), max(1, int(round(interval_s * 1e9)))
+    lines = iostat.intervals(first, end, step) * max(len(labels), 1)
+    if lines > iostat.MAX_LINES:
+        shortest = (end - first) / 1e9 * max(len(labels), 1) / iostat.MAX_LINES
+        raise TooManyLines("%d intervals × %d lines is more than %d lines; the capture spans "
+                           "%.0f s: use --interval %g or longer" % (
+                               lines // max(len(labels), 1), max(len(labels), 1),
+                               iostat.MAX_LINES, (end - first) / 1e9,
+                               10 ** math.ceil(math.log10(shortest))))
+    edges = iostat.bins(first, end, step)
     columns = iostat.table(rows, group, kind, size, len(labels), edges, events)
     return _as_records(columns, labels, by)
 
@@ -92,11 +105,9 @@ def _groups(rows, paths, by):
     if by == "path":
         members = sorted(set(np.unique(path_ids).tolist()))
         group = np.searchsorted(np.array(members, dtype=np.int64), path_ids)
-        labels = [{"session": session_label(_session(paths[p].session), paths[p]),
-                   "client": str(paths[p].client), "server": str(paths[p].server),
-                   "sess_uuid": paths[p].sess_uuid} for p in members]
+        labels = [_path_label(paths[p]) for p in members]
         stalls = [(s["time"], k, s["retransmissions"]) for k, p in enumerate(members)
-                  for s in paths[p].stalls]
+                  if paths[p] is not None for s in paths[p].stalls]
     else:
         members = sorted(set(row_session.tolist()))
         group = np.searchsorted(np.array(members, dtype=np.int64), row_session)
@@ -109,6 +120,14 @@ def _groups(rows, paths, by):
               np.array([g for _, g, _ in stalls], dtype=np.int64),
               np.array([r for _, _, r in stalls], dtype=np.int64))
     return group, labels, kind, rows["bytes"], events
+
+
+def _path_label(path):
+    """A path's label keys; an evicted path (None, analysis/bounds.py) has no names."""
+    if path is None:
+        return {"session": "-", "client": None, "server": None, "sess_uuid": None}
+    return {"session": session_label(_session(path.session), path), "client": str(path.client),
+            "server": str(path.server), "sess_uuid": path.sess_uuid}
 
 
 def _owners(paths):
