@@ -3,9 +3,8 @@ from the wire (docs/iostat.md)."""
 
 import click
 
+from ..report.iostat import BY
 from .common import analyze_capture, captures_argument, queue_depth_option, quiet_option
-
-BY = ("device", "path", "session")
 
 
 @click.command()
