@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import REAL_ALL, real_pcap
+from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap
 from rtrs_scapy.analysis import analyze, iorows
 from rtrs_scapy.cli import main
 from rtrs_scapy.report import iostat as view
@@ -361,3 +361,12 @@ def test_queue_size_and_busy_time_per_interval_against_a_simple_sweep(analyses):
         assert record["aqu_sz"] == pytest.approx(area / width, abs=1e-3)
         assert record["util_pct"] == pytest.approx(100.0 * busy / width, abs=1e-2)
     assert max(r["util_pct"] for r in records) == 100.0
+
+
+def test_a_capture_without_io_says_so():
+    """A rejected connection and no IO: nothing on stdout, one line on stderr, exit 0."""
+    capture = str(PROJECT_PCAPS / "reject_enxio.pcap")
+    done = CliRunner().invoke(main, ["iostat", capture])
+    assert done.exit_code == 0
+    assert done.stdout == ""
+    assert done.stderr == "%s: no RNBD IO in the capture\n" % capture

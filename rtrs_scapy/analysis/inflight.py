@@ -79,6 +79,8 @@ class InFlight:
         if not self.batches:
             return {}
         path, device, is_io, start, end = (np.concatenate(c) for c in zip(*self.batches))
+        if not len(path):
+            return {}
         paths = np.unique(path)
         owners, owner_of = [], {}
         for pid in paths.tolist():
@@ -88,7 +90,8 @@ class InFlight:
                 owners.append(owner)
                 known = len(owners) - 1
             owner_of[pid] = known
-        session = np.array([owner_of[p] for p in paths.tolist()])[np.searchsorted(paths, path)]
+        session = np.array([owner_of[p] for p in paths.tolist()],
+                           dtype=np.int64)[np.searchsorted(paths, path)]
         depth = {}      # session index -> the smallest queue depth of its paths
         for pid, sid in owner_of.items():
             depth[sid] = min(depth.get(sid, 1 << 30), depth_of(pid) or 0)

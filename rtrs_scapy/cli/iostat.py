@@ -43,6 +43,9 @@ def iostat(captures, interval, by, devices, fmt, quiet, queue_depth):
         raise click.UsageError(str(exc)) from None
     except view.TooManyLines as exc:
         raise click.ClickException(str(exc)) from None
+    if not records:
+        click.echo("%s: no %s in the capture" % (" ".join(captures), "RNBD IO" if by == "device"
+                                                 else "RTRS request"), err=True)
     if fmt == "json":
         click.echo(view.json_lines(records), nl=False)
     elif fmt == "csv":

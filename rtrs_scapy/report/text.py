@@ -135,7 +135,7 @@ def _counters(path):
 
 def _queue(item):
     """The deepest queue and the time all permits were taken (analysis/inflight.py)."""
-    if "max_in_flight" not in item:
+    if not item.get("max_in_flight"):      # no answered IO (or a summary without it)
         return ""
     return "queue: max in flight %d, at the queue depth %.3f s" % (item["max_in_flight"],
                                                                   item["queue_full_s"])
