@@ -30,7 +30,9 @@ from .cm_tracker import CmTracker
 from .io import IoBatch, acknowledged, per_id
 from .linking import link_reconnected
 from .model import Path, Session
+from .inflight import InFlight
 from .qdepth import MemBitsInference
+from .readdata import ReadData
 from .records import Records
 from .rnbd_view import RnbdView
 
@@ -56,6 +58,7 @@ class Analyzer:
         if hasattr(io_sink, "bind_analyzer"):   # a sink that names its rows (tables/ios.py)
             io_sink.bind_analyzer(self)
         self.rnbd_view = RnbdView(keep_latencies)
+        self.in_flight = InFlight() if keep_latencies else None    # the summary's queues
         self.io_span = {}           # path id -> [first (stamp, frame), last (stamp, frame)]
         self.records = Records(self, None if keep_messages is True else keep_messages) \
             if keep_messages else None
@@ -84,6 +87,7 @@ class Analyzer:
         self.frame = None
         self.closed = False
         self.carry = pairing.empty()   # requests in flight, all sessions
+        self.read_data = ReadData(self.bounds.size["requests"])   # READ data until paired
         # failovers (io.py): answered requests whose response the client has not
         # acknowledged, by (session, buf_id); copy frame -> original frame; originals
         self.undelivered = {}
@@ -271,6 +275,8 @@ class Analyzer:
         failovers' events, then the caller's sink."""
         self.rnbd_view.rows(batch, self.path_list)
         self.request_log.add(batch)
+        if self.in_flight is not None:
+            self.in_flight.add(batch)
         for pid in np.unique(batch["path"]).tolist():
             mine = batch["path"] == pid
             times, frames = batch["time_ns"][mine], batch["frame"][mine]
@@ -405,6 +411,9 @@ class Analyzer:
                          "immediate 0x%08x", rows[i, T.R_IMM])
         for i in np.flatnonzero(kind == D.K_SEND).tolist():
             self._send(rows, arena, i, path_id)
+        data = np.flatnonzero((kind == D.K_DATA) & (path_id >= 0) & ~c2s)
+        self.read_data.add(path_id[data], rows[data, T.R_RKEY], rows[data, T.R_FIRST_TS],
+                           rows[data, T.R_LAST_TS], rows[data, T.R_LAST_FRAME])
         req = np.flatnonzero((kind == D.K_REQUEST) & (path_id >= 0))
         rsp = np.flatnonzero((kind == D.K_RESPONSE) & (path_id >= 0))
         if len(req) or len(rsp):

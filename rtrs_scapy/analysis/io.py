@@ -208,7 +208,9 @@ class IoBatch:
                 "request_first": np.where(known, rows[:, T.R_FIRST_FRAME], -1),
                 "rnbd_type": reqs["rnbd_type"], "device_id": reqs["device_id"],
                 "sector": reqs["sector"], "bi_size": reqs["bi_size"], "rnbd_op": reqs["rnbd_op"],
-                "record": record}
+                "record": record,
+                "request_first_ns": np.where(known, rows[:, T.R_FIRST_TS], -1),
+                "desc_key": reqs["desc_key"]}
 
     def _record(self, k, rows, reqs, buf_id, offset, data_len, record, usr):
         an = self.an
@@ -287,7 +289,11 @@ class IoBatch:
         done = iorows.from_requests(table, req_of, iorows.ANSWERED)
         done.update(response_frame=rows[answered, T.R_LAST_FRAME],
                     response_ns=rows[answered, T.R_LAST_TS], latency_ns=latency,
-                    errno=errno[answered], delivered=delivered[answered])
+                    errno=errno[answered], delivered=delivered[answered],
+                    response_first_ns=rows[answered, T.R_FIRST_TS])
+        done["data_first_ns"], done["data_last_ns"] = self.an.read_data.lookup(
+            table["path"][req_of], table["desc_key"][req_of], table["frame"][req_of],
+            done["response_frame"])
         done["failover_from"] = np.where(result.first_frame[req_of] != table["frame"][req_of],
                                          result.first_frame[req_of], -1)
         if self.an.failover_of:

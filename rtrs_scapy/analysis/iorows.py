@@ -35,6 +35,11 @@ COLUMNS = (
     ("failover_of", "frame of the request this one re-sends after a failover (-1: none)"),
     ("failed_over", "1: this request was re-sent on another path (its IO counts there)"),
     ("delivered", "1 the client acknowledged the response, 0 never, -1 unknown or none"),
+    ("request_first_ns", "capture time of the request's first packet (-1: before the capture)"),
+    ("data_first_ns", "capture time of the first packet of a read's data (-1: none seen)"),
+    ("data_last_ns", "capture time of the last packet of a read's data (-1: none seen)"),
+    ("response_first_ns", "capture time of the response's first packet (-1: none)"),
+    ("desc_key", "rkey of a read's buffer desc[0], where the server writes its data (-1: none)"),
 )
 NAMES = tuple(name for name, _ in COLUMNS)
 ANSWERED, REPLACED, ABORTED, IN_FLIGHT = range(4)
@@ -57,6 +62,8 @@ def from_requests(table, index, outcome):
         "response_ns": none, "latency_ns": none, "errno": np.zeros(n, dtype=np.int64),
         "failover_from": none, "failover_of": none,
         "failed_over": np.zeros(n, dtype=np.int64), "delivered": none,
+        "request_first_ns": table["request_first_ns"][index], "data_first_ns": none,
+        "data_last_ns": none, "response_first_ns": none, "desc_key": table["desc_key"][index],
     }
 
 

@@ -18,7 +18,8 @@ import numpy as np
 #: the columns a request carries while it waits for its answer
 REQUEST_COLUMNS = ("sess", "key", "frame", "stamp", "first_frame", "first_stamp", "path", "op",
                    "cid", "bytes", "partial", "request_first",
-                   "rnbd_type", "device_id", "sector", "bi_size", "rnbd_op", "record")
+                   "rnbd_type", "device_id", "sector", "bi_size", "rnbd_op", "record",
+                   "request_first_ns", "desc_key")
 
 
 @dataclass

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
-from . import iorows, rnbd
+from . import iorows, rnbd, split
 from .summary import latency_stats
 
 CONTROL = ("sess_info", "open", "close")
@@ -41,6 +41,8 @@ class RnbdView:
         was failed over is the same block IO as its copy: only the copy counts."""
         if batch["failed_over"].any():
             batch = {k: v[batch["failed_over"] == 0] for k, v in batch.items()}
+        if self.keep_latencies:
+            batch = dict(batch, **{"split_" + k: v for k, v in split.parts_ns(batch).items()})
         order = np.argsort(batch["frame"], kind="stable")
         path_ids = batch["path"][order]
         for pid in np.unique(path_ids).tolist():
@@ -81,6 +83,7 @@ class _Ops:
     def __init__(self, keep_latencies=True):
         self.count = self.bytes = self.errors = 0
         self.latencies = [] if keep_latencies else None
+        self.parts = {part: [] for part in split.PARTS} if keep_latencies else None
         self.sizes = Counter()
 
     def add(self, rows, mask):
@@ -90,6 +93,9 @@ class _Ops:
         self.errors += int(np.count_nonzero(answered & (rows["errno"] != 0)))
         if self.latencies is not None:
             self.latencies.append(rows["latency_ns"][answered] / 1e9)
+            for part, values in self.parts.items():
+                known = rows["split_" + part][mask]
+                values.append(known[known >= 0] / 1e9)
         self.sizes.update(rows["bi_size"][mask].tolist())
 
     def merge(self, other):
@@ -98,6 +104,8 @@ class _Ops:
         self.errors += other.errors
         if self.latencies is not None:
             self.latencies = other.latencies + self.latencies
+            for part, values in (other.parts or {}).items():
+                self.parts[part] = values + self.parts[part]
         self.sizes.update(other.sizes)
 
     def summary(self, with_latency=True):
@@ -106,6 +114,10 @@ class _Ops:
         if with_latency:
             values = np.concatenate(self.latencies) if self.latencies else np.zeros(0)
             out["latency_us"] = latency_stats(values.tolist())
+            if self.parts is not None:
+                out["split_us"] = {part: latency_stats(np.concatenate(values).tolist()
+                                                       if values else [])
+                                   for part, values in self.parts.items()}
         return out
 
 

@@ -79,6 +79,23 @@ def path_summary(path):
     }
 
 
+#: the queue figures of a path or device without an answered IO
+NO_QUEUE = {"max_in_flight": 0, "queue_full_s": 0.0}
+
+
+def _queues(analyzer):
+    """The deepest queue and the time at the queue depth, per path and device
+    (analysis/inflight.py); none when the analyzer kept no latencies (watch)."""
+    if analyzer.in_flight is None:
+        return {}
+    paths = analyzer.path_list
+
+    def session_of(pid):     # an evicted path (None) or one without a session: its own
+        return paths[pid].session or paths[pid] if paths[pid] is not None else ("gone", pid)
+    return analyzer.in_flight.figures(
+        session_of, lambda pid: paths[pid].queue_depth if paths[pid] is not None else 0)
+
+
 def _attempt(attempt):
     return {"frame": attempt.frame, "time": attempt.time, "recon_cnt": attempt.recon_cnt,
             "reconnect": attempt.reconnect, "outcome": attempt.outcome,
@@ -154,13 +171,21 @@ def _events(path):
 
 def summarize(analyzer, capture_info):
     analyzer.cm.finish()
+    queues = _queues(analyzer)
     sessions = []
     for session in analyzer.sessions.values():
+        paths = []
+        for path in session.paths:
+            paths.append(path_summary(path))
+            paths[-1].update(queues.get(("path", path.id), NO_QUEUE))
+        rnbd = analyzer.rnbd_view.summary(session)
+        for device_id, device in rnbd["devices"].items():
+            device.update(queues.get(("device", session, int(device_id)), NO_QUEUE))
         sessions.append({
             "sessname": session.sessname,
             "paths_uuid": session.paths_uuid,
-            "paths": [path_summary(p) for p in session.paths],
-            "rnbd": analyzer.rnbd_view.summary(session),
+            "paths": paths,
+            "rnbd": rnbd,
         })
     capture = dict(capture_info)
     capture.update({

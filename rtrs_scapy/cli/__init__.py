@@ -26,6 +26,7 @@ GROUP_OPTIONS = ("--help", "-h", "--version")
 COMMANDS = {
     "summary": ".summary:summary",
     "messages": ".messages:messages",
+    "iostat": ".iostat:iostat",
     "show": ".messages:show",
     "shell": ".shell:shell",
     "craft": ".craft:craft",

@@ -5,6 +5,7 @@ summary's events and each path's ladder."""
 import numpy as np
 
 from ..spec.constants import RNBD_OP_FLUSH
+from ..analysis import split
 from . import series
 from .view import EVENT_KINDS
 
@@ -141,6 +142,30 @@ class Heatmap:
         rows = device.rows.where(device.rows["rnbd_op"] != RNBD_OP_FLUSH)
         self.sectors = device.sectors
         self.sector_edges, self.counts = series.heatmap(rows, self.buckets, self.sectors)
+
+
+class Split:
+    """Where the wire time of a device's IOs goes (analysis/split.py), per RNBD
+    operation: the IOs ranked by wire time in bands (the fastest half, up to the 90th
+    and the 99th percentile, the slowest 1 %), each band's mean of every part, so
+    that the bars stack to the band's mean wire time."""
+
+    PARTS = ("request", "server", "data", "response")
+    BANDS = ((0, 50, "p0–50"), (50, 90, "p50–90"), (90, 99, "p90–99"), (99, 100, "p99–100"))
+
+    def __init__(self, device):
+        self.title = "where the time goes, device %s" % device.label
+        self.bars = []       # (op, band, IO count, {part: mean µs})
+        for name, rows in device.rows.rnbd_ops():
+            parts = split.parts_ns(rows.columns)
+            known = np.all([parts[p] >= 0 for p in split.PARTS], axis=0)
+            order = np.argsort(parts["wire"][known], kind="stable")
+            n = len(order)
+            for low, high, band in self.BANDS:
+                chosen = order[n * low // 100:n * high // 100]
+                if len(chosen):
+                    self.bars.append((name, band, len(chosen), {
+                        p: float(parts[p][known][chosen].mean()) / 1e3 for p in self.PARTS}))
 
 
 class Ladder:

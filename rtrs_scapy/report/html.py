@@ -309,9 +309,10 @@ class Page:
                          self.frame(info.get("opened_frame")),
                          self.frame(info.get("closed_frame")),
                          _share(info.get("sequential_share")), _share(info.get("aligned_share")),
-                         _number(len(device.rows))))
+                         _number(len(device.rows)), self._queue(session, device.id)))
         self.add(self.table(("id", "name", "access", "sectors", "opened", "closed",
-                             "sequential", "aligned", "IO requests"), rows))
+                             "sequential", "aligned", "IO requests",
+                             "most in flight, s at the queue depth"), rows))
         ops_rows = []
         devices = rnbd.get("devices") or {}
         for device_id, device in sorted(devices.items(), key=lambda kv: int(kv[0])):
@@ -336,6 +337,18 @@ class Page:
             if len(device.rows):
                 self.figure(P.sizes(self.capture, F.Sizes(device)))
                 self.figure(P.heatmap(self.capture, F.Heatmap(self.capture, device)))
+                split = F.Split(device)
+                if split.bars:
+                    self.figure(P.split(self.capture, split))
+
+    def _queue(self, session, device_id):
+        """The device's deepest queue and its time at the queue depth (summary.md)."""
+        pointer = "sessions/%d/rnbd/devices/%s/" % (session.index, device_id)
+        device = ((session.summary.get("rnbd") or {}).get("devices") or {}).get(str(device_id))
+        if device is None or "max_in_flight" not in device:
+            return "–"
+        return "%s, %s" % (self.summary_value(device["max_in_flight"], pointer + "max_in_flight"),
+                           self.summary_value(device["queue_full_s"], pointer + "queue_full_s"))
 
     def rnbd_ops_rows(self, label, ops, pointer):
         rows = []
@@ -377,7 +390,8 @@ class Page:
             ("failovers", "failovers to this path"), ("aborted_requests", "aborted requests"),
             ("lost_requests", "lost requests"), ("in_flight_at_end", "in flight at the end"),
             ("partial_requests", "requests begun before the capture"),
-            ("rkey_refreshes", "rkey refreshes"))]
+            ("rkey_refreshes", "rkey refreshes"), ("max_in_flight", "most IOs in flight"),
+            ("queue_full_s", "seconds at the queue depth (all permits taken)"))]
         hb = s["heartbeats"]
         counters.append(("heartbeats client→server / server→client", "%s / %s" % (
             self.summary_value(hb["client_to_server"], ptr + "heartbeats/client_to_server"),

@@ -127,6 +127,21 @@ def sizes(capture, sz):
     _layout(fig, sz.title, height=320)
     return fig
 
+def split(capture, sp):
+    """Stacked horizontal bars: one per operation and band of wire time."""
+    fig = go.Figure()
+    labels = ["%s %s (%s IOs)" % (op, band, _number(count)) for op, band, count, _ in sp.bars]
+    for k, part in enumerate(sp.PARTS):
+        fig.add_trace(go.Bar(y=labels, x=[means[part] for *_, means in sp.bars], name=part,
+                             orientation="h", marker_color=_colour(k),
+                             hovertemplate="%{y}: " + part + " %{x:.1f} µs<extra></extra>"))
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title_text="mean µs on the wire (request, server, read data, response)")
+    fig.update_yaxes(autorange="reversed")
+    _layout(fig, sp.title, height=140 + 28 * max(len(labels), 1))
+    return fig
+
+
 def heatmap(capture, hm):
     counts = hm.counts.astype(float)
     counts[counts == 0] = np.nan

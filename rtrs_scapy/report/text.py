@@ -12,6 +12,7 @@ from .words import (
 )
 
 OPS = ("read", "write")
+SPLIT_PARTS = ("request", "server", "data", "response", "wire")
 RNBD_CONTROL = ("sess_info", "open", "close")
 MAX_ANOMALIES = 50
 MAX_EVENTS = 40
@@ -130,6 +131,14 @@ def _counters(path):
         if path.get(key):
             parts.append("%s %d" % (label, path[key]))
     return "  ".join(parts)
+
+
+def _queue(item):
+    """The deepest queue and the time all permits were taken (analysis/inflight.py)."""
+    if not item.get("max_in_flight"):      # no answered IO (or a summary without it)
+        return ""
+    return "queue: max in flight %d, at the queue depth %.3f s" % (item["max_in_flight"],
+                                                                  item["queue_full_s"])
 
 
 def _transport(transport):
@@ -334,6 +343,9 @@ def render_path(path, clock, out):
     if any(path["heartbeats"].values()):
         out.append("    " + _heartbeats(path, clock))
     out.append("    " + _counters(path))
+    queue = _queue(path)
+    if queue:
+        out.append("    " + queue)
     out.append("    " + _transport(path["transport"]))
     for reject in path["rejects"]:
         out.append("    " + _reject(reject, clock))
@@ -383,6 +395,20 @@ def _op_rows(label, ops):
     return rows
 
 
+def _split_rows(label, ops):
+    """p50/p99 of each part of the wire time, per op (analysis/split.py)."""
+    rows = []
+    for op in RNBD_OP_NAMES:
+        parts = (ops.get(op) or {}).get("split_us")
+        if not parts or not parts["wire"]["count"] and not parts["server"]["count"]:
+            continue
+        cells = ["%17s" % ("%.1f/%.1f" % (parts[p]["p50"], parts[p]["p99"])
+                           if parts[p]["count"] else "-") for p in SPLIT_PARTS]
+        rows.append(("      %-18s %-12s " % (label, op) + " ".join(cells)).rstrip())
+        label = ""
+    return rows
+
+
 def _device_line(device_id, device):
     parts = []
     if device.get("access_mode") is not None:
@@ -399,6 +425,9 @@ def _device_line(device_id, device):
     for key, label in (("sequential_share", "sequential"), ("aligned_share", "aligned")):
         if device.get(key) is not None:
             parts.append("%s %.0f %%" % (label, device[key] * 100))
+    queue = _queue(device)
+    if queue:
+        parts.append(queue.replace("queue: ", ""))
     return "device %s %s: %s" % (device_id, device.get("name") or "(name not captured)",
                                  ", ".join(parts))
 
@@ -441,6 +470,16 @@ def render_rnbd(session, out):
             "device", "op", "count", "bytes", "errors", "min µs", "p50", "p90", "p99", "max",
             "sizes"))
         out.extend(row.rstrip() for row in rows)
+    split = []
+    for device_id, device in ordered:
+        split += _split_rows("%s %s" % (device_id, device.get("name") or ""),
+                             device.get("ops", {}))
+    if split:
+        out.append("  where the time goes (µs p50/p99: request, server, read data, response, "
+                   "wire; docs/latency.md):")
+        out.append("      %-18s %-12s " % ("device", "op")
+                   + " ".join("%17s" % part for part in SPLIT_PARTS))
+        out.extend(split)
     control = rnbd.get("control") or {}
     shown = ["%s %s" % (kind, _count_with_errors(control[kind]["count"], control[kind]["errors"]))
              for kind in RNBD_CONTROL if control.get(kind, {}).get("count")]

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..analysis import iorows
+from ..analysis import iorows, split
 from ..analysis.rnbd import kind_name
 from ..spec.constants import RNBD_OP_FLUSH, errno_name, rnbd_op_name
 from .names import PATH_COLUMNS, Names
@@ -116,6 +116,8 @@ def arrow_rows(rows, capture, names):
         "failed_over": pa.array(rows["failed_over"] != 0),
         "delivered": pa.array(rows["delivered"] == 1, mask=rows["delivered"] < 0),
     }
+    for part, values in split.parts_ns(rows).items():
+        columns[part + "_us"] = _nullable(values / 1e3, values < 0)
     return pa.Table.from_pydict(columns, schema=schema("ios")), used
 
 

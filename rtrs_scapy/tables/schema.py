@@ -11,7 +11,7 @@ Readers that select columns by name keep working across MINOR versions.
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 #: key-value metadata keys of every Parquet file written
 META_TABLE = b"rtrs_scapy.table"
 META_VERSION = b"rtrs_scapy.schema_version"
@@ -77,6 +77,17 @@ _TABLES = {
         ("delivered", pa.bool_(), True,
          "whether the client acknowledged the response (false: the server's answer never "
          "arrived, e.g. to a dead NIC); null when unanswered or not known"),
+        ("request_us", pa.float64(), True, "the request's first packet to its last, µs "
+         "(docs/latency.md); null when unanswered or its first packets precede the capture"),
+        ("server_us", pa.float64(), True, "the request's last packet to the answer's first "
+         "(a read's data, else the response), µs; null when unanswered or a read's data is "
+         "not in the capture"),
+        ("data_us", pa.float64(), True, "a read's data, its first packet to its last, µs "
+         "(0 without data); null like server_us"),
+        ("response_us", pa.float64(), True, "the data's last packet (else the response's "
+         "first) to the response's last, µs; null like server_us"),
+        ("wire_us", pa.float64(), True, "the request's first packet to the response's last, "
+         "µs: the sum of the four parts; latency_us + request_us unless failed over"),
     ]),
     "messages": ("One row per RTRS/RNBD message record (what rtrs-dissect messages lists): "
                  "CM handshake, info exchange, requests, responses, heartbeats, disconnects.", [

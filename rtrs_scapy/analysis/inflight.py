@@ -1,0 +1,121 @@
+"""IOs in flight as a step function of time: the queue size, the busy time, the
+deepest queue and the time spent at the queue depth (docs/iostat.md).
+
+An answered IO is in flight from its first send to its response (its latency);
+an IO never answered has no end on the wire and is left out.  Everything is
+computed from sorted starts and ends, without a loop over IOs.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .iorows import ANSWERED
+
+
+def spans(rows):
+    """(mask, start_ns, end_ns) of the answered IOs of a batch of IO rows."""
+    answered = (rows["outcome"] == ANSWERED) & (rows["latency_ns"] >= 0)
+    end = rows["response_ns"]
+    return answered, end - rows["latency_ns"], end
+
+
+@dataclass
+class Steps:
+    """The in-flight count between event times: ``count[i]`` IOs from ``time[i]``
+    to ``time[i + 1]``; ``area`` and ``busy`` are cumulative at ``time``."""
+    time: np.ndarray
+    count: np.ndarray
+    area: np.ndarray       # ∫ in flight dt, ns
+    busy: np.ndarray       # ∫ [in flight ≥ 1] dt, ns
+
+    @classmethod
+    def of(cls, start, end):
+        time = np.concatenate((start, end))
+        delta = np.concatenate((np.ones(len(start), np.int64), -np.ones(len(end), np.int64)))
+        order = np.lexsort((delta, time))        # at a tie the ends go first
+        time, count = time[order], np.cumsum(delta[order])
+        dt = np.diff(time)
+        area = np.concatenate(([0], np.cumsum(count[:-1] * dt))) if len(time) else time
+        busy = np.concatenate(([0], np.cumsum((count[:-1] > 0) * dt))) if len(time) else time
+        return cls(time, count, area, busy)
+
+    def at(self, edges):
+        """(area, busy) cumulative at ``edges`` (ns)."""
+        if not len(self.time):
+            zero = np.zeros(len(edges))
+            return zero, zero
+        return (np.interp(edges, self.time, self.area),
+                np.interp(edges, self.time, self.busy))
+
+    def peak(self):
+        return int(self.count.max()) if len(self.count) else 0
+
+    def at_least(self, depth):
+        """Seconds with ``depth`` or more IOs in flight."""
+        if not len(self.time) or not depth:
+            return 0.0
+        return float(np.sum((self.count[:-1] >= depth) * np.diff(self.time))) / 1e9
+
+
+class InFlight:
+    """The answered IOs' spans per path and device, gathered from the IO rows for
+    the summary's deepest queue and time at the queue depth."""
+
+    def __init__(self):
+        self.batches = []
+
+    def add(self, rows):
+        mask, start, end = spans(rows)
+        self.batches.append((rows["path"][mask], rows["device_id"][mask],
+                             rows["rnbd_op"][mask] >= 0, start[mask], end[mask]))
+
+    def figures(self, session_of, depth_of):
+        """{("path", path id) | ("device", session, device id): {"max_in_flight",
+        "queue_full_s"}}.  A path's own deepest queue, and the time its session's
+        permits were all taken (the permits are the session's: ``session_of(path
+        id)``, ``depth_of(path id)``); a device's deepest queue, and the time its own
+        IOs held all the permits."""
+        if not self.batches:
+            return {}
+        path, device, is_io, start, end = (np.concatenate(c) for c in zip(*self.batches))
+        if not len(path):
+            return {}
+        paths = np.unique(path)
+        owners, owner_of = [], {}
+        for pid in paths.tolist():
+            owner = session_of(pid)
+            known = next((k for k, o in enumerate(owners) if o is owner), None)
+            if known is None:
+                owners.append(owner)
+                known = len(owners) - 1
+            owner_of[pid] = known
+        session = np.array([owner_of[p] for p in paths.tolist()],
+                           dtype=np.int64)[np.searchsorted(paths, path)]
+        depth = {}      # session index -> the smallest queue depth of its paths
+        for pid, sid in owner_of.items():
+            depth[sid] = min(depth.get(sid, 1 << 30), depth_of(pid) or 0)
+        out = {}
+        full = {sid: Steps.of(start[at], end[at]) for sid, at in slices(session)}
+        for pid, at in slices(path):
+            sid = owner_of[pid]
+            out[("path", pid)] = {"max_in_flight": Steps.of(start[at], end[at]).peak(),
+                                  "queue_full_s": round(full[sid].at_least(depth_of(pid) or 0),
+                                                        6)}
+        io = np.flatnonzero(is_io)
+        for key, at in slices((session[io] << 32) | (device[io] & 0xFFFFFFFF)):
+            at = io[at]
+            steps = Steps.of(start[at], end[at])
+            out[("device", owners[key >> 32], key & 0xFFFFFFFF)] = {
+                "max_in_flight": steps.peak(),
+                "queue_full_s": round(steps.at_least(depth[key >> 32]), 6)}
+        return out
+
+
+def slices(keys):
+    """(key, positions) of each distinct value of an int array: one sort, no mask per key."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    for at in np.split(order, cuts) if len(order) else ():
+        yield int(keys[at[0]]), at

@@ -1,0 +1,119 @@
+"""``iostat -x`` from the wire: per interval and group (a device, a path or a
+session) the IO counts, bytes, latencies, queue size and busy time of the IO
+rows (iorows.py), computed with numpy over all rows at once (docs/iostat.md).
+
+An IO counts in the interval where it completed (its response), or, never
+answered, where it was sent: every row counts once, so the counts summed over
+the intervals are the summary's.  Queue size and busy time come from the
+answered IOs' spans (inflight.py).
+"""
+
+import numpy as np
+
+from .inflight import Steps, slices, spans
+from .iorows import ANSWERED
+from .split import parts_ns
+
+#: the kinds of IO counted apart, as the block layer's statistics group them
+KINDS = ("read", "write", "discard", "flush")
+COUNTS = ("reads", "writes", "discards", "flushes")
+BYTES = ("read_bytes", "write_bytes", "discard_bytes", None)
+
+
+#: lines of one table at most (intervals × groups): a capture whose stamps span years
+#: must not make one line per second of them
+MAX_LINES = 1_000_000
+
+
+def intervals(start_ns, end_ns, interval_ns):
+    return max(1, -(-(end_ns - start_ns) // interval_ns))
+
+
+def bins(start_ns, end_ns, interval_ns):
+    """The intervals' edges from ``start_ns`` to ``end_ns`` (the last one may be short)."""
+    count = intervals(start_ns, end_ns, interval_ns)
+    edges = start_ns + interval_ns * np.arange(count + 1, dtype=np.int64)
+    edges[-1] = max(min(edges[-1], end_ns), edges[-2] + 1)
+    return edges
+
+
+def table(rows, group, kind, size, n_groups, edges, events=None):
+    """Columns of one record per (interval, group), interval-major.
+
+    ``group``: per row its group (-1: not counted in this view); ``kind``: per row
+    its index in KINDS; ``size``: per row its bytes; ``events``: (time_ns, group,
+    retransmissions) of the paths' stalls, or None."""
+    n_bins = len(edges) - 1
+    cells = n_bins * n_groups
+    answered = (rows["outcome"] == ANSWERED) & (rows["latency_ns"] >= 0)
+    counted = group >= 0
+    when = np.where(answered, rows["response_ns"], rows["time_ns"])
+    at = np.clip(np.searchsorted(edges, when, side="right") - 1, 0, n_bins - 1)
+    cell = np.where(counted, at * n_groups + group, -1)
+
+    def per_cell(mask, weights=None):
+        mask = mask & counted
+        return np.bincount(cell[mask], weights=None if weights is None else weights[mask],
+                           minlength=cells)[:cells]
+
+    seconds = np.repeat(np.diff(edges) / 1e9, n_groups)
+    out = {"interval": np.repeat(np.arange(n_bins), n_groups),
+           "start_ns": np.repeat(edges[:-1], n_groups),
+           "seconds": seconds, "group": np.tile(np.arange(n_groups), n_bins)}
+    latency = rows["latency_ns"].astype(np.float64)
+    for k, (name, count, nbytes) in enumerate(zip(KINDS, COUNTS, BYTES)):
+        mine = kind == k
+        out[count] = per_cell(mine).astype(np.int64)
+        if nbytes is not None:
+            out[nbytes] = per_cell(mine, size.astype(np.float64)).astype(np.int64)
+        done = per_cell(mine & answered)
+        out[name + "_await_ms"] = _mean(per_cell(mine & answered, latency), done) / 1e6
+    out["errors"] = per_cell(answered & (rows["errno"] != 0)).astype(np.int64)
+    out["p99_ms"] = _p99(cell, counted & answered, latency, cells) / 1e6
+    server = parts_ns(rows)["server"]
+    known = server >= 0
+    out["server_ms"] = _mean(per_cell(known, server.astype(np.float64)),
+                             per_cell(known)) / 1e6
+    out["aqu_sz"], out["util_pct"] = _queue(rows, group, n_groups, edges)
+    if events is not None:
+        time, egroup, retrans = events
+        ecell = np.clip(np.searchsorted(edges, time, side="right") - 1, 0, n_bins - 1) \
+            * n_groups + egroup
+        out["stalls"] = np.bincount(ecell, minlength=cells)[:cells].astype(np.int64)
+        out["retransmissions"] = np.bincount(ecell, weights=retrans.astype(np.float64),
+                                             minlength=cells)[:cells].astype(np.int64)
+    return out
+
+
+def _mean(total, count):
+    """``total / count``, NaN where count is 0."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _p99(cell, mask, values, cells):
+    """The nearest-rank 99th percentile of ``values`` per cell, NaN where empty."""
+    cell, values = cell[mask], values[mask]
+    order = np.lexsort((values, cell))
+    count = np.bincount(cell, minlength=cells)[:cells]
+    first = np.concatenate(([0], np.cumsum(count)[:-1]))
+    rank = np.maximum(1, -(-99 * count // 100))
+    out = np.full(cells, np.nan)
+    has = count > 0
+    out[has] = values[order][first[has] + rank[has] - 1]
+    return out
+
+
+def _queue(rows, group, n_groups, edges):
+    """Mean IOs in flight and % of the time with at least one, per cell."""
+    answered, start, end = spans(rows)
+    width = np.diff(edges).astype(np.float64)
+    size = np.zeros((len(width), n_groups))
+    busy = np.zeros((len(width), n_groups))
+    mine = np.flatnonzero(answered & (group >= 0))
+    for g, at in slices(group[mine]):
+        at = mine[at]
+        area, on = Steps.of(start[at], end[at]).at(edges)
+        size[:, g] = np.diff(area) / width
+        busy[:, g] = 100.0 * np.diff(on) / width
+    return size.reshape(-1), busy.reshape(-1)

@@ -1,0 +1,68 @@
+"""The server's READ data, kept until the response of its request pairs: when
+the data of each read crossed the wire (docs/latency.md).
+
+A read's data is the server's RDMA WRITE into the client's buffer ``desc[0]``,
+its rkey the request's ``desc[0].key``, on the request's QP, before the
+response (docs/PROTOCOL.md#which-operation-carries-what).  So the data of a
+read is the latest data message of its path with that key before its response,
+if it came after the request (a key comes back with a later IO of the same
+buffer).  The table keeps the data messages not yet claimed, as columns, at
+most ``size`` of them (the oldest go); a read claims its data when its
+response pairs, which is soon.
+"""
+
+import numpy as np
+
+_FIELDS = ("key", "first_ns", "last_ns", "frame")
+
+
+def _key(path, rkey):
+    return (np.asarray(path, dtype=np.int64) << 32) | (np.asarray(rkey, dtype=np.int64)
+                                                       & 0xFFFFFFFF)
+
+
+class ReadData:
+    def __init__(self, size):
+        self.size = size
+        self.table = {name: np.zeros(0, dtype=np.int64) for name in _FIELDS}
+
+    def add(self, path, rkey, first_ns, last_ns, frame):
+        """Data messages (arrays) of one batch."""
+        if not len(path):
+            return
+        new = {"key": _key(path, rkey), "first_ns": first_ns, "last_ns": last_ns,
+               "frame": frame}
+        table = {name: np.concatenate((self.table[name], new[name])) for name in _FIELDS}
+        keep = np.arange(len(table["key"]))
+        if len(keep) > self.size:
+            keep = np.sort(np.argsort(table["frame"], kind="stable")[-self.size:])
+        self.table = {name: column[keep] for name, column in table.items()}
+
+    def lookup(self, path, rkey, after_frame, before_frame):
+        """(first_ns, last_ns) of the data of each read (arrays), -1 where none lies
+        between ``after_frame`` and ``before_frame`` with its path and key; the
+        messages found are dropped."""
+        n, stored = len(path), len(self.table["key"])
+        first = np.full(n, -1, dtype=np.int64)
+        last = np.full(n, -1, dtype=np.int64)
+        if not n or not stored:
+            return first, last
+        # messages and reads in (key, frame) order: a read's data is the message
+        # just before it in its key
+        key = np.concatenate((self.table["key"], _key(path, rkey)))
+        frame = np.concatenate((self.table["frame"], before_frame))
+        is_read = np.arange(stored + n) >= stored
+        order = np.lexsort((is_read, frame, key))
+        reads = is_read[order]
+        latest = np.maximum.accumulate(np.where(reads, -1, np.arange(len(order))))
+        at = np.empty(n, dtype=np.int64)
+        at[order[reads] - stored] = np.where(latest[reads] >= 0, order[latest[reads]], -1)
+        found = np.maximum(at, 0)
+        hit = (at >= 0) & (np.asarray(rkey) >= 0) & (self.table["key"][found] == key[stored:]) \
+            & (self.table["frame"][found] > after_frame)
+        first[hit] = self.table["first_ns"][found[hit]]
+        last[hit] = self.table["last_ns"][found[hit]]
+        unclaimed = np.ones(stored, dtype=bool)
+        unclaimed[found[hit]] = False
+        self.table = {name: column[unclaimed] for name, column in self.table.items()}
+        return first, last

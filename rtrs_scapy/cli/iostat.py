@@ -1,0 +1,54 @@
+"""``rtrs-dissect iostat``: ``iostat -x`` per interval and device, path or session,
+from the wire (docs/iostat.md)."""
+
+import click
+
+from ..report.iostat import BY
+from .common import analyze_capture, captures_argument, queue_depth_option, quiet_option
+
+
+@click.command()
+@captures_argument
+@click.option("--interval", "-i", "interval", type=click.FloatRange(min=1e-6), default=1.0,
+              show_default=True, metavar="S", help="Seconds per interval.")
+@click.option("--by", type=click.Choice(BY), default="device", show_default=True,
+              help="One line per RNBD device, RTRS path or session.")
+@click.option("--device", "devices", multiple=True, metavar="ID|NAME",
+              help="Only this RNBD device: its id or its path (/dev/ram0); repeatable; "
+                   "with --by device.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text",
+              show_default=True, help="Text like iostat -x, JSON lines or CSV.")
+@quiet_option
+@queue_depth_option
+def iostat(captures, interval, by, devices, fmt, quiet, queue_depth):
+    """iostat -x of CAPTURES from the wire: per interval and device (or path,
+    session) the IOs per second, kB/s, mean latency (await) and its 99th
+    percentile, the server's mean time (srv_ms), the mean queue size (aqu-sz), the
+    time with an IO in flight (%util) and the errors; per path also the
+    retransmissions and stalls.
+
+    CAPTURES: files, - for standard input, directories: one capture, merged in time
+    order.  An IO counts in the interval of its response (never answered: of its
+    request), so the counts summed over the intervals are the summary's.
+    """
+    from ..report import iostat as view
+    if devices and by != "device":
+        raise click.UsageError("--device selects devices: use it with --by device")
+    batches = []
+    result = analyze_capture(list(captures), quiet, keep_messages=False,
+                             queue_depth=queue_depth, io_sink=batches.append)
+    try:
+        records = view.records(result, batches, by=by, interval_s=interval, devices=devices)
+    except view.UnknownDevice as exc:
+        raise click.UsageError(str(exc)) from None
+    except view.TooManyLines as exc:
+        raise click.ClickException(str(exc)) from None
+    if not records:
+        click.echo("%s: no %s in the capture" % (" ".join(captures), "RNBD IO" if by == "device"
+                                                 else "RTRS request"), err=True)
+    if fmt == "json":
+        click.echo(view.json_lines(records), nl=False)
+    elif fmt == "csv":
+        click.echo(view.csv_text(records), nl=False)
+    else:
+        click.echo(view.text(records, by), nl=False)
