@@ -24,8 +24,10 @@ from rtrs_scapy.report.text import render
 from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
 
 CAPTURES = ("basic_inval", "basic_noinval", "jumbo", "multipath", "errors", "discard")
-#: (snaplen, editcap's output format): both record formats' original length
-CUTS = ((74, "pcapng"), (96, "pcap"), (128, "pcapng"), (192, "pcap"), (256, "pcapng"))
+#: (snaplen, editcap's output format): both record formats' original length; at 326
+#: bytes the handshake is whole and only long requests lose their trailer
+CUTS = ((74, "pcapng"), (96, "pcap"), (128, "pcapng"), (192, "pcap"), (256, "pcapng"),
+        (326, "pcap"))
 OPS = ("read", "write")
 LUA = REPO / "wireshark" / "rtrs.lua"
 

@@ -176,16 +176,22 @@ class IoBatch:
         reqs = {k: v[req] for k, v in self.reqs.items()}
         rpath = self.req_path[req]
         bits = per_id(rpath, lambda i: paths[i].mem_bits or 0)
-        payload = rows[:, T.R_IMM] & IMM_PAYLOAD_MASK
-        buf_id = payload >> bits
-        offset = payload & ((np.int64(1) << bits) - 1)
         header_only = reqs["op"] == D.HEADER_ONLY
         if header_only.any():      # the snaplen cut the trailer: the immediate tells
+            offset = (rows[:, T.R_IMM] & IMM_PAYLOAD_MASK) & ((np.int64(1) << bits) - 1)
             reqs["op"] = np.where(header_only, D.op_from_headers(rows[:, T.R_LEN], offset,
                                                                  reqs["partial"]), reqs["op"])
             reqs["usr_len"] = np.where(header_only, 0, reqs["usr_len"])
+            told = reqs["op"] != 0  # else its start is not captured either: as if before it
+            if not told.all():
+                req, rows, rpath, bits, header_only = (req[told], rows[told], rpath[told],
+                                                       bits[told], header_only[told])
+                reqs = {k: v[told] for k, v in reqs.items()}
+        payload = rows[:, T.R_IMM] & IMM_PAYLOAD_MASK
+        buf_id = payload >> bits
+        offset = payload & ((np.int64(1) << bits) - 1)
         known = (reqs["offset"] >= 0) | header_only
-        for i in np.flatnonzero(known & (offset != reqs["offset"])).tolist():
+        for i in np.flatnonzero((reqs["offset"] >= 0) & (offset != reqs["offset"])).tolist():
             if paths[rpath[i]].queue_depth_source == "handshake":
                 an.anomaly(int(rows[i, T.R_LAST_FRAME]), "offset_mismatch",
                            "immediate offset %d, message says %d" % (offset[i],
