@@ -40,14 +40,18 @@ def cut(src, dst, snaplen, fmt):
 
 def figures(analysis):
     """Per (client, server) endpoints: request counts and bytes by op, every latency
-    (sorted, by op), (frame, errno) of the failed requests, heartbeats by kind."""
+    (sorted, by op), (frame, errno) of the failed requests, heartbeats by kind, rkey
+    responses, the RC transport's counters."""
     out = {}
     paths = [p for p in analysis.analyzer.path_list if p.linked_to is None]
     for path in paths:
         key = (path.client_raw, path.server_raw)
         mine = out.setdefault(key, {"count": dict.fromkeys(OPS, 0), "bytes": dict.fromkeys(OPS, 0),
                                     "latency": {op: [] for op in OPS}, "errors": [],
-                                    "heartbeats": {}})
+                                    "heartbeats": {}, "rkey_refreshes": 0, "transport": {}})
+        mine["rkey_refreshes"] += path.rkey_refreshes
+        for kind, value in path.transport.items():
+            mine["transport"][kind] = mine["transport"].get(kind, 0) + value
         for op in OPS:
             mine["count"][op] += path.io[op].count
             mine["bytes"][op] += path.io[op].bytes
