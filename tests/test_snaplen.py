@@ -14,12 +14,15 @@ capture that starts mid-session, and two sessions between the same two addresses
 (errors.pcap) are one inferred path; so the figures are compared per pair of endpoints.
 """
 
+import struct
 import subprocess
 
 import pytest
+from scapy.utils import RawPcapReader
 
 from conftest import PROJECT_PCAPS, REPO, real_pcap
 from rtrs_scapy.analysis import analyze
+from rtrs_scapy.capture import open_capture
 from rtrs_scapy.report.text import render
 from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
 
@@ -190,3 +193,22 @@ def test_plugin_on_a_cut_capture(results, name, snaplen, tmp_path):
     assert counts == _plugin_counts(_plugin_rows(real_pcap(name)))
     paths = [p for s in results[name, snaplen][1].summary["sessions"] for p in s["paths"]]
     assert counts["0"] == sum(p["io"][op]["count"] for p in paths for op in OPS)
+
+
+def _block(kind, body):
+    body += bytes(-len(body) % 4)
+    return struct.pack("<II", kind, len(body) + 12) + body + struct.pack("<I", len(body) + 12)
+
+
+def test_simple_packet_blocks_keep_the_original_length(tmp_path):
+    """A pcapng simple packet block holds the original length only; the interface's
+    snaplen cuts what it captured (pcapng spec, section 4.4)."""
+    frame = next(iter(RawPcapReader(str(real_pcap("basic_inval")))))[0]
+    path = tmp_path / "spb.pcapng"
+    path.write_bytes(_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+                     + _block(1, struct.pack("<HHI", 1, 0, 80))
+                     + _block(3, struct.pack("<I", len(frame)) + frame[:80]))
+    with open_capture(path) as capture:
+        chunk = next(capture.chunks())
+        assert capture.snaplen == 80
+    assert (chunk.caplens.tolist(), chunk.origlens.tolist()) == ([80], [len(frame)])
