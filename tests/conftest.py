@@ -112,6 +112,7 @@ SHARED_WORK = {
     "test_report_browser": "module",     # one Chromium and the reports it loaded
     "test_report_series": "module",      # the report's view, per capture
     "test_robust": "module",             # the frame pool
+    "test_snaplen": "module",            # the real captures whole and cut, analysed once
     "test_tables": "module",             # the exports, per capture
     "test_tshark_crafted": "module",     # the crafted frames and their pcaps
     "test_tshark_diff": "module",        # Scapy and tshark, per capture

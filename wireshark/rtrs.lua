@@ -47,6 +47,7 @@ local C = {
 -- PSNs count modulo 2^24 (the BTH psn field of rtrs_scapy.layers.ib)
 C.PSN_MOD = 16777216
 C.IMMDT_SIZE = 4  -- bytes of the ImmDt header
+C.ICRC_SIZE = 4  -- bytes of the ICRC behind the payload
 -- the queue depth rule (rtrs_scapy.analysis.qdepth)
 local QD = {
   MIN_MEM_BITS = 12,
@@ -282,7 +283,8 @@ EF.offset_conflict = ProtoExpert.new("rtrs.expert.offset_conflict", "IO_REQ offs
 EF.partial = ProtoExpert.new("rtrs.expert.partial", "Request started before the capture: only its tail is visible", expert.group.SEQUENCE, expert.severity.NOTE)
 EF.before_capture = ProtoExpert.new("rtrs.expert.before_capture", "Response to a request sent before the capture started", expert.group.SEQUENCE, expert.severity.CHAT)
 EF.limit = ProtoExpert.new("rtrs.expert.limit", "State limit reached: the oldest idle entries were evicted", expert.group.PROTOCOL, expert.severity.NOTE)
-P_RTRS.experts = { EF.short, EF.errno, EF.cm_reject, EF.bad_magic, EF.unknown_imm, EF.psn_gap, EF.no_trailer, EF.inferred, EF.assumed, EF.offset_conflict, EF.partial, EF.before_capture, EF.limit }
+EF.cut = ProtoExpert.new("rtrs.expert.cut", "Payload cut by the capture (snaplen): decoded from its headers", expert.group.UNDECODED, expert.severity.NOTE)
+P_RTRS.experts = { EF.short, EF.errno, EF.cm_reject, EF.bad_magic, EF.unknown_imm, EF.psn_gap, EF.no_trailer, EF.inferred, EF.assumed, EF.offset_conflict, EF.partial, EF.before_capture, EF.limit, EF.cut }
 
 -- == SIZE: fixed bytes of each message (before a counted list) ==
 local SIZE = {
@@ -1065,6 +1067,8 @@ local fx = {
   gid_dst = Field.new("infiniband.grh.dgid"),
   lid_src = Field.new("infiniband.lrh.slid"),
   lid_dst = Field.new("infiniband.lrh.dlid"),
+  udp_len = Field.new("udp.length"),
+  grh_paylen = Field.new("infiniband.grh.paylen"),
 }
 
 local PSN_MOD = C.PSN_MOD        -- docs/PROTOCOL.md#base-transport-header
@@ -1450,17 +1454,20 @@ end
 
 -- == requests: trailer checks (docs/PROTOCOL.md#request-trailers) ==
 
--- READ: the trailer sits after the user header, with sg_cnt 1 or 0 descriptors.
-local function classify_read(mtvb, len)
+-- READ: the trailer sits after the user header, with sg_cnt 1 or 0 descriptors, and
+-- ends the message of len bytes; mtvb holds its bytes from base on (the trailer and its
+-- descriptors must be among them, the user header need not).
+local function classify_read(mtvb, len, base)
   local elem = LIST.rdma_read.element
   for _, n in ipairs({ 1, 0 }) do
-    local usr_len = len - SIZE.rdma_read - SIZE[elem] * n
-    if usr_len >= 0 then
-      local v = READ.rdma_read(mtvb, usr_len)
+    local size = SIZE.rdma_read + SIZE[elem] * n
+    local usr_len, off = len - size, len - size - base
+    if usr_len >= 0 and off >= 0 then
+      local v = READ.rdma_read(mtvb, off)
       if v and v.type == C.RTRS_MSG_READ and v.usr_len == usr_len and v[LIST.rdma_read.count] == n then
         local data_len = 0
         if n == 1 then data_len = v.desc[1].len end
-        return { trailer = "rdma_read", trailer_off = usr_len, usr_off = 0, usr_len = usr_len,
+        return { trailer = "rdma_read", trailer_off = off, usr_off = off - usr_len, usr_len = usr_len,
                  chunk_off = data_len + usr_len, desc = v.desc[1] }
       end
     end
@@ -1468,16 +1475,22 @@ local function classify_read(mtvb, len)
   return nil
 end
 
--- WRITE: data | user header | trailer, the trailer ends the message.  Of a
--- partial message only the tail is here: its user header may start before it.
-local function classify_write(mtvb, len, partial)
-  local off = len - SIZE.rdma_write
+-- WRITE: data | user header | trailer, the trailer ends the message of len bytes; mtvb
+-- holds them from base on.  usr_len fits the message, or, of a partial message (its
+-- length unknown), stays below the largest header (docs/PROTOCOL.md#request-trailers);
+-- the user header may start before the bytes kept (usr_off < 0: not decoded).
+local function classify_write(mtvb, len, base, partial)
+  local off = len - base - SIZE.rdma_write
   if off < 0 then return nil end
   local v = READ.rdma_write(mtvb, off)
   if not v or v.type ~= C.RTRS_MSG_WRITE then return nil end
-  if v.usr_len > off and not (partial and v.usr_len < C.DEFAULT_MAX_HDR_SIZE) then return nil end
+  if partial then
+    if v.usr_len >= C.DEFAULT_MAX_HDR_SIZE then return nil end
+  elseif v.usr_len > len - SIZE.rdma_write then
+    return nil
+  end
   return { trailer = "rdma_write", trailer_off = off, usr_off = off - v.usr_len, usr_len = v.usr_len,
-           chunk_off = off }
+           chunk_off = len - SIZE.rdma_write }
 end
 
 local function user_header(mtvb, rec)
@@ -1523,33 +1536,40 @@ local function classify_request(ctx, rec)
   local mtvb = ctx.len > base and not ctx.data_only and message_tvb(ctx.tvb, ctx) or nil
   local req = nil
   if mtvb then
-    if base == 0 and not ctx.partial then req = classify_read(mtvb, ctx.len) end
+    if not ctx.partial then req = classify_read(mtvb, ctx.len, base) end
     if not req then
-      req = classify_write(mtvb, ctx.len - base, ctx.partial)
-      if req then req.chunk_off = req.chunk_off + base end
+      req = classify_write(mtvb, ctx.len, base, ctx.partial)
+      if ctx.partial and req then req.chunk_off = nil end
     end
   end
-  if not req then
+  if not req and not ctx.cut then
     if not ctx.conn then return false end
     rec.kind, rec.conn = "bad_request", ctx.conn
     return true
   end
   rec.kind, rec.number, rec.time, rec.payload = "request", ctx.number, ctx.time, ctx.payload
-  rec.trailer, rec.trailer_off, rec.usr_off, rec.usr_len = req.trailer, req.trailer_off,
-                                                           req.usr_off, req.usr_len
-  rec.len, rec.reasm, rec.partial = ctx.len, ctx.reasm, ctx.partial
+  rec.len, rec.reasm, rec.partial, rec.cut = ctx.len, ctx.reasm, ctx.partial, ctx.cut
   if base > 0 then rec.base = base end
-  user_header(mtvb, rec)
   local d = domain_of(ctx, true)
   claim(ctx, rec, d, "c2s")
-  if req.desc then bput(d.reads, req.desc.key, rec) end
-  feed(d, rec, not ctx.partial and req.chunk_off or nil)
+  if req then
+    rec.trailer, rec.trailer_off, rec.usr_off, rec.usr_len = req.trailer, req.trailer_off,
+                                                             req.usr_off, req.usr_len
+    user_header(mtvb, rec)
+    if req.desc then bput(d.reads, req.desc.key, rec) end
+  else
+    -- the snaplen cut the trailer: the immediate's offset tells the op once mem_bits is
+    -- known (docs/PROTOCOL.md#header-only-captures)
+    rec.header_only = true
+  end
+  feed(d, rec, req and req.chunk_off or nil)
   return true
 end
 
 -- IO_RSP: a zero-length RDMA WRITE with immediate, or an rkey_rsp SEND with immediate.
 local function classify_response(ctx, rec)
-  if ctx.len == SIZE.rkey_rsp and peek_rtrs_type(ctx.tvb, 0) == C.RTRS_MSG_RKEY_RSP then
+  rec.cut = ctx.cut
+  if not ctx.cut and ctx.len == SIZE.rkey_rsp and peek_rtrs_type(ctx.tvb, 0) == C.RTRS_MSG_RKEY_RSP then
     rec.send = "rkey_rsp"
   end
   if not (ctx.conn or rec.send or (ctx.len == 0 and ctx.op == OP.RDMA_WRITE_ONLY_WITH_IMMEDIATE)) then
@@ -1586,6 +1606,10 @@ local function classify_with_imm(ctx, rec)
 end
 
 local function classify_send(ctx, rec)
+  if ctx.cut and ctx.conn then     -- what it held is unknown
+    rec.kind, rec.conn, rec.cut, rec.len = "cut_send", ctx.conn, true, ctx.len
+    return true
+  end
   if ctx.data_only or ctx.partial or ctx.base > 0 then return false end
   local mtvb = message_tvb(ctx.tvb, ctx)
   local name = RTRS_SEND_BY_TYPE[peek_rtrs_type(mtvb, 0)]
@@ -1616,7 +1640,8 @@ local function classify_read_data(ctx, rec)
   rec.kind, rec.len, rec.conn = "read_data", ctx.len, ctx.conn
   if not ctx.conn then rec.dom = d end
   if req then rec.data_for = req.number end
-  if not ctx.fragments and ctx.len >= 2 then
+  rec.cut = ctx.cut
+  if not ctx.fragments and not ctx.cut and ctx.len >= 2 then
     local name = RNBD_BY_TYPE[peek_rnbd_type(ctx.tvb, 0)]
     if name and PROTO_OF[name] == "rnbd" and (name == "sess_info_rsp" or name == "open_rsp")
         and ctx.len == SIZE[name] then
@@ -1639,8 +1664,16 @@ end
 
 -- Append a packet's payload to a message being reassembled.  Bytes before
 -- rx.keep_from are counted, not kept; a message whose start is not in the
--- capture (rx.keep_last) keeps a rolling tail of that many bytes.
-local function rx_add(rx, tvb, len)
+-- capture (rx.keep_last) keeps a rolling tail of that many bytes.  A packet the
+-- snaplen cut (cut: bytes it lost) is counted; the tail starts afresh behind it.
+local function rx_add(rx, tvb, len, cut)
+  if cut then
+    rx.cut = true
+    if rx.parts then rx.parts, rx.head, rx.last, rx.kept = {}, 1, 0, 0 end
+    rx.total = rx.total + len
+    rx.base = rx.total
+    return
+  end
   if rx.parts and len > 0 then
     if rx.keep_from and rx.total + len <= rx.keep_from then
       rx.base = rx.total + len
@@ -1691,7 +1724,7 @@ local function reassemble(ctx, psn, first_packet)
       end
     end
     rx.frames[1] = n
-    rx_add(rx, tvb, ctx.len)
+    rx_add(rx, tvb, ctx.len, ctx.cut)
     bput(S.rx, ctx.qkey, rx)
     return false
   end
@@ -1711,11 +1744,12 @@ local function reassemble(ctx, psn, first_packet)
   end
   rx.psn = psn
   rx.frames[#rx.frames + 1] = n
-  rx_add(rx, tvb, ctx.len)
+  rx_add(rx, tvb, ctx.len, ctx.cut)
   if where == "middle" then return false end
   bdel(S.rx, ctx.qkey)
   ctx.reasm = rx.parts and table.concat(rx.parts, "", rx.head, rx.last) or nil
   ctx.len, ctx.base, ctx.data_only, ctx.partial = rx.total, rx.base, rx.parts == nil, rx.partial
+  ctx.cut = rx.cut
   ctx.fragments, ctx.rkey = rx.frames, rx.rkey
   return true
 end
@@ -1736,7 +1770,9 @@ end
 -- (a fresh one per packet was most of the per-frame garbage).
 local CTX = {}
 
-local function first_pass_payload(tvb, pinfo)
+-- cut: nil for a payload the InfiniBand dissector handed over, else { len = its length on
+-- the wire, lost = the bytes the snaplen cut of it } (tvb then holds what was captured).
+local function first_pass_payload(tvb, pinfo, cut)
   local op = value_of(fx.opcode)
   local dqp = value_of(fx.destqp)
   if op == nil or dqp == nil then return nil end
@@ -1749,6 +1785,11 @@ local function first_pass_payload(tvb, pinfo)
   ctx.tvb, ctx.op, ctx.st, ctx.conn, ctx.src, ctx.dst, ctx.qkey = tvb, op, st, st.conn, src, dst, qkey
   ctx.number, ctx.time, ctx.len, ctx.base = pinfo.number, pinfo.abs_ts, math.max(tvb:len() - pad, 0), 0
   ctx.reasm, ctx.data_only, ctx.partial, ctx.fragments, ctx.rkey, ctx.payload = nil, nil, nil, nil, nil, nil
+  ctx.cut = nil
+  if cut then
+    ctx.len = cut.len
+    if cut.lost > 0 then ctx.base, ctx.cut = cut.len, cut.lost end
+  end
   local rec = {}
   local immfi = fx.immdt()
   if immfi and immfi.range:len() >= C.IMMDT_SIZE then rec.imm = immfi.range:uint() end
@@ -1829,11 +1870,21 @@ local function imm_fields(rec)
   return kind, -bit.band(bit.rshift(payload, C.MSG_ID_BITS), C.ERRNO_MASK)
 end
 
+-- The op of a request whose trailer the snaplen cut: a WRITE's offset is its length
+-- minus the trailer, a READ's never (docs/PROTOCOL.md#header-only-captures).
+local function header_only_op(rec)
+  local _, off = request_buf(rec)
+  if not off or rec.partial then return nil end
+  return off == rec.len - SIZE.rdma_write and "WRITE" or "READ"
+end
+
 local function info_of(rec)
   local kind = rec.kind
   if kind == "request" then
     local text
-    if rec.usr_name then
+    if rec.header_only then
+      text = string.format("RTRS %s (header only)", header_only_op(rec) or "request")
+    elseif rec.usr_name then
       text = rnbd_info(rec.usr_name, rec.usr)
     else
       text = string.format("RTRS %s usr_len %d", rec.trailer == "rdma_read" and "READ" or "WRITE",
@@ -1877,6 +1928,8 @@ local function info_of(rec)
     return "RTRS IO_REQ without trailer"
   elseif kind == "unknown_imm" then
     return string.format("RTRS unknown immediate 0x%08x", rec.imm)
+  elseif kind == "cut_send" then
+    return string.format("RTRS SEND of %d bytes (payload cut by the capture)", rec.len)
   end
   return "RTRS"
 end
@@ -1972,9 +2025,17 @@ local function render_payload(tvb, pinfo, tree, rec)
     t:add_proto_expert_info(EF.psn_gap, string.format("PSN gap: previous %d", rec.psn_gap))
   end
   local kind = rec.kind
+  if rec.cut or rec.cut_frame then
+    t:add_proto_expert_info(EF.cut, rec.header_only and
+      "Payload cut by the capture: the trailer and RNBD header are unknown, the op is the immediate's"
+      or "Payload cut by the capture: decoded from its headers")
+  end
   if kind == "retransmission" then
     local it = rec.retrans_of and t:add(F.retransmission_of, rec.retrans_of) or t
     it:add_proto_expert_info(EF.psn_gap, "Retransmission (PSN seen before)")
+  elseif kind == "request" and rec.header_only then
+    local _, off = request_buf(rec)
+    if off and not rec.partial then t:add(F.msg_len, rec.len):set_generated() end
   elseif kind == "fragment" then
     if rec.last then t:add(F.fragment_of, rec.last):set_generated() end
   elseif kind == "request" or kind == "send" or (kind == "response" and rec.send)
@@ -1998,6 +2059,8 @@ local function render_payload(tvb, pinfo, tree, rec)
     it:add_proto_expert_info(EF.before_capture)
   end
   pinfo.cols.protocol:set(proto)
+  -- a cut frame: the InfiniBand dissector fenced its own note ("Invalid Packet Length")
+  if rec.cut_frame then pinfo.cols.info:clear_fence() end
   pinfo.cols.info:set(info or info_of(rec))
 end
 
@@ -2188,8 +2251,61 @@ local function decode_as_dissector(tvb, pinfo, tree)
   return 0
 end
 
--- Evictions of state, on the frame whose analysis caused them.
+local DATA_OPS = {}
+for _, code in pairs(OP) do DATA_OPS[code] = true end
+
+local function header_end(field)
+  local fi = field()
+  if fi and fi.range then return fi.range:offset() + fi.range:len() end
+  return 0
+end
+
+-- Where the IB payload of a frame the snaplen cut starts, its length on the wire (from the
+-- innermost UDP length, or the GRH) and how much of it was captured (lost: the rest; 0
+-- when only the ICRC was cut).
+local function cut_payload_range(tvb)
+  local start = math.max(header_end(fx.psn), header_end(fx.reth_len), header_end(fx.immdt),
+                         header_end(fx.ieth))
+  local ib_end
+  local udp = { fx.udp_len() }
+  local grh = fx.grh_paylen()
+  if #udp > 0 and udp[#udp].range then
+    ib_end = udp[#udp].range:offset() - 4 + udp[#udp].value
+  elseif grh and grh.range then
+    ib_end = grh.range:offset() - 4 + 40 + grh.value
+  else
+    return nil
+  end
+  local len = ib_end - C.ICRC_SIZE - (value_of(fx.padcnt) or 0) - start
+  local visible = math.max(math.min(tvb:len(), start + len) - start, 0)
+  if start <= 0 or len < 0 then return nil end
+  return { start = start, len = len, visible = visible, lost = len - visible }
+end
+
+-- A frame the snaplen cut inside its payload: Wireshark's InfiniBand dissector hands
+-- it to no heuristic, so it is analysed here, in frame order, from its headers
+-- (docs/PROTOCOL.md#header-only-captures); a CM MAD is read whole or not at all.
+local function cut_frame(tvb, pinfo, tree)
+  if tvb:len() >= tvb:reported_len() then return end
+  local known = S.frames[pinfo.number]
+  if known ~= nil and not (known and known.cut_frame) then return end
+  local op = value_of(fx.opcode)
+  if op == nil or not DATA_OPS[op] or value_of(fx.attr) ~= nil then return end
+  local where = cut_payload_range(tvb)
+  if not where then return end
+  local ptvb = where.visible > 0 and tvb(where.start, where.visible):tvb() or tvb
+  local rec = frame_record(ptvb, pinfo, fx.opcode, function(t, p)
+    local r = first_pass_payload(t, p, where)
+    if r then r.cut_frame = true end
+    return r
+  end)
+  if rec then render_payload(ptvb, pinfo, tree, rec) end
+end
+
+-- Evictions of state, on the frame whose analysis caused them (and, first, the frames
+-- cut inside their payload).
 local function limits_postdissector(tvb, pinfo, tree)
+  cut_frame(tvb, pinfo, tree)
   local notes = S.limit_notes[pinfo.number]
   if not notes then return end
   local t = tree:add(P_LIMITS, tvb(0, 0))

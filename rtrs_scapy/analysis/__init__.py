@@ -33,6 +33,7 @@ class Analysis:
                                        else capture.link_type),
                 "truncated": capture.truncated, "files": capture.files,
                 "capture_duplicates": capture.duplicates}
+        info.update(snaplen_info(capture))
         self.summary = summarize(analyzer, info)
         counts = self.summary["anomaly_counts"]
         for frame, kind, detail in self.problems:
@@ -42,6 +43,17 @@ class Analysis:
     @property
     def messages(self):
         return self.analyzer.messages
+
+
+def snaplen_info(capture):
+    """The capture's snaplen and the records it cut (docs/PROTOCOL.md#header-only-captures):
+    ``snaplen`` is the longest captured length of a cut record (what the records show:
+    a tool that cuts a capture may leave the header's snaplen as it was), else the
+    file's (pcap header, pcapng interfaces), None when neither tells; ``cut_records``
+    how many records are shorter than on the wire."""
+    cut = capture.cut
+    return {"snaplen": cut.caplen if cut.records else capture.snaplen or None,
+            "cut_records": cut.records}
 
 
 @contextlib.contextmanager

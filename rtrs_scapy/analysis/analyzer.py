@@ -531,9 +531,10 @@ class Analyzer:
         length = int(row[T.R_LEN])
         mtype = int.from_bytes(data[:2], "little") if len(data) >= 2 else None
         whole = not row[T.R_PARTIAL]
+        cut = row[T.R_CUT] > 0       # the snaplen cut it: what it held is unknown
         if whole and mtype == RTRS_MSG_INFO_REQ and length == _info_req.size:
             path = self._send_path(row, path_id, i, True)
-            if path is None:
+            if path is None or cut:
                 return
             path.pathname = _info_req.decode(data, 0, len(data))["pathname"]
             if path.session.sessname is None:
@@ -546,7 +547,7 @@ class Analyzer:
                 return
             path.chunks = _sg_cnt(data, 0)[0]
             path.state = "connected"
-        else:
+        elif not cut:
             self.anomaly(int(row[T.R_LAST_FRAME]), "unknown_send",
                          "SEND of %d bytes is no RTRS message" % length)
 

@@ -13,6 +13,7 @@ import numpy as np
 from ..spec.constants import (
     RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_OP_MASK, RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM,
     RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM, RTRS_MSG_READ, RTRS_MSG_RKEY_RSP, RTRS_MSG_WRITE,
+    DEFAULT_MAX_HDR_SIZE,
 )
 from ..engine import transport as T
 from ..spec.imm import ERRNO_MASK, IMM_PAYLOAD_MASK, IMM_TYPE_SHIFT, MSG_ID_BITS, MSG_ID_MASK
@@ -25,6 +26,9 @@ RKEY_RSP = plan("RtrsMsgRkeyRsp")
 RNBD_HDR = plan("RnbdMsgHdr")
 RNBD_IO = plan("RnbdMsgIo")
 RNBD_CLOSE = plan("RnbdMsgClose")
+
+#: the op of a request whose trailer the snaplen cut, told later by its immediate
+HEADER_ONLY = 3
 
 # message kinds of a row
 (K_REQUEST, K_RESPONSE, K_HB_MSG, K_HB_ACK, K_UNKNOWN_IMM, K_INVALIDATE, K_SEND, K_DATA) = range(8)
@@ -53,59 +57,83 @@ def _u(arena, base, layout, name, valid):
 def requests(rows, arena):
     """Trailer and RNBD header of request rows: a dict of columns.
 
-    ``op`` is "read"/"write" (None: no trailer fits, the caller reports it),
-    ``offset`` the trailer's place in the chunk (data_len + usr_len, -1 when the
-    beginning of the message is not in the capture: the immediate tells then),
-    ``usr_at``/``usr_len`` where the user (RNBD) header sits in the arena.
+    ``op`` is 1 read, 2 write, 0 when no trailer fits (the caller reports it), or
+    HEADER_ONLY when the snaplen cut the trailer: the immediate's offset tells the op
+    then (``op_from_headers``); ``offset`` is the trailer's place in the chunk
+    (data_len + usr_len, -1 when the beginning of the message is not in the capture
+    or the trailer was cut: the immediate tells then), ``usr_at``/``usr_seen`` where
+    the user (RNBD) header sits in the arena and how much of it was captured.
     """
     length = rows[:, T.R_LEN]
     toff, tlen = rows[:, T.R_TAIL_OFF], rows[:, T.R_TAIL_LEN]
     tend = toff + tlen
     partial = rows[:, T.R_PARTIAL] != 0
-    whole = (tlen == length) & ~partial
+    cut = rows[:, T.R_CUT] > 0
     n = len(rows)
-    # READ: usr | rtrs_msg_rdma_read | sg_cnt descriptors, the whole message (1 or 0 desc)
+    # READ: usr | rtrs_msg_rdma_read | sg_cnt descriptors (1 or 0): the trailer and its
+    # descriptors end the message, the user header fills the rest of it
     is_read = np.zeros(n, dtype=bool)
     usr_len = np.zeros(n, dtype=np.int64)
     sg_cnt = np.zeros(n, dtype=np.int64)
+    read_at = np.zeros(n, dtype=np.int64)
     for count in (1, 0):
-        ulen = length - READ_TRAILER.size - SG_DESC.size * count
-        can = whole & ~is_read & (ulen >= 0)
-        at = toff + np.where(can, ulen, 0)
+        size = READ_TRAILER.size + SG_DESC.size * count
+        ulen = length - size
+        can = ~partial & ~is_read & (ulen >= 0) & (tlen >= size)
+        at = np.where(can, tend - size, 0)
         ok = can & (_u(arena, at, READ_TRAILER, "type", can) == RTRS_MSG_READ) \
             & (_u(arena, at, READ_TRAILER, "usr_len", can) == ulen) \
             & (_u(arena, at, READ_TRAILER, "sg_cnt", can) == count)
         is_read |= ok
         usr_len = np.where(ok, ulen, usr_len)
         sg_cnt = np.where(ok, count, sg_cnt)
-    desc_at = toff + usr_len + READ_TRAILER.size
+        read_at = np.where(ok, at, read_at)
+    desc_at = read_at + READ_TRAILER.size
     has_desc = is_read & (sg_cnt > 0)
     desc_key = np.where(has_desc, _u(arena, desc_at, SG_DESC, "key", has_desc), -1)
     desc_len = _u(arena, desc_at, SG_DESC, "len", has_desc)
     desc_addr = _u(arena, desc_at, SG_DESC, "addr", has_desc)
-    read_flags = _u(arena, toff + usr_len, READ_TRAILER, "flags", is_read)
+    read_flags = _u(arena, read_at, READ_TRAILER, "flags", is_read)
     # WRITE: ... usr | rtrs_msg_rdma_write at the very end
     can = ~is_read & (tlen >= WRITE_TRAILER.size)
     wat = tend - WRITE_TRAILER.size
     wtype = _u(arena, wat, WRITE_TRAILER, "type", can)
     wusr = _u(arena, wat, WRITE_TRAILER, "usr_len", can)
-    visible = np.where(partial, tlen, length) - WRITE_TRAILER.size
-    is_write = can & (wtype == RTRS_MSG_WRITE) & (wusr <= visible)
+    is_write = can & (wtype == RTRS_MSG_WRITE) & write_usr_fits(wusr, length, partial)
     usr_len = np.where(is_write, wusr, usr_len)
-    usr_at = np.where(is_read, toff, wat - wusr)
-    usr_seen = np.where(is_read, usr_len, np.minimum(wusr, np.maximum(tlen - WRITE_TRAILER.size,
-                                                                       0)))
-    op = np.where(is_read, 1, np.where(is_write, 2, 0))       # 0 none, 1 read, 2 write
+    usr_at = np.where(is_read, read_at - usr_len, wat - wusr)
+    # the user header is read only when all of it was kept (docs/PROTOCOL.md#request-trailers)
+    usr_seen = np.where(is_read, np.where(tlen == length, usr_len, 0),
+                        np.where(wusr <= tlen - WRITE_TRAILER.size, wusr, 0))
+    op = np.where(is_read, 1, np.where(is_write, 2, np.where(cut, HEADER_ONLY, 0)))
     data_len = np.where(is_read, desc_len, np.where(is_write, length - WRITE_TRAILER.size - wusr,
                                                     0))
     offset = np.where(is_read, usr_len + desc_len, np.where(is_write & ~partial,
                                                             length - WRITE_TRAILER.size, -1))
-    out = {"op": op, "usr_len": usr_len, "data_len": data_len, "offset": offset,
+    out = {"op": op, "partial": partial, "usr_len": usr_len, "data_len": data_len, "offset": offset,
            "sg_cnt": sg_cnt, "desc_key": desc_key, "desc_len": desc_len,
            "desc_addr": desc_addr, "read_flags": read_flags, "usr_at": usr_at,
            "usr_seen": usr_seen}
     out.update(rnbd(arena, usr_at, usr_seen))
     return out
+
+
+def write_usr_fits(usr_len, length, partial):
+    """A WRITE trailer's ``usr_len`` is plausible: at most the message before the
+    trailer, or, when the message's start is not in the capture, below the largest
+    header RTRS allows (DEFAULT_MAX_HDR_SIZE), however much of it was captured."""
+    return np.where(partial, usr_len < DEFAULT_MAX_HDR_SIZE,
+                    usr_len <= length - WRITE_TRAILER.size)
+
+
+def op_from_headers(length, offset, partial):
+    """The op of a request whose trailer the snaplen cut, from what its headers prove
+    (docs/PROTOCOL.md#header-only-captures): a WRITE's trailer ends its message, so its
+    immediate's offset is the message length − 4; a READ's offset is data_len +
+    usr_len, never that.  0 when the message's start was not captured (its length is
+    unknown)."""
+    write = offset == length - WRITE_TRAILER.size
+    return np.where(partial, 0, np.where(write, 2, 1))
 
 
 def rnbd(arena, usr_at, usr_seen):

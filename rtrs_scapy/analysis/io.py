@@ -176,18 +176,32 @@ class IoBatch:
         reqs = {k: v[req] for k, v in self.reqs.items()}
         rpath = self.req_path[req]
         bits = per_id(rpath, lambda i: paths[i].mem_bits or 0)
+        header_only = reqs["op"] == D.HEADER_ONLY
+        if header_only.any():      # the snaplen cut the trailer: the immediate tells
+            offset = (rows[:, T.R_IMM] & IMM_PAYLOAD_MASK) & ((np.int64(1) << bits) - 1)
+            reqs["op"] = np.where(header_only, D.op_from_headers(rows[:, T.R_LEN], offset,
+                                                                 reqs["partial"]), reqs["op"])
+            reqs["usr_len"] = np.where(header_only, 0, reqs["usr_len"])
+            told = reqs["op"] != 0  # else its start is not captured either: as if before it
+            if not told.all():
+                req, rows, rpath, bits, header_only = (req[told], rows[told], rpath[told],
+                                                       bits[told], header_only[told])
+                reqs = {k: v[told] for k, v in reqs.items()}
         payload = rows[:, T.R_IMM] & IMM_PAYLOAD_MASK
         buf_id = payload >> bits
         offset = payload & ((np.int64(1) << bits) - 1)
-        known = reqs["offset"] >= 0
-        for i in np.flatnonzero(known & (offset != reqs["offset"])).tolist():
+        known = (reqs["offset"] >= 0) | header_only
+        for i in np.flatnonzero((reqs["offset"] >= 0) & (offset != reqs["offset"])).tolist():
             if paths[rpath[i]].queue_depth_source == "handshake":
                 an.anomaly(int(rows[i, T.R_LAST_FRAME]), "offset_mismatch",
                            "immediate offset %d, message says %d" % (offset[i],
                                                                     reqs["offset"][i]))
-        # a request cut at the capture start: the immediate says where its trailer was
-        data_len = np.where(known, reqs["data_len"], np.maximum(offset - reqs["usr_len"], 0))
-        size = data_len + reqs["usr_len"]
+        # a request cut at the capture start: the immediate says where its trailer was;
+        # one whose trailer the snaplen cut: its size (data_len + usr_len) is the offset
+        data_len = np.where(known & ~header_only, reqs["data_len"],
+                            np.maximum(offset - reqs["usr_len"], 0))
+        size = np.where(header_only, offset, data_len + reqs["usr_len"])
+        data_len = np.where(header_only, -1, data_len)
         for pid in np.unique(rpath).tolist():
             path, mine = paths[pid], rpath == pid
             for op, code in (("read", READ), ("write", WRITE)):
@@ -195,12 +209,17 @@ class IoBatch:
                 path.io[op].count += int(np.count_nonzero(hit))
                 path.io[op].bytes += int(size[hit].sum())
             path.partial_requests += int(np.count_nonzero(mine & ~known))
+            path.header_only_requests += int(np.count_nonzero(mine & header_only))
+            for op, code in (("read", READ), ("write", WRITE)):
+                an.rnbd_view.header_only(path.session, op, int(np.count_nonzero(
+                    mine & header_only & (reqs["op"] == code))))
             an.rnbd_view.requests(path.session, reqs, np.flatnonzero(mine))
         cid = an.cid_of(rows[:, T.R_CONN])
         record = self.req_record[req]
         if an.records is not None:
             for k, i in enumerate(req.tolist()):
-                self._record(k, rows, reqs, buf_id, offset, data_len, record, self.usr[i])
+                self._record(k, rows, reqs, buf_id, offset, data_len, record, self.usr[i],
+                             header_only[k])
         return {"sess": an.session_of(rpath), "key": buf_id, "frame": rows[:, T.R_LAST_FRAME],
                 "stamp": rows[:, T.R_LAST_TS], "first_frame": rows[:, T.R_LAST_FRAME],
                 "first_stamp": rows[:, T.R_LAST_TS], "path": rpath, "op": reqs["op"],
@@ -212,7 +231,7 @@ class IoBatch:
                 "request_first_ns": np.where(known, rows[:, T.R_FIRST_TS], -1),
                 "desc_key": reqs["desc_key"]}
 
-    def _record(self, k, rows, reqs, buf_id, offset, data_len, record, usr):
+    def _record(self, k, rows, reqs, buf_id, offset, data_len, record, usr, header_only):
         an = self.an
         is_read = reqs["op"][k] == READ
         if record[k] >= 0:
@@ -220,7 +239,9 @@ class IoBatch:
                     "usr_len": int(reqs["usr_len"][k]), "data_len": int(data_len[k]),
                     "sg_cnt": int(reqs["sg_cnt"][k]),
                     "first_frame": int(rows[k, T.R_FIRST_FRAME])}
-            if reqs["offset"][k] < 0:
+            if header_only:      # the snaplen cut the trailer (null: unknown)
+                info.update(usr_len=None, data_len=None, sg_cnt=None, header_only=True)
+            elif reqs["offset"][k] < 0:
                 info["partial"] = True
             if is_read and reqs["sg_cnt"][k]:
                 info["desc"] = {"addr": int(reqs["desc_addr"][k]),

@@ -113,7 +113,7 @@ def _merge(an, inferred, path):
     for key, value in inferred.transport.items():
         path.transport[key] += value
     for name in ("rkey_refreshes", "failovers", "aborted", "partial_requests",
-                 "responses_without_request", "rtrs_packets"):
+                 "header_only_requests", "responses_without_request", "rtrs_packets"):
         setattr(path, name, getattr(path, name) + getattr(inferred, name))
     path.failover_delays = inferred.failover_delays + path.failover_delays
     for name in ("errors", "disconnects", "outages", "heartbeats_lost", "stalls", "events"):

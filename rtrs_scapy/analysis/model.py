@@ -119,6 +119,7 @@ class Path:
     mem_bits: Optional[int] = None
     queue_depth_source: Optional[str] = None   # handshake, inferred, assumed, forced
     partial_requests: int = 0           # counted, their first packets precede the capture
+    header_only_requests: int = 0       # counted, the snaplen cut their trailer
     responses_without_request: int = 0  # their request precedes the capture
     in_flight_at_end: int = 0           # requests still unanswered when the capture ends
     transport: Dict[str, int] = field(default_factory=lambda: {

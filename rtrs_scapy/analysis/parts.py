@@ -32,6 +32,7 @@ import numpy as np
 from ..capture import open_capture
 from ..capture.ib import P_MIRROR
 from ..capture.links import mirror_codes
+from ..capture.files import CutRecords
 from ..engine import Engine, mads
 from ..engine import transport as T
 from ..spec.limits import limit
@@ -41,7 +42,7 @@ from .analyzer import Analyzer
 EDGE = (T.K_HI, T.K_LO, T.K_QPN, T.SRC_HI, T.SRC_LO, T.NEXT_PSN, T.FIRST_PSN, T.FIRST_FRAME,
         T.LAST_FRAME, T.SEEN, T.DUPS, T.ACKS, T.NAKS, T.RNRS, T.CNPS, T.ACTIVE, T.M_SEND,
         T.M_FIRST_FRAME, T.M_FIRST_TS, T.M_LEN, T.M_PKTS, T.M_VA, T.M_RKEY, T.M_DMALEN,
-        T.M_PARTIAL, T.LAST_TS, T.ACK_IN)
+        T.M_PARTIAL, T.LAST_TS, T.ACK_IN, T.M_CUT)
 
 
 @dataclass
@@ -63,6 +64,8 @@ class FilePart:
     problems: list = field(default_factory=list)
     truncated: bool = False
     counters: np.ndarray = None      # the transport's global counters (evictions)
+    snaplen: int = 0                 # the file's snaplen (header or interfaces)
+    cut: CutRecords = field(default_factory=CutRecords)   # records the snaplen cut
 
 
 class _Recorder:
@@ -115,6 +118,7 @@ def map_file(path):
         engine.flush()
         part.problems = list(capture.problems)
         part.truncated = capture.truncated
+        part.snaplen, part.cut = capture.snaplen, capture.cut
     st = engine.streams
     part.counters = st.counters.copy()
     used = np.flatnonzero(st.state[:, T.USED])
@@ -363,6 +367,7 @@ def _spanning(before, edge, head, tail):
         edge[column(name)] = early[column(name)]
     edge[column(T.M_LEN)] += early[column(T.M_LEN)]
     edge[column(T.M_PKTS)] += early[column(T.M_PKTS)]
+    edge[column(T.M_CUT)] += early[column(T.M_CUT)]
     return edge, (early_head + head)[:T.HEAD_SEND], (early_tail + tail)[-T.TAIL_CAP:]
 
 
@@ -377,6 +382,12 @@ def _join(rows, arena, extra):
         rows[i, T.R_LEN] += edge[column(T.M_LEN)]
         rows[i, T.R_PKTS] += edge[column(T.M_PKTS)]
         rows[i, T.R_PARTIAL] = edge[column(T.M_PARTIAL)]
+        own_cut, early_cut = int(rows[i, T.R_CUT]), int(edge[column(T.M_CUT)])
+        rows[i, T.R_CUT] += early_cut
+        if early_cut:         # the head ends at the cut (transport._keep)
+            rows[i, T.R_HEAD_LEN] = 0
+        if own_cut:           # the tail starts behind the cut
+            tail = b""
         if edge[column(T.M_RKEY)] >= 0:
             rows[i, T.R_VA] = edge[column(T.M_VA)]
             rows[i, T.R_RKEY] = edge[column(T.M_RKEY)]
@@ -408,3 +419,7 @@ class _Capture:
         self.truncated = any(p.truncated for p in parts)
         self.problems = reducer.problems
         self.duplicates = 0
+        self.snaplen = max((p.snaplen for p in parts), default=0)
+        self.cut = CutRecords()
+        for p in parts:
+            self.cut.merge(p.cut)

@@ -9,6 +9,10 @@ with its latency, sizes and access pattern, and the control messages
 (sess_info, open, close) apart.  Devices come from the OPEN (path, access mode)
 and its reply (id, size, logical block size); a device opened again after a
 reconnect with another size is a size change.
+
+Requests whose RNBD header the capture's snaplen cut (header-only, counted by
+their RTRS op) leave the figures of that direction unknown: they are null then,
+never the part that was seen (docs/PROTOCOL.md#header-only-captures).
 """
 
 from collections import Counter
@@ -21,6 +25,12 @@ from . import iorows, rnbd, split
 from .summary import latency_stats
 
 CONTROL = ("sess_info", "open", "close")
+#: the RTRS op (rnbd-clt.c: rq_data_dir(), READ for a flush) of RNBD ops and control messages
+RTRS_OP_OF = {"read": "read", "flush": "read", "sess_info": "read", "open": "read"}
+
+
+def rtrs_op_of(name):
+    return RTRS_OP_OF.get(name, "write")
 
 
 class RnbdView:
@@ -65,6 +75,11 @@ class RnbdView:
 
     def summary(self, session):
         return self.sessions.get(session, _SessionView()).summary()
+
+    def header_only(self, session, op, count):
+        """``count`` requests of RTRS op ``op`` whose RNBD header was not captured."""
+        if count:
+            self.of(session).blind[op] += count
 
     def device_ids(self, session):
         view = self.sessions.get(session)
@@ -170,11 +185,12 @@ class _Device:
         self.sequential += earlier.sequential
         self.aligned += earlier.aligned
 
-    def summary(self):
+    def summary(self, blind=None):
         out = dict(self.info)
-        out["ops"] = {op: stats.summary() for op, stats in sorted(self.ops.items())}
-        out["sequential_share"] = round(self.sequential / self.io, 4) if self.io else None
-        out["aligned_share"] = round(self.aligned / self.io, 4) if self.io else None
+        out["ops"] = _ops_summary(self.ops, blind)
+        known = self.io and not (blind and any(blind.values()))
+        out["sequential_share"] = round(self.sequential / self.io, 4) if known else None
+        out["aligned_share"] = round(self.aligned / self.io, 4) if known else None
         return out
 
 
@@ -184,6 +200,7 @@ class _SessionView:
         self.ops = {}
         self.control = {kind: {"count": 0, "errors": 0} for kind in CONTROL}
         self.devices = {}
+        self.blind = {"read": 0, "write": 0}     # header-only requests by RTRS op
 
     def device(self, device_id):
         device = self.devices.get(device_id)
@@ -214,6 +231,8 @@ class _SessionView:
 
     def merge(self, earlier):
         _merge_ops(self.ops, earlier.ops)
+        for op, count in earlier.blind.items():
+            self.blind[op] += count
         for kind, counts in earlier.control.items():
             for key, value in counts.items():
                 self.control[kind][key] += value
@@ -240,9 +259,27 @@ class _SessionView:
             info["closed_frame"] = None      # opened again after its close
 
     def summary(self):
-        return {"ops": {op: stats.summary() for op, stats in sorted(self.ops.items())},
-                "control": dict(self.control),
-                "devices": {str(k): d.summary() for k, d in sorted(self.devices.items())}}
+        blind = self.blind
+        control = {kind: None if blind[rtrs_op_of(kind)] else dict(counts)
+                   for kind, counts in self.control.items()}
+        out = {"ops": _ops_summary(self.ops, blind), "control": control,
+               "devices": {str(k): d.summary(blind) for k, d in sorted(self.devices.items())}}
+        if any(blind.values()):
+            out["header_only_requests"] = dict(blind)
+        return out
+
+
+def _ops_summary(ops, blind):
+    """The ops' figures; null for every op of a direction with header-only requests
+    (its RNBD IO is not all known), the main op of that direction included."""
+    out = {op: stats.summary() for op, stats in sorted(ops.items())}
+    for op, count in (blind or {}).items():
+        if count:
+            out[op] = None
+            for name in out:
+                if rtrs_op_of(name) == op:
+                    out[name] = None
+    return dict(sorted(out.items()))
 
 
 def _merge_ops(ops, earlier):

@@ -106,4 +106,5 @@ class RtrsSession(DefaultSession):
         self.engine.flush()
         self.analyzer.close()
         return summarize(self.analyzer, {"path": None, "format": "scapy",
-                                         "link_type": None, "truncated": False})
+                                         "link_type": None, "truncated": False,
+                                         "snaplen": None, "cut_records": 0})

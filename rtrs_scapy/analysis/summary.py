@@ -4,6 +4,7 @@ Keys may be added, never renamed.  UUIDs as canonical strings, addresses as
 text, frames 1-based, latencies in microseconds.
 """
 
+from ..engine import transport as T
 from .cm_tracker import HEARTBEAT_TIMEOUT_S
 from .model import OPS
 from ..capture.links import address_text, mirror_entry
@@ -63,6 +64,7 @@ def path_summary(path):
         "failover_list": [dict(f) for f in path.failover_list],
         "aborted_requests": path.aborted,
         "partial_requests": path.partial_requests,
+        "header_only_requests": path.header_only_requests,
         "responses_without_request": path.responses_without_request,
         "in_flight_at_end": path.in_flight_at_end,
         "lost_requests": path.aborted + (path.in_flight_at_end if path.up is False else 0),
@@ -203,5 +205,9 @@ def summarize(analyzer, capture_info):
     mirrors = [mirror_entry(code) for code in sorted(analyzer.mirrors)]
     if mirrors:
         capture["mirror"] = mirrors[0] if len(mirrors) == 1 else mirrors
+    if capture.get("cut_records"):     # docs/PROTOCOL.md#header-only-captures
+        counters = analyzer.engine.streams.counters
+        capture["cut_mads"] = int(counters[T.G_CUT_MADS])
+        capture["cut_headers"] = int(counters[T.G_CUT_HEADERS])
     return {"capture": capture, "sessions": sessions, "anomalies": list(analyzer.anomalies),
             "anomaly_counts": dict(sorted(analyzer.anomaly_log.counts.items()))}

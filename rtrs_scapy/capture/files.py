@@ -87,7 +87,9 @@ class Chunk:
     ``buf`` is the buffer as a uint8 array (``data`` the object behind it, kept
     alive); record ``i`` is ``buf[offs[i]:offs[i] + caplens[i]]``, frame number
     ``first_frame + i``, captured at ``stamps[i]`` ns, with link type ``links[i]``;
-    ``packets`` holds its IB headers (a row per record, ib.P_* columns), from ``decoded()``.
+    ``packets`` holds its IB headers (a row per record, ib.P_* columns), from ``decoded()``;
+    ``origlens[i]`` is the record's length on the wire (above ``caplens[i]`` when the
+    snaplen cut it; None: every record whole).
     """
     data: object
     buf: np.ndarray
@@ -97,13 +99,15 @@ class Chunk:
     stamps: np.ndarray
     links: np.ndarray
     packets: np.ndarray = None
+    origlens: np.ndarray = None
 
     def __len__(self):
         return len(self.offs)
 
     def decoded(self):
         if self.packets is None:
-            self.packets = decode_chunk(self.buf, self.offs, self.caplens, self.links)
+            self.packets = decode_chunk(self.buf, self.offs, self.caplens, self.links,
+                                        self.origlens)
         return self
 
 
@@ -126,7 +130,9 @@ class Capture:
         link_type: link type of the first interface (pcap header / first IDB;
             -1 for a pcapng whose first IDB was not yet seen).
         fmt: ``"pcap"``, ``"pcap-ns"`` or ``"pcapng"``, plus ``"+gzip"``.
-        snaplen: the pcap header's snaplen (0 for pcapng).
+        snaplen: the pcap header's snaplen, or the smallest nonzero one of the pcapng
+            interface descriptions (0: none given).
+        cut: the records the snaplen cut (:class:`CutRecords`).
         truncated: True once reading stopped at a cut/corrupt record.
         problems: ``[(frame_no, kind, detail)]``, see the module docstring.
         bytes_total: file size (compressed size for gzip), None for pipes.
@@ -141,6 +147,7 @@ class Capture:
         self.problems = []
         self.bytes_total = None
         self.snaplen = 0
+        self.cut = CutRecords()
         self.frames = 0
         self._src = None
         self._pos = 0
@@ -303,9 +310,11 @@ class Capture:
 
     def _emit(self, data, buf, n, columns, base):
         """A chunk of the first ``n`` records the walk put in ``columns``."""
-        offs, caplens, stamps, links, packets = columns
+        offs, caplens, origlens, stamps, links, packets = columns
         chunk = Chunk(data, buf, self.frames + 1, offs[:n].copy(), caplens[:n].copy(),
-                      stamps[:n].copy(), links[:n].copy(), packets[:n].copy())
+                      stamps[:n].copy(), links[:n].copy(), packets[:n].copy(),
+                      origlens[:n].copy())
+        self.cut.add(chunk.caplens, chunk.origlens)
         self.frames += n
         self._pos = base + int(offs[n - 1] + caplens[n - 1])
         return chunk
@@ -418,6 +427,9 @@ class Capture:
                                   "bytes (minimum 20)" % blen)
                     return
                 ifaces.add(_parse_idb(data, pos, blen, big))
+                snap = ifaces.snap[-1]
+                if snap and (not self.snaplen or snap < self.snaplen):
+                    self.snaplen = snap
                 if self.link_type < 0:
                     self.link_type = ifaces.link[0]
                 pos += blen
@@ -470,9 +482,30 @@ _DECODE = (GEOMETRY, ib.OPCODE_TABLE, ib.FIELDS)
 
 
 def _columns(records):
-    """The walk's output: record offsets, lengths, stamps, link types, packet columns."""
-    return tuple(np.empty(records, np.int64) for _ in range(4)) + (
+    """The walk's output: record offsets, captured and original lengths, stamps, link
+    types, packet columns."""
+    return tuple(np.empty(records, np.int64) for _ in range(5)) + (
         np.empty((records, ib.P_COLUMNS), np.int64),)
+
+
+class CutRecords:
+    """Records the snaplen cut (captured length below the original length): how many,
+    and the longest captured length among them (the snaplen they show)."""
+
+    def __init__(self):
+        self.records = 0
+        self.caplen = 0
+
+    def add(self, caplens, origlens):
+        cut = caplens < origlens
+        count = int(np.count_nonzero(cut))
+        if count:
+            self.records += count
+            self.caplen = max(self.caplen, int(caplens[cut].max()))
+
+    def merge(self, other):
+        self.records += other.records
+        self.caplen = max(self.caplen, other.caplen)
 
 
 class _Interfaces:

@@ -7,6 +7,11 @@ docs/PROTOCOL.md#opcodes-and-extension-headers) are read into packet columns.
 The transport loop then works on those columns and touches a packet's bytes
 only for the few it keeps.  Every offset comes from the layers' layouts
 (wire.py).
+
+A record cut by the capture's snaplen (captured length below the original
+length) is located from its headers and its original length: the packet's end
+and payload are what the headers say, and P_VIS tells where the captured bytes
+stop (docs/PROTOCOL.md#header-only-captures).
 """
 
 import numpy as np
@@ -26,10 +31,14 @@ T_CLASS, T_POS, T_SEND, T_EXT, T_RETH, T_IMM, T_IETH, T_AETH = range(8)
 # packet columns
 (P_KIND, P_HDR, P_BTH, P_END, P_SRC_HI, P_SRC_LO, P_DST_HI, P_DST_LO, P_STATUS, P_OPCODE,
  P_QPN, P_PSN, P_START, P_STOP, P_IMM, P_IETH, P_RKEY, P_VA, P_DMALEN, P_SYNDROME,
- P_MIRROR, P_COLUMNS) = range(22)
+ P_MIRROR, P_VIS, P_COLUMNS) = range(23)
 assert P_MIRROR == MIRROR_COLUMN
 # packet status
-S_OK, S_SHORT, S_HEADERS, S_UNKNOWN = range(4)   # short: < BTH + ICRC; headers: beyond the end
+S_OK, S_SHORT, S_HEADERS, S_UNKNOWN, S_CUT = range(5)   # short: < BTH + ICRC; headers: beyond
+# the end; cut: the BTH is captured, its extension headers (or a MAD's end) are not
+#: zero bytes behind a cut record's copy: the locator's reads past the captured bytes
+#: (at most two headers' worth) find zeros, which no header accepts
+CUT_PAD = 256
 
 
 def _opcode_table():
@@ -94,12 +103,34 @@ def _be(buf, p, n):
 
 
 @njit
-def decode_one(buf, start, caplen, link, g, optable, fields, out, i):
+def _locate_cut(buf, start, caplen, origlen, link, g, out, i):
+    """A record cut by the snaplen, located as if it were whole: the headers are read
+    from a copy of the captured bytes followed by zeros, the lengths they give are held
+    against the original length."""
+    copy = np.zeros(caplen + CUT_PAD, dtype=np.uint8)
+    copy[:caplen] = buf[start:start + caplen]
+    _locate_one(copy, 0, origlen, link, g, out, i)
+    if out[i, P_KIND] != 0:
+        out[i, P_HDR] += start
+        out[i, P_BTH] += start
+        out[i, P_END] += start
+
+
+@njit
+def decode_one(buf, start, caplen, origlen, link, g, optable, fields, out, i):
     """Row ``i`` of the packet columns: where the IB packet is, and its headers."""
-    _locate_one(buf, start, start + caplen, link, g, out, i)
+    if origlen > caplen:
+        _locate_cut(buf, start, caplen, origlen, link, g, out, i)
+    else:
+        _locate_one(buf, start, start + caplen, link, g, out, i)
     if out[i, P_KIND] == 0:
         return
     bth, end = out[i, P_BTH], out[i, P_END]
+    vis = min(end, start + caplen)
+    if bth + fields[F_BTH_SIZE] > vis:        # not even the BTH was captured
+        out[i, :] = 0
+        return
+    out[i, P_VIS] = vis
     out[i, P_IMM] = out[i, P_IETH] = out[i, P_RKEY] = -1
     if bth + fields[F_BTH_SIZE] + fields[F_ICRC] > end:
         out[i, P_STATUS] = S_SHORT
@@ -121,6 +152,9 @@ def decode_one(buf, start, caplen, link, g, optable, fields, out, i):
         return
     out[i, P_START] = p_start
     out[i, P_STOP] = p_stop
+    if p_start > vis or (optable[opcode, T_CLASS] == C_UD_SEND and p_stop > vis):
+        out[i, P_STATUS] = S_CUT              # a MAD is read whole or not at all
+        return
     at = optable[opcode, T_IMM]
     if at >= 0:
         out[i, P_IMM] = _be(buf, hdr + at, 4)
@@ -138,17 +172,20 @@ def decode_one(buf, start, caplen, link, g, optable, fields, out, i):
 
 
 @compiled
-def decode(buf, offs, caplens, links, geometry, optable, fields):
+def decode(buf, offs, caplens, origlens, links, geometry, optable, fields):
     """Packet columns of records already walked: one row per record, P_* columns."""
     n = offs.shape[0]
     out = np.zeros((n, P_COLUMNS), dtype=np.int64)
     for i in range(n):
-        decode_one(buf, offs[i], caplens[i], links[i], geometry, optable, fields, out, i)
+        decode_one(buf, offs[i], caplens[i], origlens[i], links[i], geometry, optable, fields,
+                   out, i)
     return out
 
 
-def decode_chunk(buf, offs, caplens, links):
-    return decode(buf, offs, caplens, links, GEOMETRY, OPCODE_TABLE, FIELDS)
+def decode_chunk(buf, offs, caplens, links, origlens=None):
+    """Packet columns of records (``origlens``: their original lengths, when cut)."""
+    return decode(buf, offs, caplens, caplens if origlens is None else origlens, links,
+                  GEOMETRY, OPCODE_TABLE, FIELDS)
 
 
 def ib_offset(buf, start, end, link_type):

@@ -23,8 +23,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .files import CHUNK_RECORDS, Capture, CaptureError, open_capture
-from .ib import P_BTH, P_END, P_KIND
+from .files import CHUNK_RECORDS, Capture, CaptureError, CutRecords, open_capture
+from .ib import P_BTH, P_KIND, P_VIS
 from .jit import compiled
 
 #: two copies of a frame on different hosts are at most this far apart (seconds),
@@ -104,6 +104,14 @@ class Merged:
     @property
     def truncated(self):
         return any(c.truncated for c in self.captures)
+
+    @property
+    def cut(self):
+        """The records the snaplen cut, over all files."""
+        total = CutRecords()
+        for c in self.captures:
+            total.merge(c.cut)
+        return total
 
     @property
     def problems(self):
@@ -214,7 +222,8 @@ class Merged:
             return None
         part = replace(chunk, first_frame=self.frames + 1, offs=chunk.offs[pick],
                        caplens=chunk.caplens[pick], stamps=chunk.stamps[pick],
-                       links=chunk.links[pick], packets=chunk.packets[pick])
+                       links=chunk.links[pick], packets=chunk.packets[pick],
+                       origlens=None if chunk.origlens is None else chunk.origlens[pick])
         part.capture, part.origin = chunk.capture, chunk
         self.frames += count
         return part
@@ -267,7 +276,7 @@ def _fingerprints(buf, offs, caplens, packets):
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
         if packets[i, P_KIND]:
-            start, end = packets[i, P_BTH], packets[i, P_END]
+            start, end = packets[i, P_BTH], packets[i, P_VIS]
         else:
             start, end = offs[i], offs[i] + caplens[i]
         h = np.uint64(0xCBF29CE484222325)

@@ -3,7 +3,7 @@
 Finding where each record starts is a serial pointer chase: every length
 decides where the next header is.  Python does it at about 2 M records/s; these
 loops do it at memory speed and fill columns (record offset, captured length,
-timestamp in ns, link type) for the columnar engine, and decode each record's
+original length on the wire, timestamp in ns, link type) for the columnar engine, and decode each record's
 IB headers (ib.decode_one) while its first bytes are in the cache.  A load a
 few records ahead of the chase (``_ahead``) lets the memory system fetch the
 next headers while the current one is decoded.
@@ -77,8 +77,8 @@ def _pcap_header(buf, p):
 
 
 @compiled
-def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, stamps, links,
-              packets, geometry, optable, fields):
+def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, origlens, stamps,
+              links, packets, geometry, optable, fields):
     """pcap records from ``pos`` (a chunk ends past ``stop``): returns (count, position,
     why, value, touched)."""
     n = 0
@@ -98,10 +98,11 @@ def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, stamps
             return n, pos, NEED, 16 + incl, touched
         offs[n] = pos + 16
         caplens[n] = incl
+        origlens[n] = max(incl, u32(buf, pos + 12, big))
         stamps[n] = u32(buf, pos, big) * NS + u32(buf, pos + 4, big) * scale
         links[n] = link
         packets[n, :] = 0
-        decode_one(buf, pos + 16, incl, link, geometry, optable, fields, packets, n)
+        decode_one(buf, pos + 16, incl, origlens[n], link, geometry, optable, fields, packets, n)
         pos += 16 + incl
         n += 1
     return n, pos, FULL, 0, touched
@@ -124,7 +125,8 @@ def _stamp(units, mode, exp, offset_ns):
 
 @compiled
 def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, if_snap, n_if,
-                last_stamp, offs, caplens, stamps, links, packets, geometry, optable, fields):
+                last_stamp, offs, caplens, origlens, stamps, links, packets, geometry, optable,
+                fields):
     """pcapng packet blocks from ``pos`` (a chunk ends past ``stop``); returns (count,
     position, why, value, last_stamp)."""
     n = 0
@@ -159,25 +161,30 @@ def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, i
             last_stamp = _stamp(units, if_mode[iface], if_exp[iface], if_offset[iface])
             offs[n] = pos + 28
             caplens[n] = caplen
+            origlens[n] = max(caplen, u32(buf, pos + 24, big))
             stamps[n] = last_stamp
             links[n] = if_link[iface]
             packets[n, :] = 0
-            decode_one(buf, pos + 28, caplen, links[n], geometry, optable, fields, packets, n)
+            decode_one(buf, pos + 28, caplen, origlens[n], links[n], geometry, optable, fields,
+                       packets, n)
             n += 1
         elif btype == 3:                              # simple packet block
             if blen < 16:
                 return n, pos, SHORT_PACKET, blen, last_stamp
             if n_if == 0:
                 return n, pos, NO_INTERFACE, -1, last_stamp
-            caplen = min(u32(buf, pos + 8, big), blen - 16)
+            original = u32(buf, pos + 8, big)
+            caplen = min(original, blen - 16)
             if if_snap[0] and caplen > if_snap[0]:
                 caplen = if_snap[0]
             offs[n] = pos + 12
             caplens[n] = caplen
+            origlens[n] = max(caplen, original)
             stamps[n] = last_stamp
             links[n] = if_link[0]
             packets[n, :] = 0
-            decode_one(buf, pos + 12, caplen, links[n], geometry, optable, fields, packets, n)
+            decode_one(buf, pos + 12, caplen, origlens[n], links[n], geometry, optable, fields,
+                       packets, n)
             n += 1
         elif btype == 1:
             return n, pos, INTERFACE, 0, last_stamp

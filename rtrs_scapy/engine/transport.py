@@ -17,7 +17,10 @@ its start and the locations of its last RING packets; the bytes those packets
 hold are copied into the stream's carry only when they must outlive the
 buffer (chunk end) or the ring, so the bulk of RDMA WRITE data is never copied.
 A message whose beginning was not seen (the capture started inside it, or a
-gap cut it) still completes at its last packet, flagged partial.
+gap cut it) still completes at its last packet, flagged partial.  A packet the
+capture's snaplen cut counts with the length its headers give; only its
+captured bytes are kept, and the row says how many bytes the message lost to the
+cut (docs/PROTOCOL.md#header-only-captures).
 
 Streams live in a bounded table: when it is full, the least recently used
 quarter is evicted (counted; a message in progress there is lost).
@@ -31,8 +34,8 @@ from ..layout import wire
 from ..capture.ib import (
     C_ACK, C_CNP, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
     P_IETH, P_IMM, P_KIND, P_LAST, P_MIDDLE, P_ONLY, P_OPCODE, P_PSN, P_QPN, P_RKEY, P_SRC_HI,
-    P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, S_HEADERS, S_OK,
-    T_CLASS, T_POS, T_SEND,
+    P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, P_VIS, S_CUT, S_HEADERS, S_OK,
+    C_DATA, T_CLASS, T_POS, T_SEND,
 )
 from ..spec.constants import RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM
 from ..spec.imm import IMM_TYPE_SHIFT
@@ -58,13 +61,17 @@ MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
  # (PEER, from the CM): the highest PSN acknowledged, the first packet not acknowledged
  # yet and the retransmissions since it was sent
  ACK_IN, PEER, PEER_GEN, ACKED_PSN, ACKED_FRAME, UNACKED_PSN, UNACKED_FRAME, UNACKED_TS,
- UNACKED_DUPS, S_COLUMNS) = range(48)
+ UNACKED_DUPS,
+ # bytes of the message in progress that the snaplen cut
+ M_CUT, S_COLUMNS) = range(49)
 
 # message row columns
 (R_SLOT, R_GEN, R_CONN, R_FIRST_FRAME, R_LAST_FRAME, R_FIRST_TS, R_LAST_TS, R_OPCODE, R_SEND,
  R_IMM, R_IETH, R_VA, R_RKEY, R_DMALEN, R_LEN, R_PKTS, R_PARTIAL, R_HEAD_OFF, R_HEAD_LEN,
  R_TAIL_OFF, R_TAIL_LEN, R_SEQ, R_SRC_HI, R_SRC_LO, R_DST_HI, R_DST_LO, R_QPN, R_PSN,
- R_COLUMNS) = range(29)
+ R_CUT, R_COLUMNS) = range(30)
+# R_CUT: bytes of the message the snaplen cut; its tail then holds only the bytes
+# behind the last cut packet, its head only those before the first
 
 # event row columns and kinds
 (E_KIND, E_FRAME, E_SLOT, E_GEN, E_CONN, E_A, E_B, E_QPN, E_DST_HI, E_DST_LO, E_SRC_HI,
@@ -80,7 +87,10 @@ PARTIAL_LOST = 2     # a LAST without its FIRST on a stream that was in sync
 STOP_END, STOP_CM, STOP_FULL = range(3)
 
 # global counters
-G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_TOUCHED, G_COLUMNS = range(6)
+G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_TOUCHED, G_CUT_MADS, G_CUT_HEADERS, \
+    G_COLUMNS = range(8)
+# G_CUT_MADS: CM MADs the snaplen cut (not read); G_CUT_HEADERS: RC packets whose extension
+# headers it cut (their PSN counts, their message is lost)
 
 _AETH_NAK, _AETH_RNR, _AETH_KIND = 0x60, 0x20, 0x60
 
@@ -321,6 +331,26 @@ def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
 
 
 @njit
+def _keep(state, ring, head, tail, slot, buf, off, n_vis, cut):
+    """The captured bytes of a packet of the message in progress: its head grows while
+    nothing was cut before; a cut packet ends the head, and its tail starts afresh
+    behind it (the bytes it lost are counted)."""
+    s = state[slot]
+    have = s[M_HEAD_LEN]
+    if have < s[M_HEAD_CAP] and n_vis:
+        take = min(n_vis, s[M_HEAD_CAP] - have)
+        head[slot, have:have + take] = buf[off:off + take]
+        s[M_HEAD_LEN] = have + take
+    if cut:
+        s[M_HEAD_CAP] = s[M_HEAD_LEN]
+        s[M_CUT] += cut
+        s[M_RING_N] = 0
+        s[M_TAIL_LEN] = 0
+    elif n_vis:
+        _ring_push(state, ring, tail, slot, buf, off, n_vis)
+
+
+@njit
 def _wants(send, imm):
     """(head bytes, tail bytes) the analysis reads of a completed message."""
     if imm >= 0:
@@ -355,12 +385,17 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         status = packets[i, P_STATUS]
         opcode = packets[i, P_OPCODE]
         qpn = packets[i, P_QPN]
-        if status != S_OK:
+        cls = optable[opcode, T_CLASS]
+        if status == S_CUT:
+            if cls == C_UD_SEND:
+                counters[G_CUT_MADS] += 1
+            if cls != C_DATA:
+                continue
+        elif status != S_OK:
             kind = EV_UNKNOWN_OPCODE if status > S_HEADERS else EV_TRUNCATED
             ne = _event(events, ne, kind, frame, -1, state, opcode, status == S_HEADERS, qpn,
                         dhi, dlo, shi, slo)
             continue
-        cls = optable[opcode, T_CLASS]
         if cls == C_UD_SEND:
             if qpn == GSI_QPN:
                 return i, STOP_CM, nr, na, ne, nfree
@@ -433,10 +468,17 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             s[TOUCHED] = 1
             touched[counters[G_TOUCHED]] = slot
             counters[G_TOUCHED] += 1
+        if status == S_CUT:                   # in sequence, but what it carries is unknown
+            counters[G_CUT_HEADERS] += 1
+            s[ACTIVE] = 0
+            s[SYNCED] = 0
+            continue
         pos = optable[opcode, T_POS]
         send = optable[opcode, T_SEND]
         p_start, p_end = packets[i, P_START], packets[i, P_STOP]
         n_bytes = p_end - p_start
+        n_vis = max(0, min(p_end, packets[i, P_VIS]) - p_start)
+        cut = n_bytes - n_vis
         if pos == P_FIRST or (pos == P_MIDDLE and not s[ACTIVE] and not s[SYNCED]):
             s[SYNCED] = pos == P_FIRST
             s[ACTIVE] = 1
@@ -450,6 +492,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             s[M_TAIL_LEN] = 0
             s[M_RING_N] = 0
             s[M_PARTIAL] = 0 if pos == P_FIRST else PARTIAL_START
+            s[M_CUT] = 0
             s[M_SEQ] = counters[G_SEQ]
             counters[G_SEQ] += 1
             s[M_VA], s[M_RKEY], s[M_DMALEN] = (packets[i, P_VA], packets[i, P_RKEY],
@@ -459,13 +502,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
                 packet_seq[i] = s[M_SEQ]
                 s[M_LEN] += n_bytes
                 s[M_PKTS] += 1
-                have = s[M_HEAD_LEN]
-                if have < s[M_HEAD_CAP] and n_bytes:
-                    take = min(n_bytes, s[M_HEAD_CAP] - have)
-                    head[slot, have:have + take] = buf[p_start:p_start + take]
-                    s[M_HEAD_LEN] = have + take
-                if n_bytes:
-                    _ring_push(state, ring, tail, slot, buf, p_start, n_bytes)
+                _keep(state, ring, head, tail, slot, buf, p_start, n_vis, cut)
             continue
         # LAST or ONLY: a message completes
         imm = packets[i, P_IMM]
@@ -492,12 +529,13 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             row[R_LEN] = n_bytes
             row[R_PKTS] = 1
             row[R_PARTIAL] = partial
-            take = min(n_bytes, want_head)
+            row[R_CUT] = cut
+            take = min(n_vis, want_head)
             row[R_HEAD_OFF] = na
             row[R_HEAD_LEN] = take
             arena[na:na + take] = buf[p_start:p_start + take]
             na += take
-            take = min(n_bytes, want_tail)
+            take = 0 if cut else min(n_bytes, want_tail)
             row[R_TAIL_OFF] = na
             row[R_TAIL_LEN] = take
             arena[na:na + take] = buf[p_end - take:p_end]
@@ -506,13 +544,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             seq = s[M_SEQ]
             s[M_LEN] += n_bytes
             s[M_PKTS] += 1
-            if n_bytes:
-                have = s[M_HEAD_LEN]
-                if have < s[M_HEAD_CAP]:
-                    take = min(n_bytes, s[M_HEAD_CAP] - have)
-                    head[slot, have:have + take] = buf[p_start:p_start + take]
-                    s[M_HEAD_LEN] = have + take
-                _ring_push(state, ring, tail, slot, buf, p_start, n_bytes)
+            _keep(state, ring, head, tail, slot, buf, p_start, n_vis, cut)
             s[ACTIVE] = 0
             row[R_FIRST_FRAME] = s[M_FIRST_FRAME]
             row[R_FIRST_TS] = s[M_FIRST_TS]
@@ -520,6 +552,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             row[R_LEN] = s[M_LEN]
             row[R_PKTS] = s[M_PKTS]
             row[R_PARTIAL] = s[M_PARTIAL]
+            row[R_CUT] = s[M_CUT]
             take = min(s[M_HEAD_LEN], want_head)
             row[R_HEAD_OFF] = na
             row[R_HEAD_LEN] = take

@@ -330,7 +330,7 @@ class Page:
             + (" (%s failed)" % self.summary_value(stats["errors"], "sessions/%d/rnbd/control/"
                                                     "%s/errors" % (session.index, kind))
                if stats.get("errors") else "")
-            for kind, stats in control.items() if stats.get("count")]
+            for kind, stats in control.items() if stats and stats.get("count")]
         if shown:
             self.add("<p>RNBD control messages: %s</p>" % ", ".join(shown))
         for device in session.devices:
@@ -353,6 +353,10 @@ class Page:
     def rnbd_ops_rows(self, label, ops, pointer):
         rows = []
         for op, stats in ops.items():
+            if stats is None:             # header-only requests: not all known
+                rows.append([_esc(label), _esc(op), "unknown (payloads cut)"] + [""] * 5)
+                label = ""
+                continue
             if not stats.get("count"):
                 continue
             ptr = pointer + op + "/"

@@ -332,8 +332,11 @@ def _io_rsp(f):
 
 
 def _request(f):
-    parts = ["buf_id %d" % f["buf_id"], "offset %d" % f["offset"], "usr_len %d" % f["usr_len"],
-             "data_len %d" % f["data_len"]]
+    parts = ["buf_id %d" % f["buf_id"], "offset %d" % f["offset"]]
+    if f.get("header_only"):      # the snaplen cut the trailer
+        parts.append("header only (usr_len, data_len unknown)")
+    else:
+        parts += ["usr_len %d" % f["usr_len"], "data_len %d" % f["data_len"]]
     if f.get("failover_from") is not None:
         parts.append("failed over from frame %d" % f["failover_from"])
     elif f.get("failover_unseen"):

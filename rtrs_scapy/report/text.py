@@ -382,7 +382,11 @@ def _sizes(sizes):
 def _op_rows(label, ops):
     rows = []
     for op in RNBD_OP_NAMES:
-        stats = ops.get(op)
+        stats = ops.get(op, {})
+        if stats is None:              # header-only requests: not all known
+            rows.append("      %-18s %-12s %7s" % (label, op, "unknown (payloads cut)"))
+            label = ""
+            continue
         if not stats or not stats["count"]:
             continue
         lat = stats["latency_us"]
@@ -433,6 +437,8 @@ def _device_line(device_id, device):
 
 
 def _mix(ops):
+    if ops.get("read", {}) is None or ops.get("write", {}) is None:
+        return None
     reads, writes = ops.get("read") or {}, ops.get("write") or {}
     count = reads.get("count", 0) + writes.get("count", 0)
     volume = reads.get("bytes", 0) + writes.get("bytes", 0)
@@ -481,8 +487,9 @@ def render_rnbd(session, out):
                    + " ".join("%17s" % part for part in SPLIT_PARTS))
         out.extend(split)
     control = rnbd.get("control") or {}
-    shown = ["%s %s" % (kind, _count_with_errors(control[kind]["count"], control[kind]["errors"]))
-             for kind in RNBD_CONTROL if control.get(kind, {}).get("count")]
+    shown = ["%s %s" % (kind, "unknown" if control[kind] is None else _count_with_errors(
+        control[kind]["count"], control[kind]["errors"])) for kind in RNBD_CONTROL
+        if kind in control and (control[kind] is None or control[kind]["count"])]
     if shown:
         out.append("  RNBD control: " + ", ".join(shown))
     mix = _mix(rnbd.get("ops", {}))
@@ -519,6 +526,21 @@ def _capture_counters(cap):
     return parts
 
 
+def _cut_line(summary):
+    """What a snaplen that cut the records leaves unknown, said once
+    (docs/PROTOCOL.md#header-only-captures)."""
+    cap = summary["capture"]
+    if not cap.get("cut_records"):
+        return None
+    blind = sum(path.get("header_only_requests") or 0 for session in summary["sessions"]
+                for path in session["paths"])
+    text = "  payloads cut at %d bytes (%s)" % (cap["snaplen"],
+                                                 plural(cap["cut_records"], "record"))
+    if blind:
+        return text + ": RNBD devices and sectors of %s unknown" % plural(blind, "request")
+    return text + ": every RTRS header and trailer captured"
+
+
 def render(summary):
     cap = summary["capture"]
     clock = Clock(cap["first_ts"])
@@ -531,6 +553,9 @@ def render(summary):
     mirror = cap.get("mirror")
     if mirror:
         out.append("  " + "; ".join(encapsulation_texts(mirror)))
+    cut = _cut_line(summary)
+    if cut:
+        out.append(cut)
     counters = _capture_counters(cap)
     if counters:
         out.append("  " + "  ".join(counters))

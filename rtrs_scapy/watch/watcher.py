@@ -198,6 +198,8 @@ class Watcher:
             label = session_label(session)
             for device_id, device in view.summary(session)["devices"].items():
                 for op, stats in device["ops"].items():
+                    if stats is None:      # header-only requests: not all known
+                        continue
                     key = (label, device["name"] or device_id, op)
                     count, size, errors = totals.get(key, (0, 0, 0))
                     totals[key] = (count + stats["count"], size + stats["bytes"],

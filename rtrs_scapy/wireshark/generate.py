@@ -118,6 +118,8 @@ EXPERTS = (
      "Response to a request sent before the capture started", "SEQUENCE", "CHAT"),
     ("limit", "rtrs.expert.limit", "State limit reached: the oldest idle entries were evicted",
      "PROTOCOL", "NOTE"),
+    ("cut", "rtrs.expert.cut", "Payload cut by the capture (snaplen): decoded from its headers",
+     "UNDECODED", "NOTE"),
 )
 
 
@@ -297,6 +299,8 @@ def generate(runtime_path=RUNTIME):
     lines.append("-- PSNs count modulo 2^%d (the BTH psn field of rtrs_scapy.layers.ib)" % psn.width)
     lines.append("C.PSN_MOD = %d" % (1 << psn.width))
     lines.append("C.IMMDT_SIZE = %d  -- bytes of the ImmDt header" % layout_of(ib_layers.ImmDt).fixed_size)
+    lines.append("C.ICRC_SIZE = %d  -- bytes of the ICRC behind the payload"
+                 % layout_of(ib_layers.BTH).trailer_size)
     lines.append("-- the queue depth rule (rtrs_scapy.analysis.qdepth)")
     lines.append("local QD = {")
     for name, value in QDEPTH_CONSTANTS:
