@@ -134,7 +134,8 @@ def _counters(path):
 
 def _transport(transport):
     parts = ["retransmissions %d" % transport["retransmissions"], "NAKs %d" % transport["naks"]]
-    for key, label in (("rnr_naks", "RNR NAKs"), ("cnps", "CNPs")):
+    for key, label in (("rnr_naks", "RNR NAKs"), ("cnps", "CNPs"),
+                       ("capture_lost_packets", "lost by the capture")):
         if transport.get(key):
             parts.append("%s %d" % (label, transport[key]))
     return "transport: " + "  ".join(parts)
@@ -489,6 +490,10 @@ def render(summary):
     if cap["first_ts"] is not None:
         out.append("  %s … %s (%.3f s)" % (utc_iso(cap["first_ts"]), utc_iso(cap["last_ts"]),
                                            cap["last_ts"] - cap["first_ts"]))
+    if cap.get("capture_lost_packets"):
+        out.append("  capture loss: %s not in the capture (PSNs skipped, never retransmitted); "
+                   "what they carried is not counted" % plural(cap["capture_lost_packets"],
+                                                              "packet"))
     counters = _capture_counters(cap)
     if counters:
         out.append("  " + "  ".join(counters))
