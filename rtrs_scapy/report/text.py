@@ -491,9 +491,9 @@ def render(summary):
         out.append("  %s … %s (%.3f s)" % (utc_iso(cap["first_ts"]), utc_iso(cap["last_ts"]),
                                            cap["last_ts"] - cap["first_ts"]))
     if cap.get("capture_lost_packets"):
-        out.append("  capture loss: %s not in the capture (PSNs skipped, never retransmitted); "
-                   "what they carried is not counted" % plural(cap["capture_lost_packets"],
-                                                              "packet"))
+        out.append("  capture loss: %s not in the capture (PSN gaps no retransmission "
+                   "filled): a message whose last packet is lost is not counted"
+                   % plural(cap["capture_lost_packets"], "packet"))
     counters = _capture_counters(cap)
     if counters:
         out.append("  " + "  ".join(counters))
