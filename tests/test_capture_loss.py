@@ -29,7 +29,10 @@ from pathlib import Path
 import pytest
 
 from conftest import real_pcap
+from test_inputs import without_capture_block
+from test_parts import split
 from rtrs_scapy.analysis import analyze
+from rtrs_scapy.analysis.parts import map_file, reduce_parts
 from rtrs_scapy.report.text import render
 
 DATA_OPCODES = set(range(12)) | {22, 23}   # RC SEND / RDMA WRITE packets: one PSN each
@@ -256,3 +259,18 @@ def test_failover_retransmissions_per_path_are_tshark_s(uncut):
     assert sum(repeats.values()) > 0
     figures = per_pair(uncut["failover"][3])
     assert {pair: f["rtx"] for pair, f in figures.items() if f["rtx"]} == repeats
+
+
+@pytest.mark.parametrize("count", [3, 11])
+def test_a_lossy_capture_in_files_reduces_to_one_pass(uncut, tmp_path, count):
+    """parts.py: files of a capture with loss, some cut inside a gap, mapped apart and
+    reduced, give the one pass's summary and its capture loss."""
+    header, records, frames, _ = uncut["multipath"]
+    kept, _ = drop(records, frames, 0.02, seed=22)
+    pcap = write_pcap(tmp_path / "lossy.pcap", header, kept)
+    whole = analyze(pcap, keep_messages=False).summary
+    parts = [map_file(f) for f in split(pcap, tmp_path, count)]
+    reduced = reduce_parts(parts, keep_messages=False).summary
+    assert without_capture_block(reduced) == without_capture_block(whole)
+    assert reduced["capture"]["capture_lost_packets"] == \
+        whole["capture"]["capture_lost_packets"] > 0
