@@ -90,6 +90,7 @@ def _debug_dissector():
 #: goes alone), or the name of a group of modules.
 SHARED_WORK = {
     "test_compiled": "module",           # the wheel built and installed
+    "test_capture_loss": "module",       # the uncut captures read and analysed once
     "test_corpus_referee": "param",      # tshark + the analyzer, per capture
     "test_craft": "param",               # a real capture and its crafted twin, per capture
     # where the captures are cut (tests/cut_points.py: tshark's fields of each capture,

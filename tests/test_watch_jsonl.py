@@ -20,7 +20,7 @@ from watch_util import (OPS, RTRS_DISSECT, interval_totals, record_stamps, summa
 
 CAPTURES = sorted(REAL_PCAPS.glob("*.pcap")) + sorted(REAL_PCAPS.glob("*.pcap.gz"))
 PATH_KEYS = ["session", "sess_uuid", "client", "server", "state", "read", "write", "inflight",
-             "queue_depth", "errors", "reconnects", "heartbeat_age_s"]
+             "queue_depth", "errors", "reconnects", "heartbeat_age_s", "retransmissions", "stall"]
 #: "I/O error, dev rnbd0, sector 14336 op 0x0:(READ) flags ..." (block/blk-core.c)
 IO_ERROR = re.compile(r"I/O error, dev (\w+), sector (\d+) op 0x\w+:\((\w+)\)")
 
@@ -189,3 +189,64 @@ def test_in_flight_at_each_interval_end_is_the_wires(name):
                               and (answer is None or answer > end)) for key in paths})
     assert shown == want
     assert any(any(counts.values()) for counts in want)
+
+
+def _dead_path(intervals):
+    """(interval, path object) of failover.pcap's dead path 10.77.1.2, in order."""
+    return [(i, p) for i in intervals for p in i["paths"] if p["client"] == "10.77.1.2"]
+
+
+def test_failover_replayed_stalls_where_the_summary_does():
+    """failover.pcap replayed on its clock: path 10.77.1.2 turns ``stalled`` in the first
+    interval that ends more than one interval after the summary's stall frame (its
+    oldest transmission never acknowledged), with a ``stalled`` event at that frame,
+    stays so until the kernel's verdict, never shows ``closed``; the retransmissions of
+    the intervals add up to the summary's per path."""
+    capture = real_pcap("failover")
+    whole = summary(capture)
+    (dead,) = [p for s in whole["sessions"] for p in s["paths"] if p["client"] == "10.77.1.2"]
+    (stall,) = dead["stalls"]
+    intervals = watch_jsonl("--replay", "--speed", "200", capture)
+    rows = _dead_path(intervals)
+    states = [p["state"] for _, p in rows]
+    first = states.index("stalled")
+    interval, path = rows[first]
+    end = parse_time(interval["time"])
+    seconds = interval["interval_s"]
+    assert stall["time"] + seconds < end <= stall["time"] + 2 * seconds
+    assert path["stall"]["frame"] == stall["frame"] == 22153
+    assert path["stall"]["sender"] == stall["sender"] == "server"
+    assert [e["frame"] for e in interval["events"] if e["kind"] == "stalled"] == [22153]
+    assert set(states[:first]) == {"up"}
+    verdict = next(e for e in dead["events"] if e["kind"] == "heartbeat_lost")
+    stalled = [parse_time(i["time"]) for i, p in rows if p["state"] == "stalled"]
+    assert stalled == sorted(stalled) and max(stalled) < verdict["time"] + 2
+    assert "closed" not in states and states[-1] == "down"
+    retransmissions = {}
+    for i in intervals:
+        for p in i["paths"]:
+            retransmissions[p["client"]] = retransmissions.get(p["client"], 0) + \
+                p["retransmissions"]
+    assert retransmissions == {p["client"]: p["transport"]["retransmissions"]
+                               for s in whole["sessions"] for p in s["paths"]}
+    assert retransmissions["10.77.1.2"] == stall["retransmissions"] == 47
+
+
+def test_failover_piped_ages_heartbeats_on_the_capture_s_clock():
+    """``zcat failover.pcap.gz | watch -``: intervals of the wall clock, but the
+    heartbeat ages of the capture's: at the end, each path's age is the capture's last
+    record time less the path's last heartbeat (not days of the wall clock); the stall
+    and the retransmissions are the summary's."""
+    capture = real_pcap("failover")
+    whole = summary(capture)
+    intervals = piped(capture)
+    last = intervals[-1]
+    last_ts = whole["capture"]["last_ts"]
+    for session in whole["sessions"]:
+        for want in session["paths"]:
+            (shown,) = [p for p in last["paths"] if p["client"] == want["client"]]
+            age = last_ts - want["heartbeat"]["last_time"]
+            assert age - 0.001 <= shown["heartbeat_age_s"] < age + 5
+    stalls = [p["stall"] for _, p in _dead_path(intervals) if p["state"] == "stalled"]
+    assert stalls and {s["frame"] for s in stalls} == {22153}
+    assert sum(p["retransmissions"] for _, p in _dead_path(intervals)) == 47

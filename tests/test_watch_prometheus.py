@@ -109,3 +109,28 @@ def test_exporter_scraped_during_a_replay_equals_the_summary():
                                 {})[name] = value
     assert {key: (v["rtrs_rnbd_requests_total"], v["rtrs_rnbd_bytes_total"],
                   v["rtrs_rnbd_errors_total"]) for key, v in got_rnbd.items()} == want_rnbd
+
+
+def test_retransmissions_counter_of_failover_equals_the_summary():
+    """failover.pcap read as fast as possible: ``rtrs_retransmissions_total`` per path is
+    the summary's ``transport.retransmissions`` (47 on the dead path, 0 on the other)."""
+    capture = real_pcap("failover")
+    port = free_port()
+    proc = subprocess.Popen([RTRS_DISSECT, "watch", "--prometheus", "127.0.0.1:%d" % port,
+                             str(capture)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    threading.Thread(target=proc.stdout.read, daemon=True).start()   # the JSON lines
+    try:
+        for line in proc.stderr:
+            if "input ended" in line:
+                break
+        final = scrape(port)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(30)
+    assert code == 0
+    paths = expected(summary(capture))
+    assert sorted(p["transport"]["retransmissions"] for p in paths.values()) == [0, 47]
+    for (session, path), want in paths.items():
+        assert total(final, "rtrs_retransmissions_total", session=session, path=path) == \
+            want["transport"]["retransmissions"]

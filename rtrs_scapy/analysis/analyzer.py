@@ -78,6 +78,7 @@ class Analyzer:
         self.engine = None          # set by the engine that feeds this analyzer
         self.addr_cache = {}
         self.frames = self.ib_frames = self.malformed = self.cnps = 0
+        self.capture_lost_packets = 0      # RC packets whose PSNs no retransmission filled
         self.first_ts = self.last_ts = None   # seconds (the capture's first and last frame)
         self.link_types = set()
         self.link_type = None
@@ -371,10 +372,7 @@ class Analyzer:
     def events(self, rows):
         for row in rows:
             kind, frame, code = int(row[T.E_KIND]), int(row[T.E_FRAME]), int(row[T.E_A])
-            if kind == T.EV_PSN_GAP:
-                self.anomaly(frame, "psn_gap", "QP 0x%x: PSN %d where %d was expected",
-                             row[T.E_QPN], code, row[T.E_B])
-            elif kind == T.EV_PARTIAL_MESSAGE:
+            if kind == T.EV_PARTIAL_MESSAGE:
                 self.anomaly(frame, "partial_message", "last packet without its first")
             elif kind == T.EV_NAK:   # reported if the stream turns out to be RTRS's
                 self.bounds.keep("unattributed", self.naks, (frame, code, int(row[T.E_CONN]),
@@ -600,6 +598,7 @@ class Analyzer:
                 self.decided(path)
         self.traffic()
         self._harvest()
+        self._unmatched()
         for frame, syndrome, conn, slot, gen in self.naks:
             if self.stream_path(conn, slot, gen) is not None:
                 self.anomaly(frame, "nak", "AETH NAK syndrome 0x%02x" % syndrome)
@@ -648,10 +647,13 @@ class Analyzer:
             path.events.append(dict(event, kind="io_error"))
 
     def _harvest(self):
-        """Per-stream transport counters, summed into their paths."""
+        """Per-stream transport counters, summed into their paths; the packets the
+        capture lost (docs/PROTOCOL.md#capture-loss) also for the whole capture."""
         st = self.engine.streams.state
         for slot in np.flatnonzero(st[:, T.USED]).tolist():
             s = st[slot]
+            lost = int(s[T.SKIPPED] - s[T.FILLED])
+            self.capture_lost_packets += lost
             path = self.stream_path(s[T.CONN], slot, s[T.GEN])
             if path is None:
                 continue
@@ -660,9 +662,26 @@ class Analyzer:
             path.transport["rnr_naks"] += int(s[T.RNRS])
             path.transport["retransmissions"] += int(s[T.DUPS])
             path.transport["cnps"] += int(s[T.CNPS])
+            path.transport["capture_lost_packets"] += lost
             path.rtrs_packets += int(s[T.SEEN] + s[T.ACKS])
             if s[T.UNACKED_FRAME] >= 0 and s[T.UNACKED_DUPS] > 0 and s[T.CONN] >= 0:
                 self._stall(path, s)
+
+    def _unmatched(self):
+        """Responses no request waited for, on paths with a handshake: their requests
+        were lost with the packets the capture lost (docs/PROTOCOL.md#capture-loss), else
+        each is an anomaly."""
+        for path in self.live():
+            if not path.unmatched:
+                continue
+            if path.transport["capture_lost_packets"]:
+                path.responses_without_request += path.unmatched
+                continue
+            for frame, msg_id in path.unmatched_examples:
+                self.anomaly(frame, "unmatched_response", "no pending request for msg_id %d",
+                             msg_id)
+            self.anomaly_log.counts["unmatched_response"] += \
+                path.unmatched - len(path.unmatched_examples)
 
     def _stall(self, path, s):
         """A stream whose sender retransmitted a packet the peer never acknowledged: the

@@ -285,9 +285,11 @@ class IoBatch:
                         table)
         for k in np.flatnonzero(~answered).tolist():
             path = paths[spath[k]]
-            if path.sess_uuid is not None:
-                an.anomaly(int(rows[k, T.R_LAST_FRAME]), "unmatched_response",
-                           "no pending request for msg_id %d", msg_id[k])
+            if path.sess_uuid is not None:   # an anomaly unless the capture lost packets
+                path.unmatched += 1
+                if len(path.unmatched_examples) < an.bounds.size["examples"]:
+                    path.unmatched_examples.append((int(rows[k, T.R_LAST_FRAME]),
+                                                    int(msg_id[k])))
             else:
                 an.unmatched_responses += 1
                 path.responses_without_request += 1

@@ -120,10 +120,15 @@ class Path:
     queue_depth_source: Optional[str] = None   # handshake, inferred, assumed, forced
     partial_requests: int = 0           # counted, their first packets precede the capture
     header_only_requests: int = 0       # counted, the snaplen cut their trailer
-    responses_without_request: int = 0  # their request precedes the capture
+    responses_without_request: int = 0  # their request precedes the capture (or its loss)
+    # responses of a path with a handshake that no request waits for, and the first of them
+    # (frame, msg_id): the capture lost their requests, or they are anomalies (at the end)
+    unmatched: int = 0
+    unmatched_examples: List[tuple] = field(default_factory=list)
     in_flight_at_end: int = 0           # requests still unanswered when the capture ends
     transport: Dict[str, int] = field(default_factory=lambda: {
-        "acks": 0, "naks": 0, "rnr_naks": 0, "retransmissions": 0, "cnps": 0})
+        "acks": 0, "naks": 0, "rnr_naks": 0, "retransmissions": 0, "cnps": 0,
+        "capture_lost_packets": 0})
     rtrs_packets: int = 0               # data packets and ACKs of the path's streams
     # an inferred path merged into the handshake path it continues (linking.py), or why not
     link: Optional[dict] = None

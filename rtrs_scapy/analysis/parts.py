@@ -13,7 +13,7 @@ frames are renumbered, each stream gets one identity across the files, the
 CM handshake binds streams by (address, QP) as the engine would have, a
 message that started in one file and ended in the next is stitched back
 together, and a PSN that does not follow on from the previous file is the gap
-the single pass would have reported.  Requests answered in a later file are
+the single pass would have counted (packets the capture lost).  Requests answered in a later file are
 paired like any other: the pairing carries them from batch to batch.
 
 The files must follow each other in time (a ring buffer, ``tcpdump -C/-W/-G``);
@@ -42,7 +42,7 @@ from .analyzer import Analyzer
 EDGE = (T.K_HI, T.K_LO, T.K_QPN, T.SRC_HI, T.SRC_LO, T.NEXT_PSN, T.FIRST_PSN, T.FIRST_FRAME,
         T.LAST_FRAME, T.SEEN, T.DUPS, T.ACKS, T.NAKS, T.RNRS, T.CNPS, T.ACTIVE, T.M_SEND,
         T.M_FIRST_FRAME, T.M_FIRST_TS, T.M_LEN, T.M_PKTS, T.M_VA, T.M_RKEY, T.M_DMALEN,
-        T.M_PARTIAL, T.LAST_TS, T.ACK_IN, T.M_CUT)
+        T.M_PARTIAL, T.LAST_TS, T.ACK_IN, T.M_CUT, T.SKIPPED, T.FILLED)
 
 
 @dataclass
@@ -337,11 +337,9 @@ class _Reducer:
             expected = state[T.NEXT_PSN] if state[T.SEEN] else -1
             first_psn = edge[column(T.FIRST_PSN)]     # -1: only ACKs to it in this file
             if expected >= 0 and first_psn >= 0 and first_psn != expected:
-                self.an.anomaly(int(edge[column(T.FIRST_FRAME)]) + offset, "psn_gap",
-                                "QP 0x%x: PSN %d where %d was expected"
-                                % (key[2], first_psn, expected))
-                before = None
-            for name in (T.SEEN, T.DUPS, T.ACKS, T.NAKS, T.RNRS, T.CNPS):
+                state[T.SKIPPED] += (first_psn - expected) & T.PSN_MASK   # never filled:
+                before = None                             # a fill is a DUP, read in one pass
+            for name in (T.SEEN, T.DUPS, T.ACKS, T.NAKS, T.RNRS, T.CNPS, T.SKIPPED, T.FILLED):
                 state[name] += edge[column(name)]
             if edge[column(T.ACK_IN)] >= 0:
                 state[T.ACK_IN] = edge[column(T.ACK_IN)]

@@ -200,6 +200,7 @@ def summarize(analyzer, capture_info):
         "cm_retransmissions": analyzer.cm.cm_retransmissions,
         "unmatched_responses": analyzer.unmatched_responses,
         "cnps": analyzer.cnps,
+        "capture_lost_packets": analyzer.capture_lost_packets,
         "limits": analyzer.bounds.summary(analyzer.engine.streams.counters),
     })
     mirrors = [mirror_entry(code) for code in sorted(analyzer.mirrors)]

@@ -52,7 +52,7 @@ class Engine:
                 st.table, st.state, st.ring, st.head, st.tail, st.free, st.nfree,
                 st.counters, st.touched, self.rows, self.nr, self.arena, self.na, self.events,
                 self.ne,
-                packet_seq, st.sent)
+                packet_seq, st.sent, st.missing)
             if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
                 self.flush()
             if why == T.STOP_CM:
@@ -86,7 +86,7 @@ class Engine:
         Addresses are (hi, lo) pairs of signed 64-bit ints, as the rows carry them."""
         st = self.streams
         slot, st.nfree = T.bind(st.table, st.state, st.free, st.nfree, st.counters,
-                                address[0], address[1], qpn, conn, next_psn, frame)
+                                address[0], address[1], qpn, conn, next_psn, frame, st.missing)
         return slot
 
     def pair_streams(self, a, b):

@@ -5,7 +5,9 @@ One loop over a chunk's packets in capture order does what every packet needs
 direction of one QP pair, keyed by destination address and QP), check the PSN
 (a duplicate is a go-back-N retransmission: counted and dropped; a jump is a
 gap: the message in progress is abandoned, never completed with invented
-bytes), count ACKs, NAKs and CNPs, and assemble SEND and RDMA WRITE messages
+bytes, and the PSNs it skipped are remembered until a retransmission fills
+them: those never filled are the capture's loss, docs/PROTOCOL.md#capture-loss),
+count ACKs, NAKs and CNPs, and assemble SEND and RDMA WRITE messages
 from their FIRST/MIDDLE/LAST packets.  What it emits is small: one row per
 completed message (with the few bytes the analysis reads: the head of SENDs and
 READ data, the tail of requests, where RTRS puts trailer and RNBD header,
@@ -48,6 +50,7 @@ HEAD_WRITE = 64      # RNBD replies at the start of READ data (open_rsp: 56 B)
 TAIL_CAP = 512       # a request's user header and trailer (RNBD OPEN: 264 + 4 B)
 RING = 4             # packet locations kept per stream before their bytes are copied
 SENT = 64            # (psn, frame, stamp) of the last packets sent per stream, by psn
+WINDOW = 256         # PSNs behind the next expected one whose gaps a retransmission can fill
 MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
 
 # stream state columns
@@ -63,7 +66,10 @@ MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
  ACK_IN, PEER, PEER_GEN, ACKED_PSN, ACKED_FRAME, UNACKED_PSN, UNACKED_FRAME, UNACKED_TS,
  UNACKED_DUPS,
  # bytes of the message in progress that the snaplen cut
- M_CUT, S_COLUMNS) = range(49)
+ M_CUT,
+ # loss (docs/PROTOCOL.md#capture-loss): PSNs a gap skipped, and retransmitted packets
+ # that filled one of them; the difference is what the capture lost
+ SKIPPED, FILLED, S_COLUMNS) = range(51)
 
 # message row columns
 (R_SLOT, R_GEN, R_CONN, R_FIRST_FRAME, R_LAST_FRAME, R_FIRST_TS, R_LAST_TS, R_OPCODE, R_SEND,
@@ -76,8 +82,8 @@ MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
 # event row columns and kinds
 (E_KIND, E_FRAME, E_SLOT, E_GEN, E_CONN, E_A, E_B, E_QPN, E_DST_HI, E_DST_LO, E_SRC_HI,
  E_SRC_LO, E_COLUMNS) = range(13)
-(EV_PSN_GAP, EV_PARTIAL_MESSAGE, EV_NAK, EV_RNR, EV_UNKNOWN_OPCODE, EV_FOREIGN_OPCODE,
- EV_TRUNCATED, EV_CNP) = range(8)
+(EV_PARTIAL_MESSAGE, EV_NAK, EV_RNR, EV_UNKNOWN_OPCODE, EV_FOREIGN_OPCODE, EV_TRUNCATED,
+ EV_CNP) = range(7)
 
 # partial flags of a message row
 PARTIAL_START = 1    # the message's first packets are not in the capture
@@ -165,7 +171,8 @@ def _evict(table, state, free, nfree, counters):
 
 
 @njit
-def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_lo, frame):
+def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_lo, frame,
+          missing):
     """A new stream in a free slot (evicting when none is left); returns (slot, nfree)."""
     if nfree == 0:
         nfree = _evict(table, state, free, nfree, counters)
@@ -185,6 +192,7 @@ def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_
     _no_acks(s)
     s[FRESH_FRAME] = -1
     s[FIRST_FRAME] = s[LAST_FRAME] = frame
+    missing[slot, :] = 0
     counters[G_STREAMS] += 1
     return slot, nfree
 
@@ -228,6 +236,17 @@ def _acknowledged(state, sent, slot, psn, frame):
         s[UNACKED_FRAME], s[UNACKED_TS] = sent[slot, k, 1], sent[slot, k, 2]
     else:
         s[UNACKED_FRAME] = -1
+
+
+@njit
+def _skipped(s, missing, slot, expected, count):
+    """A gap: ``count`` PSNs from ``expected`` not in the capture (the last WINDOW of
+    them remembered, for a retransmission to fill); the message in progress is lost."""
+    s[SKIPPED] += count
+    for k in range(max(0, count - WINDOW), count):
+        missing[slot, ((expected + k) & PSN_MASK) % WINDOW] = 1
+    s[ACTIVE] = 0
+    s[SYNCED] = 0
 
 
 @njit
@@ -365,7 +384,8 @@ def _wants(send, imm):
 
 @compiled
 def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, head, tail,
-        free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq, sent):
+        free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq, sent,
+        missing):
     """Packets ``start`` … of a chunk (``packets``: capture.ib columns), appending to
     ``rows[nr:]``, ``arena[na:]`` and ``events[ne:]``; returns (next packet, why,
     rows, arena bytes, events, free slots)."""
@@ -407,7 +427,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         if cls == C_ACK:       # counted on the stream of the ACK's destination QP
             if slot < 0:
                 slot, nfree = _open(table, state, free, nfree, counters, bucket, dhi, dlo, qpn,
-                                    shi, slo, frame)
+                                    shi, slo, frame, missing)
             state[slot, ACKS] += 1
             syndrome = packets[i, P_SYNDROME]
             peer = state[slot, PEER]
@@ -435,7 +455,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         # -- RC SEND / RDMA WRITE ------------------------------------------------
         if slot < 0:
             slot, nfree = _open(table, state, free, nfree, counters, bucket, dhi, dlo, qpn,
-                                shi, slo, frame)
+                                shi, slo, frame, missing)
         s = state[slot]
         if s[SRC_HI] == 0 and s[SRC_LO] == 0:     # bound by the CM before its first packet
             s[SRC_HI], s[SRC_LO] = shi, slo
@@ -444,26 +464,33 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         s[LAST_FRAME] = frame
         s[SEEN] += 1
         expected = s[NEXT_PSN]
+        pos = optable[opcode, T_POS]
+        fill = False            # the first copy in the capture of a packet a gap skipped
         if expected >= 0 and psn != expected:
             if (psn - expected) & PSN_MASK >= HALF_PSN:
                 s[DUPS] += 1            # go-back-N retransmission: counted, dropped
                 if s[UNACKED_PSN] >= 0:
                     s[UNACKED_DUPS] += 1
-                continue
-            ne = _event(events, ne, EV_PSN_GAP, frame, slot, state, psn, expected, qpn,
-                        dhi, dlo, shi, slo)
-            s[ACTIVE] = 0
-            s[SYNCED] = 0
-        s[NEXT_PSN] = (psn + 1) & PSN_MASK
-        k = psn % SENT
-        sent[slot, k, 0], sent[slot, k, 1], sent[slot, k, 2] = psn, frame, stamps[i]
-        if s[UNACKED_PSN] < 0:
-            s[UNACKED_PSN] = psn
-        if s[UNACKED_PSN] == psn or s[UNACKED_FRAME] < 0:
-            s[UNACKED_FRAME], s[UNACKED_TS] = frame, stamps[i]
-        if s[FRESH_FRAME] < 0:               # the first new packet since the stream was bound
-            s[FRESH_FRAME], s[FRESH_TS] = frame, stamps[i]
-        s[LAST_TS] = stamps[i]
+                if (expected - psn) & PSN_MASK <= WINDOW and missing[slot, psn % WINDOW]:
+                    missing[slot, psn % WINDOW] = 0     # a gap filled: the network's loss
+                    s[FILLED] += 1
+                    fill = pos == P_ONLY                # a message of its own: taken
+                if not fill:
+                    continue
+            else:
+                _skipped(s, missing, slot, expected, (psn - expected) & PSN_MASK)
+        if not fill:
+            missing[slot, psn % WINDOW] = 0
+            s[NEXT_PSN] = (psn + 1) & PSN_MASK
+            k = psn % SENT
+            sent[slot, k, 0], sent[slot, k, 1], sent[slot, k, 2] = psn, frame, stamps[i]
+            if s[UNACKED_PSN] < 0:
+                s[UNACKED_PSN] = psn
+            if s[UNACKED_PSN] == psn or s[UNACKED_FRAME] < 0:
+                s[UNACKED_FRAME], s[UNACKED_TS] = frame, stamps[i]
+            if s[FRESH_FRAME] < 0:           # the first new packet since the stream was bound
+                s[FRESH_FRAME], s[FRESH_TS] = frame, stamps[i]
+            s[LAST_TS] = stamps[i]
         if not s[TOUCHED]:                    # the analysis looks at touched streams only
             s[TOUCHED] = 1
             touched[counters[G_TOUCHED]] = slot
@@ -473,7 +500,6 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             s[ACTIVE] = 0
             s[SYNCED] = 0
             continue
-        pos = optable[opcode, T_POS]
         send = optable[opcode, T_SEND]
         p_start, p_end = packets[i, P_START], packets[i, P_STOP]
         n_bytes = p_end - p_start
@@ -517,9 +543,10 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
                                 dhi, dlo, shi, slo)
                 else:
                     partial = PARTIAL_START
-            else:
+            elif not fill:
                 s[SYNCED] = 1
-            s[ACTIVE] = 0
+            if not fill:                  # a fill leaves the message in progress alone
+                s[ACTIVE] = 0
             seq = counters[G_SEQ]
             counters[G_SEQ] += 1
             row[R_FIRST_FRAME] = frame
@@ -585,7 +612,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
 
 
 @compiled
-def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame):
+def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame, missing):
     """The CM bound a stream to a connection (after a REP); returns (slot, nfree).
 
     A stream that belonged to another connection starts afresh (a QP number can
@@ -596,8 +623,9 @@ def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame
         state[slot, SYNCED] = 0
     if slot < 0:
         slot, nfree = _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, 0, 0,
-                            frame)
+                            frame, missing)
     state[slot, CONN] = conn
+    missing[slot, :] = 0
     _no_acks(state[slot])                 # a new PSN space (the analysis sets PEER)
     state[slot, NEXT_PSN] = next_psn
     state[slot, LAST_FRAME] = frame
@@ -616,6 +644,7 @@ class TransportState:
         self.state = np.zeros((max_streams, S_COLUMNS), dtype=np.int64)
         self.ring = np.zeros((max_streams, RING, 2), dtype=np.int64)
         self.sent = np.full((max_streams, SENT, 3), -1, dtype=np.int64)
+        self.missing = np.zeros((max_streams, WINDOW), dtype=np.uint8)   # PSNs a gap skipped
         self.head = np.zeros((max_streams, HEAD_SEND), dtype=np.uint8)
         self.tail = np.zeros((max_streams, TAIL_CAP), dtype=np.uint8)
         self.free = np.arange(max_streams - 1, -1, -1, dtype=np.int64)

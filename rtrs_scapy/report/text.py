@@ -143,7 +143,8 @@ def _queue(item):
 
 def _transport(transport):
     parts = ["retransmissions %d" % transport["retransmissions"], "NAKs %d" % transport["naks"]]
-    for key, label in (("rnr_naks", "RNR NAKs"), ("cnps", "CNPs")):
+    for key, label in (("rnr_naks", "RNR NAKs"), ("cnps", "CNPs"),
+                       ("capture_lost_packets", "lost by the capture")):
         if transport.get(key):
             parts.append("%s %d" % (label, transport[key]))
     return "transport: " + "  ".join(parts)
@@ -556,6 +557,10 @@ def render(summary):
     cut = _cut_line(summary)
     if cut:
         out.append(cut)
+    if cap.get("capture_lost_packets"):
+        out.append("  capture loss: %s not in the capture (PSN gaps no retransmission "
+                   "filled): a message whose last packet is lost is not counted"
+                   % plural(cap["capture_lost_packets"], "packet"))
     counters = _capture_counters(cap)
     if counters:
         out.append("  " + "  ".join(counters))

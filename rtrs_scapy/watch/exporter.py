@@ -34,6 +34,7 @@ class Exporter:
         self.requests = {}      # (session, path, op) -> [count, bytes, buckets, sum_s]
         self.errors = {}        # (session, path, errno name) -> count
         self.reconnects = {}    # (session, path) -> count
+        self.retransmissions = {}   # (session, path) -> RC packets sent again
         self.gauges = {}        # (session, path) -> (inflight, queue_depth, heartbeat_age)
         self.rnbd = {}          # (session, device, op) -> (count, bytes, errors), the
                                 # summary's RNBD view
@@ -67,6 +68,8 @@ class Exporter:
                     key = labels + (name,)
                     self.errors[key] = self.errors.get(key, 0) + count
                 self.reconnects[labels] = self.reconnects.get(labels, 0) + row.reconnects
+                self.retransmissions[labels] = self.retransmissions.get(labels, 0) + \
+                    row.retransmissions
                 gauges[labels] = (row.inflight, row.queue_depth, row.heartbeat_age_s)
             self.gauges = gauges
             self.rnbd = dict(interval.rnbd)
@@ -97,7 +100,12 @@ class Exporter:
                                          labels=["session", "path"])
         for key, count in sorted(self.reconnects.items()):
             reconnects.add_metric(list(key), count)
-        yield from (requests, size, errors, reconnects, latency)
+        retransmissions = CounterMetricFamily(
+            "rtrs_retransmissions", "RC packets of the path sent again (go-back-N)",
+            labels=["session", "path"])
+        for key, count in sorted(self.retransmissions.items()):
+            retransmissions.add_metric(list(key), count)
+        yield from (requests, size, errors, reconnects, retransmissions, latency)
         yield from self._gauges()
         yield from self._rnbd()
         yield CounterMetricFamily("rtrs_watch_intervals", "intervals read", value=self.intervals)

@@ -15,8 +15,8 @@ class Run:
                  age_out=None, stop=None):
         self.source, self.seconds, self.stop = source, seconds, stop
         self.speed = speed if replay else None
-        self.watcher = Watcher(queue_depth=queue_depth, **({"age_out": age_out}
-                                                           if age_out is not None else {}))
+        self.watcher = Watcher(queue_depth=queue_depth, live=source.live,
+                               **({"age_out": age_out} if age_out is not None else {}))
         self.capture = None
         self.ended = False
 

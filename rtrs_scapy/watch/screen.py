@@ -21,10 +21,11 @@ from . import words
 from .inputs import WatchError
 from .stats import OPS, percentile
 
-#: (key, title, width) of the table's columns: 78 characters with their spaces
-COLUMNS = (("path", "SESSION / PATH", 21), ("state", "STATE", 7), ("iops", "R/W IOPS", 9),
+#: (key, title, width) of the table's columns: 80 characters with their spaces (errors by
+#: name are in the path's details and the event log)
+COLUMNS = (("path", "SESSION / PATH", 21), ("state", "STATE", 8), ("iops", "R/W IOPS", 9),
            ("mbs", "R/W MB/s", 9), ("lat", "p50/p99ms", 10), ("queue", "INFL/QD", 8),
-           ("errors", "ERRORS", 7), ("rc", "RC", 3), ("hb", "HB", 4))
+           ("errors", "ERR", 4), ("rtx", "RTX", 4), ("rc", "RC", 3), ("hb", "HB", 4))
 SORTS = ("session", "iops", "throughput", "latency", "errors")
 EVENT_LINES = 500       # kept in the log
 PATH_EVENTS = 8         # kept per path for its details
@@ -202,13 +203,15 @@ class WatchApp(App):
         width = COLUMNS[0][2] - 1
         name = words.path_name(row)
         name = name if len(name) <= width else name[:width - 1] + "…"
-        return (" " + name, row.state[:6],
+        return (" " + name, row.state[:COLUMNS[1][2] - 1],
                 "%s/%s" % (words.count(words.rate(ops["read"].count, seconds)),
                            words.count(words.rate(ops["write"].count, seconds))),
                 "%s/%s" % (words.megabytes(ops["read"].bytes, seconds),
                            words.megabytes(ops["write"].bytes, seconds)),
                 latency, "%d/%s" % (row.inflight, row.queue_depth or "?"),
-                words.errors(row)[:COLUMNS[6][2] - 1], str(row.reconnects_total),
+                words.count(sum(row.stats.errors.values())),
+                words.count(row.retransmissions),
+                str(row.reconnects_total),
                 words.heartbeat(row.heartbeat_age_s))
 
     def _selected(self):

@@ -3,7 +3,11 @@
 ``Watcher.feed(chunk)`` runs the engine; ``Watcher.interval(now, seconds)``
 flushes it (the IO rows of the interval come out), sums the rows per path
 (stats.py) and reads the path state from the analyzer: queue depth, requests
-in flight, reconnects, the last heartbeat and the summary's events.  The
+in flight, reconnects, the last heartbeat and the summary's events; and from
+the engine's streams the retransmissions and the transmissions still not
+acknowledged (a path whose oldest one waits for more than an interval is
+``stalled``, docs/PROTOCOL.md#stalls).  Ages are on the capture's clock: for
+live input, the last record's stamp plus the wall time since it was read.  The
 analyzer keeps no latency lists (its percentiles are the summary's, the
 interval's come from the rows), so memory stays flat with the stream's length;
 paths that went quiet (no IO, heartbeat or CM message for ``age_out`` seconds)
@@ -11,6 +15,7 @@ leave the view, their totals stay with the exporter.
 """
 
 import datetime
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +23,7 @@ import numpy as np
 from ..analysis import Analyzer
 from ..analysis.summary import path_summary
 from ..engine import Engine
+from ..engine import transport as T
 from .stats import OPS, IntervalRows, PathStats
 
 #: seconds without IO, heartbeat or CM message after which a path leaves the view
@@ -51,6 +57,8 @@ class PathRow:
     heartbeat_age_s: object
     devices: dict = field(default_factory=dict)
     details: dict = field(default_factory=dict)   # for the screen's path details
+    retransmissions: int = 0    # in this interval
+    stall: object = None        # the oldest transmission not acknowledged: frame, time, sender
 
     def json(self):
         ops = {op: {"count": self.stats.ops[op].count, "bytes": self.stats.ops[op].bytes,
@@ -59,7 +67,10 @@ class PathRow:
                 "server": self.server, "state": self.state, "read": ops["read"],
                 "write": ops["write"], "inflight": self.inflight,
                 "queue_depth": self.queue_depth, "errors": dict(self.stats.errors),
-                "reconnects": self.reconnects, "heartbeat_age_s": self.heartbeat_age_s}
+                "reconnects": self.reconnects, "heartbeat_age_s": self.heartbeat_age_s,
+                "retransmissions": self.retransmissions,
+                "stall": None if self.stall is None else dict(self.stall,
+                                                              time=iso(self.stall["time"]))}
 
 
 @dataclass
@@ -85,30 +96,38 @@ def session_label(session):
     return session.sessname or session.paths_uuid or "(no handshake)"
 
 
-def path_state(path):
-    """up, down (the client tries to get it back), closed, connecting, or active
-    (IO seen, handshake not in the capture)."""
+def path_state(path, stall=None):
+    """up, stalled (up, but a transmission waits for its acknowledgement for more than
+    an interval), down (its heartbeats lost, disconnected by the server, or reconnecting:
+    the client gets it back), closed (for good: the client disconnected it of its own
+    accord, or it was never established), connecting, or active (IO seen, handshake not
+    in the capture)."""
     if path.up:
-        return "up"
+        return "stalled" if stall is not None else "up"
     if path.up is False:
-        return "down" if path.down is not None and path.down["outage"] else "closed"
+        down = path.down
+        if down is None or (down["cause"] == "client_disconnect" and not down["outage"]):
+            return "closed"
+        return "down"
     return "connecting" if path.attempts else "active"
 
 
 class _View:
     """What the watcher remembers of a path between intervals."""
-    __slots__ = ("last_active", "reconnects", "heartbeat", "events_seen", "state")
+    __slots__ = ("last_active", "reconnects", "retransmissions", "heartbeat", "events_seen",
+                 "state")
 
     def __init__(self, now):
         self.last_active = now
         self.reconnects = 0
+        self.retransmissions = 0
         self.heartbeat = None
         self.events_seen = set()
         self.state = None
 
 
 class Watcher:
-    def __init__(self, queue_depth=None, age_out=AGE_OUT_S):
+    def __init__(self, queue_depth=None, age_out=AGE_OUT_S, live=False):
         self.rows = IntervalRows()
         self.analyzer = Analyzer(keep_messages=False, queue_depth=queue_depth,
                                  io_sink=self.rows, keep_latencies=False)
@@ -118,6 +137,9 @@ class Watcher:
         self.memory = {}            # path id -> _View of every path (small: counters, keys)
         self.cm_paths = set()       # paths a CM MAD or a heartbeat touched since the last interval
         self.unattributed = 0       # heartbeats of streams without handshake looked at
+        self.live = live            # intervals of the wall clock (a pipe, an interface)
+        self.last_stamp = None      # the last record's stamp (s) and when it was read
+        self.read_at = None
         self._hook_cm()
 
     def _hook_cm(self):
@@ -147,6 +169,14 @@ class Watcher:
 
     def feed(self, chunk):
         self.engine.feed(chunk)
+        if len(chunk):
+            self.last_stamp, self.read_at = int(chunk.stamps[-1]) / 1e9, time.time()
+
+    def clock(self, now):
+        """The capture's clock at the end of an interval that ends at ``now``."""
+        if not self.live or self.last_stamp is None:
+            return now
+        return self.last_stamp + max(0.0, now - self.read_at)
 
     def interval(self, now, seconds, final=False):
         """The interval that ends at ``now`` (seconds since the epoch)."""
@@ -157,6 +187,8 @@ class Watcher:
             an.cm.finish()
             self.cm_paths.update(an.path_list)
         stats = self.rows.take()
+        clock = self.clock(now)
+        transport = self._transport(clock, seconds)
         self._stream_heartbeats(now)
         touched = sorted({path.id for path in self.cm_paths})
         self.cm_paths.clear()
@@ -166,8 +198,11 @@ class Watcher:
             path, view = an.path_list[pid], self._memory(pid, now)
             fresh = self._cm_events(path, view)
             events.extend(fresh)
-            recent = view.heartbeat is not None and now - view.heartbeat <= self.age_out
+            recent = view.heartbeat is not None and clock - view.heartbeat <= self.age_out
             if fresh or recent or path_state(path) != view.state:
+                active.add(pid)
+        for pid, (total, stall) in transport.items():
+            if stall is not None or total != self._memory(pid, now).retransmissions:
                 active.add(pid)
         inflight = np.bincount(an.carry["path"], minlength=len(an.path_list))
         for pid in active:
@@ -177,15 +212,21 @@ class Watcher:
         rows = []
         for pid in sorted(self.views, key=lambda i: (an.session_ids[an.path_list[i].session], i)):
             path, view = an.path_list[pid], self.views[pid]
-            state = path_state(path)
+            total, stall = transport.get(pid, (0, None))
+            state = path_state(path, stall)
             if state != view.state:
+                if state == "stalled":
+                    events.append(self._event(path, dict(stall, kind="stalled")))
                 view.state, view.last_active = state, now
             if (now - view.last_active > self.age_out and not inflight[pid]
                     and pid not in stats):
                 del self.views[pid]
                 continue
             rows.append(self._row(path, view, stats.get(pid) or PathStats(), int(inflight[pid]),
-                                  now, state))
+                                  clock, state))
+            rows[-1].retransmissions = total - view.retransmissions
+            view.retransmissions = total
+            rows[-1].stall = stall if state == "stalled" else None
             events.extend(self._io_events(path, rows[-1].stats))
         events.sort(key=lambda e: (e["time"], e["frame"] or 0))
         return Interval(now, seconds, rows, events, final, self._rnbd())
@@ -206,6 +247,29 @@ class Watcher:
                                    errors + stats["errors"])
         return totals
 
+    def _transport(self, clock, seconds):
+        """Per path id: (its streams' retransmissions so far, the oldest transmission of
+        an established connection not acknowledged for more than ``seconds``, or None)."""
+        an, st = self.analyzer, self.engine.streams.state
+        used = np.flatnonzero(st[:, T.USED])
+        used = used[(st[used, T.DUPS] > 0) | (st[used, T.UNACKED_FRAME] >= 0)]
+        out = {}
+        for slot, s in zip(used.tolist(), st[used].tolist()):
+            path = an.stream_path(s[T.CONN], slot, s[T.GEN])
+            if path is None:
+                continue
+            total, stall = out.get(path.id, (0, None))
+            total += s[T.DUPS]
+            if s[T.UNACKED_FRAME] >= 0 and s[T.CONN] >= 0 and s[T.PEER] >= 0 \
+                    and clock - s[T.UNACKED_TS] / 1e9 > seconds > 0 \
+                    and (stall is None or s[T.UNACKED_FRAME] < stall["frame"]):
+                conn, c2s = an.conns[s[T.CONN]]
+                if conn.state == "established":
+                    stall = {"frame": s[T.UNACKED_FRAME], "time": s[T.UNACKED_TS] / 1e9,
+                             "sender": "client" if c2s else "server"}
+            out[path.id] = (total, stall)
+        return out
+
     def _stream_heartbeats(self, now):
         """Heartbeats of streams whose handshake is not in the capture: the analyzer
         counts them at the end; their time tells the age as soon as the stream's
@@ -221,10 +285,10 @@ class Watcher:
             self.cm_paths.add(an.path_list[known[0]])
         self.unattributed = len(pending)
 
-    def _row(self, path, view, stats, inflight, now, state):
+    def _row(self, path, view, stats, inflight, clock, state):
         reconnects = path.reconnects - view.reconnects
         view.reconnects = path.reconnects
-        age = None if view.heartbeat is None else round(max(0.0, now - view.heartbeat), 3)
+        age = None if view.heartbeat is None else round(max(0.0, clock - view.heartbeat), 3)
         details = {"queue_depth_source": path.queue_depth_source, "pathname": path.pathname,
                    "reconnect_attempts": path.reconnect_attempts, "failovers": path.failovers,
                    "heartbeats": dict(path.heartbeats), "cids": path.cid_num,
@@ -240,7 +304,10 @@ class Watcher:
         for event in path_summary(path)["events"]:
             if event["kind"] not in CM_EVENTS:
                 continue
-            key = (event["kind"], event["frame"], event["time"], event.get("up_frame"))
+            if event["kind"] == "outage":   # one at a time; its start moves to the stall
+                key = ("outage", event["cause"], event["up_frame"])   # found at the end
+            else:
+                key = (event["kind"], event["frame"], event["time"], event.get("up_frame"))
             if key in view.events_seen:
                 continue
             view.events_seen.add(key)

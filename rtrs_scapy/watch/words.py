@@ -43,12 +43,6 @@ def path_name(row):
     return "%s→%s" % (row.client, row.server)
 
 
-def errors(row):
-    if not row.stats.errors:
-        return ""
-    return " ".join("%s:%d" % (name, n) for name, n in sorted(row.stats.errors.items()))
-
-
 def heartbeat(age):
     """Seconds since the last heartbeat, at most 4 characters."""
     if age is None:
@@ -77,6 +71,9 @@ def event_text(event):
         if event.get("duration_s") is None:
             return "down (%s)" % event.get("cause")
         return "outage %.3f s (%s)" % (event["duration_s"], event.get("cause"))
+    if kind == "stalled":
+        return "stalled: the %s's frame %d never acknowledged" % (event["sender"],
+                                                                  event["frame"])
     if kind == "heartbeat_lost":
         return "heartbeats lost (last %s)" % clock(event["last_time"])
     if kind == "io_error":
