@@ -6,6 +6,7 @@ text, frames 1-based, latencies in microseconds.
 
 from .cm_tracker import HEARTBEAT_TIMEOUT_S
 from .model import OPS
+from .naming import unique_labels
 from ..capture.links import address_text
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
@@ -155,10 +156,13 @@ def _events(path):
 def summarize(analyzer, capture_info):
     analyzer.cm.finish()
     sessions = []
-    for session in analyzer.sessions.values():
+    models = list(analyzer.sessions.values())
+    labels = unique_labels([s.label for s in models], [s.paths_uuid for s in models])
+    for session, label in zip(models, labels):
         sessions.append({
             "sessname": session.sessname,
             "paths_uuid": session.paths_uuid,
+            "label": label,
             "paths": [path_summary(p) for p in session.paths],
             "rnbd": analyzer.rnbd_view.summary(session),
         })

@@ -1,0 +1,56 @@
+"""What a kernel line says that the capture shows too (the printk formats of
+drivers/infiniband/ulp/rtrs and drivers/block/rnbd, and the block layer's
+``I/O error`` line).
+
+Each event is a dict with ``kind``: ``io_error`` (block layer: ``dev`` rnbdN,
+``sector``, ``op``), ``io_failed`` (RTRS: ``session``, ``errno``, ``client``,
+``server``), ``open_failed`` (RNBD: ``session``, ``device`` path, ``errno``),
+``reject`` (``session``), ``disconnect`` (``session``, ``device``).
+"""
+
+import re
+
+_IP = r"ip:([0-9A-Fa-f:.]+)"
+PATTERNS = (
+    ("io_error", re.compile(r"I/O error, dev (?P<dev>rnbd\d+), sector (?P<sector>\d+) "
+                            r"op 0x[0-9a-f]+:\((?P<op>[A-Z_]+)\)")),
+    ("io_failed", re.compile(r"<(?P<session>[^>]+)>: IO request failed: error=-(?P<errno>\d+) "
+                             r"path=" + _IP + "@" + _IP)),
+    ("io_failed", re.compile(r"<(?P<session>[^>]+)>: Processing (?:read|write) request "
+                             r"failed, .*err: -(?P<errno>\d+)")),
+    ("open_failed", re.compile(r"<(?P<device>/[^@>]+)@(?P<session>[^>]+)> Opening failed, "
+                               r"server responded: -(?P<errno>\d+)")),
+    ("open_failed", re.compile(r"Opening device '(?P<device>[^']+)' on session "
+                               r"(?P<session>\S+) failed.*err: -(?P<errno>\d+)")),
+    ("reject", re.compile(r"<(?P<session>[^>]+)>: Connect rejected")),
+    ("disconnect", re.compile(r"<(?P<device>/[^@>]+)@(?P<session>[^>]+)> "
+                              r"Device disconnected")),
+)
+
+#: the block layer's op names as RNBD's (the summary's ``rnbd_op``)
+BLOCK_OPS = {"READ": "read", "WRITE": "write", "FLUSH": "flush", "DISCARD": "discard",
+             "SECURE_ERASE": "secure_erase", "WRITE_ZEROES": "write_zeroes"}
+
+
+def event_of(text):
+    """The event a line shows, or None."""
+    for kind, pattern in PATTERNS:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        found = {k: v for k, v in match.groupdict().items() if v is not None}
+        event = {"kind": kind}
+        if kind == "io_error":
+            event.update(dev=found["dev"], sector=int(found["sector"]),
+                         op=BLOCK_OPS.get(found["op"], found["op"].lower()))
+            return event
+        event["session"] = found["session"]
+        if "errno" in found:
+            event["errno"] = -int(found["errno"])
+        if "device" in found:
+            event["device"] = found["device"]
+        groups = match.groups()
+        if kind == "io_failed" and len(groups) == 4:
+            event["client"], event["server"] = groups[2], groups[3]
+        return event
+    return None
