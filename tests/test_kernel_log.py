@@ -20,7 +20,8 @@ from rtrs_scapy.cli import main
 ERRORS = real_pcap("errors")
 CLIENT_LOG = REAL_PCAPS / "errors.client.log.gz"
 SERVER_LOG = REAL_PCAPS / "errors.server.log.gz"
-IO_ERROR = re.compile(r"^\[\s*(\d+\.\d+)\] (I/O error, dev (\w+), sector (\d+) op 0x\w+:\((\w+)\).*)$")
+IO_ERROR = re.compile(r"^\[\s*(\d+\.\d+)\] "
+                      r"(I/O error, dev (\w+), sector (\d+) op 0x\w+:\((\w+)\).*)$")
 KERNEL_LINE = re.compile(r"^\[\s*(\d+\.\d+)\] (.*)$")
 MAP = re.compile(r'^@@MAP rc=0 dev=(\w+) opts=".*sessname=(\w+).*device_path=(\S+?)[ "]')
 WALL = re.compile(r"\bwall=(\d+)\b")
