@@ -180,7 +180,8 @@ def test_wall_clock_formats_give_the_same_offset(merged, tmp_path, name, stamp, 
 
 def test_a_log_without_shared_events_or_no_log_at_all(tmp_path):
     junk = tmp_path / "junk.log"
-    junk.write_bytes(bytes(range(256)) * 64 + b"\n[ 1.0] rnbd: nothing the capture shows\n")
+    junk.write_bytes(bytes(range(256)) * 64 + b"x" * (8 << 20) +
+                     b"\n[ 1.0] rnbd: nothing the capture shows\n")
     summary, stderr = summary_json("--kernel-log", junk)
     (entry,) = summary["kernel_logs"]
     assert entry["lines"] == 1 and entry["offset_s"] is None

@@ -55,8 +55,8 @@ def read_log(path, year=None):
     which have none (the capture's).  OSError when it cannot be read."""
     log = KernelLog(os.path.basename(path))
     with _open(path) as text:
-        for number, raw in enumerate(text, 1):
-            parsed = parse_line(raw[:MAX_LINE].rstrip("\r\n"), year)
+        for number, raw in enumerate(_lines(text), 1):
+            parsed = parse_line(raw.rstrip("\r\n"), year)
             if parsed is None or not WANTED.search(parsed[2]):
                 log.skipped += 1
                 continue
@@ -68,6 +68,21 @@ def read_log(path, year=None):
                 continue
             log.lines.append(Line(stamp, body.strip(), number))
     return log
+
+
+def _lines(text):
+    """The lines of ``text``, each cut at MAX_LINE characters: a line without an end
+    costs no more memory than a short one."""
+    while True:
+        line = text.readline(MAX_LINE)
+        if not line:
+            return
+        rest = line
+        while not rest.endswith("\n"):     # skip the rest of an overlong line
+            rest = text.readline(MAX_LINE)
+            if not rest:
+                break
+        yield line
 
 
 def parse_line(raw, year=None):
