@@ -211,3 +211,25 @@ def test_report_shows_the_kernel_lines_and_the_client_names(tmp_path):
     assert "/dev/does_not_exist" in html
     assert "I/O error, dev rnbd0, sector 14336" in html
     assert "0 /dev/loop0 (rnbd0)" in html
+
+
+def test_failover_consoles_meet_the_rejected_reconnects():
+    """failover (PROVENANCE.md): two reconnect attempts end in a CM REJ sent by the
+    client (its init_conns() failed lines), which the server logs as CM errors."""
+    capture = real_pcap("failover")
+    client, server = (REAL_PCAPS / ("failover.%s.log.gz" % h) for h in ("client", "server"))
+    result = run("summary", capture, "--format", "json", "-q", "--kernel-log", client,
+                 "--kernel-log", server)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    rejects = [e for s in summary["sessions"] for p in s["paths"] for e in p["events"]
+               if e["kind"] == "reject"]
+    assert len(rejects) == 2
+    for entry, path in zip(summary["kernel_logs"], (client, server)):
+        assert entry["events_matched"] == 2 and entry["uncertainty_s"] < 0.002
+        assert abs(entry["offset_s"] - wall_minus_uptime(path)) < 2
+    placed = [e for s in summary["sessions"] for p in s["paths"] for e in p["events"]
+              if e["kind"] == "kernel_log" and re.search(r"init_conns|CM error", e["text"])]
+    assert len(placed) == 4
+    for line in placed:
+        assert min(abs(line["time"] - r["time"]) for r in rejects) < 0.002

@@ -5,17 +5,19 @@ drivers/infiniband/ulp/rtrs and drivers/block/rnbd, and the block layer's
 Each event is a dict with ``kind``: ``io_error`` (block layer: ``dev`` rnbdN,
 ``sector``, ``op``), ``io_failed`` (RTRS: ``session``, ``errno``, ``client``,
 ``server``), ``open_failed`` (RNBD: ``session``, ``device`` path, ``errno``),
-``reject`` (``session``), ``disconnect`` (``session``, ``device``).
+``reject`` (a CM REJ, or the connection attempt it ended: ``session``, or the path's
+``client`` and ``server``), ``disconnect`` (``session``, ``device``).
 """
 
 import re
 
-_IP = r"ip:([0-9A-Fa-f:.]+)"
+_CLIENT = r"ip:(?P<client>[0-9A-Fa-f:.]+)"
+_SERVER = r"ip:(?P<server>[0-9A-Fa-f:.]+)"
 PATTERNS = (
     ("io_error", re.compile(r"I/O error, dev (?P<dev>rnbd\d+), sector (?P<sector>\d+) "
                             r"op 0x[0-9a-f]+:\((?P<op>[A-Z_]+)\)")),
     ("io_failed", re.compile(r"<(?P<session>[^>]+)>: IO request failed: error=-(?P<errno>\d+) "
-                             r"path=" + _IP + "@" + _IP)),
+                             r"path=" + _CLIENT + "@" + _SERVER)),
     ("io_failed", re.compile(r"<(?P<session>[^>]+)>: Processing (?:read|write) request "
                              r"failed, .*err: -(?P<errno>\d+)")),
     ("open_failed", re.compile(r"<(?P<device>/[^@>]+)@(?P<session>[^>]+)> Opening failed, "
@@ -23,6 +25,10 @@ PATTERNS = (
     ("open_failed", re.compile(r"Opening device '(?P<device>[^']+)' on session "
                                r"(?P<session>\S+) failed.*err: -(?P<errno>\d+)")),
     ("reject", re.compile(r"<(?P<session>[^>]+)>: Connect rejected")),
+    ("reject", re.compile(r"<(?P<session>[^>]+)>: init_conns\(\) failed: err=-\d+ path=" +
+                          _CLIENT + "@" + _SERVER)),
+    ("reject", re.compile(r"<" + _SERVER + "@" + _CLIENT + r">: CM error \(CM event: "
+                          r"rejected")),
     ("disconnect", re.compile(r"<(?P<device>/[^@>]+)@(?P<session>[^>]+)> "
                               r"Device disconnected")),
 )
@@ -44,13 +50,13 @@ def event_of(text):
             event.update(dev=found["dev"], sector=int(found["sector"]),
                          op=BLOCK_OPS.get(found["op"], found["op"].lower()))
             return event
-        event["session"] = found["session"]
+        if "session" in found:
+            event["session"] = found["session"]
         if "errno" in found:
             event["errno"] = -int(found["errno"])
         if "device" in found:
             event["device"] = found["device"]
-        groups = match.groups()
-        if kind == "io_failed" and len(groups) == 4:
-            event["client"], event["server"] = groups[2], groups[3]
+        if "client" in found:
+            event["client"], event["server"] = found["client"], found["server"]
         return event
     return None

@@ -134,17 +134,18 @@ def _fit(log_events, capture, tolerance):
     if not pairs:
         return None
     pairs.sort()
-    best, end = None, 0
-    for start in range(len(pairs)):
-        end = max(end, start)
-        while end + 1 < len(pairs) and pairs[end + 1][0] - pairs[start][0] <= tolerance:
+    best, end, seen, distinct = None, 0, {}, 0
+    for start in range(len(pairs)):      # windows of ``tolerance``, one pass (two ends)
+        while end < len(pairs) and pairs[end][0] - pairs[start][0] <= tolerance:
+            seen[pairs[end][1]] = seen.get(pairs[end][1], 0) + 1
+            distinct += seen[pairs[end][1]] == 1
             end += 1
-        window = pairs[start:end + 1]
-        count = len({n for _, n in window})
-        spread = window[-1][0] - window[0][0]
-        if best is None or (count, -spread) > (best[0], -best[1]):
-            best = (count, spread, window)
-    _, _, window = best
+        spread = pairs[end - 1][0] - pairs[start][0]
+        if best is None or (distinct, -spread) > (best[0], -best[1]):
+            best = (distinct, spread, start, end)
+        seen[pairs[start][1]] -= 1
+        distinct -= seen[pairs[start][1]] == 0
+    window = pairs[best[2]:best[3]]
     middle = statistics.median(d for d, _ in window)
     chosen = {}
     for d, n in window:
@@ -168,7 +169,8 @@ def _matches(events, offset, capture, tolerance):
         at = line.stamp + offset
         caps = capture[event["kind"]]
         lo = bisect.bisect_left(times[event["kind"]], at - tolerance)
-        hi = bisect.bisect_right(times[event["kind"]], at + tolerance)
+        hi = min(bisect.bisect_right(times[event["kind"]], at + tolerance),
+                 lo + FIT_CANDIDATES)
         near = [c for c in caps[lo:hi] if _compatible(event, c)]
         if near:
             out[line.number] = (event, min(near, key=lambda c: abs(c["time"] - at)))
