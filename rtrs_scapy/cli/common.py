@@ -161,7 +161,7 @@ def with_kernel_logs(summary, kernel_logs, device_map, say=True):
     Returns the placed lines for ``messages``."""
     from ..analysis.naming import apply_device_map
     from ..kernel_log import merge, read_log
-    from ..report.words import utc_iso
+    from ..report.words import clock_offset_text, utc_iso
     year = int(utc_iso(summary["capture"]["first_ts"])[:4]) \
         if summary["capture"]["first_ts"] else None
     logs = []
@@ -173,15 +173,9 @@ def with_kernel_logs(summary, kernel_logs, device_map, say=True):
                 from None
     placed = merge(summary, logs) if logs else []
     for entry in summary.get("kernel_logs", ()) if say else ():
-        click.echo("kernel log %s: %s" % (entry["file"], clock_text(entry)), err=True)
+        click.echo("kernel log %s: %s" % (entry["file"], clock_offset_text(entry)), err=True)
     chosen(apply_device_map, "--device-map", summary["sessions"], list(device_map))
     return placed
-
-
-def clock_text(entry):
-    """The offset of one merged log, as the summary and stderr say it."""
-    from ..report.words import clock_offset_text
-    return clock_offset_text(entry)
 
 
 def chosen(find, option, *args):
