@@ -48,5 +48,12 @@ if ! command -v man >/dev/null 2>&1; then
     apt_install man-db
 fi
 
+# prometheus: PromQL over `watch --prometheus` is held to the summary
+# (tests/test_watch_promql.py)
+if ! command -v prometheus >/dev/null 2>&1; then
+    echo "test.sh: installing prometheus" >&2
+    apt_install prometheus
+fi
+
 ensure_venv "[test]"
 exec .venv/bin/python -m pytest -q "$@"

@@ -133,15 +133,24 @@ def test_session_selects_exactly_that_session():
         assert records(ERRORS, "--session", sess_uuid) == selected
         assert records(ERRORS, "--session", selected[0]["paths_uuid"]) == selected
         by_session[name] = selected
-    rejected = [m for m in everything if m["session"] is None]
+    rejected = [m for m in everything if m["session"] not in by_session]
     assert {m["msg"] for m in rejected} == {"conn_req", "conn_rej"}
     assert len(everything) == len(rejected) + sum(map(len, by_session.values()))
+    # unnamed (labrej's REJ carries no name): one label, the one --session accepts
+    (label,) = {m["session"] for m in rejected}
+    assert label == rejected[0]["paths_uuid"][:8]
+    assert records(ERRORS, "--session", label) == rejected
+    assert records(ERRORS, "--session", rejected[0]["sess_uuid"][:6]) == rejected
 
 
 def test_unknown_session_is_a_usage_error_listing_the_sessions():
     result = run("messages", ERRORS, "--session", "lab")
     assert result.exit_code == 2 and result.stdout == ""
-    assert "no session 'lab'" in result.stderr
+    assert "more than one session 'lab'" in result.stderr
+    assert "laberr: paths_uuid" in result.stderr and "lab1: paths_uuid" in result.stderr
+    result = run("messages", ERRORS, "--session", "nosuch")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "no session 'nosuch'" in result.stderr
     for m in records(ERRORS, "--msg", "conn_req"):
         assert m["sess_uuid"] in result.stderr
     assert "laberr: paths_uuid" in result.stderr and "lab1: paths_uuid" in result.stderr
@@ -203,7 +212,9 @@ def test_device_op_and_sector_filters_against_the_workload():
     assert {m["frame"] for m in selected if m["msg"] == "io_rsp"} == \
         {m["paired_frame"] for m in requests}
     assert records(pcap, "--device", "0", "--op", "write", "--sector", "0-63") == selected
-    assert records(pcap, "--device", "/dev/nosuch") == []
+    unknown = run("messages", pcap, "--device", "/dev/nosuch")
+    assert unknown.exit_code == 2 and unknown.stdout == ""
+    assert "no device '/dev/nosuch'" in unknown.stderr and "/dev/ram0" in unknown.stderr
     flushes = records(real_pcap("discard"), "--op", "flush", "--msg", "read")
     assert flushes and all(m["rnbd"]["sector"] is None for m in flushes)
     assert not any("18446744073709551615" in line

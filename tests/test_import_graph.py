@@ -73,6 +73,7 @@ def test_layout_imports_the_layers_and_no_engine():
 
 #: each sub-package's place: a module imports only from its own place or lower ones
 RANKS = {"spec": 0, "layers": 1, "layout": 2, "capture": 3, "engine": 4, "analysis": 5,
+         "kernel_log": 5,
          "report": 6, "craft": 6, "wireshark": 6, "tables": 7, "watch": 7, "cli": 8}
 
 

@@ -113,9 +113,9 @@ def test_several_files_are_one_capture(tmp_path):
     (("plot", "nosuch", "{pcap}", "-o", "x.png"), "KIND"),
     (("plot", "load", "{pcap}", "-o", "x.jpg"), ".png or .svg"),
     (("plot", "load", "{pcap}", "-o", "x.png", "--session", "nosuch"),
-     "its sessions: (name not in the capture) 6c9c36cf, laberr, lab1"),
+     "its sessions: 6c9c36cf: paths_uuid 6c9c36cf-"),
     (("plot", "sizes", "{pcap}", "-o", "x.png", "--device", "7"),
-     "its devices: 0 /dev/loop0, 1 /dev/ram1"),
+     "0 /dev/loop0 in lab1, 1 /dev/ram1 in lab1"),
     (("report", "{pcap}"), "-o"),
 ])
 def test_usage_errors_exit_2(args, message, tmp_path):

@@ -73,19 +73,18 @@ def block(out, title):
 ERRORS = [  # as the kernel logged them: rnbd0 = /dev/loop0 (maps), sector 14336
     {"time": T0 + 4.741873, "frame": 227, "request_frame": 225, "op": "write", "errno": -5,
      "name": "EIO", "rnbd": "io", "cid": 1, "device_id": 0, "device": "/dev/loop0",
-     "rnbd_op": "write", "sector": 14336, "bi_size": 4096, "dev_path": None},
+     "rnbd_op": "write", "sector": 14336, "bi_size": 4096},
     {"time": T0 + 4.738854, "frame": 218, "request_frame": 215, "op": "read", "errno": -5,
      "name": "EIO", "rnbd": "io", "cid": 2, "device_id": 0, "device": "/dev/loop0",
-     "rnbd_op": "read", "sector": 14336, "bi_size": 4096, "dev_path": None},
+     "rnbd_op": "read", "sector": 14336, "bi_size": 4096},
     {"time": T0 + 45.391275, "frame": 391, "request_frame": 388, "op": "read", "errno": -107,
      "name": "ENOTCONN", "rnbd": "io", "cid": 2, "device_id": 1, "device": "/dev/ram1",
-     "rnbd_op": "read", "sector": 0, "bi_size": 4096, "dev_path": None},
+     "rnbd_op": "read", "sector": 0, "bi_size": 4096},
     {"time": T0 + 2.310715, "frame": 35, "request_frame": 32, "op": "read", "errno": -2,
-     "name": "ENOENT", "rnbd": "open", "cid": 0, "device_id": None, "device": None,
-     "rnbd_op": None, "sector": None, "bi_size": None, "dev_path": "/dev/does_not_exist"},
+     "name": "ENOENT", "rnbd": "open", "cid": 0, "device": "/dev/does_not_exist"},
     {"time": T0 + 50.0, "frame": 400, "request_frame": 399, "op": "read", "errno": -5,
      "name": "EIO", "rnbd": "io", "cid": 0, "device_id": 0, "device": "/dev/loop0",
-     "rnbd_op": "flush", "sector": 2 ** 64 - 1, "bi_size": 0, "dev_path": None},
+     "rnbd_op": "flush", "sector": 2 ** 64 - 1, "bi_size": 0},
 ]
 
 
@@ -173,7 +172,7 @@ def test_handshake_not_captured_is_said_once_with_what_is_known():
              pathname=None, cid_num=None, chunks=None, connections=[])
     out = text(summary([p], sessname=None, paths_uuid=None))
     assert out.count("handshake not captured") == 1
-    assert "session (name not in the capture)  (1 path)" in out
+    assert "session 10.77.0.2→10.77.0.1 (name not in the capture)  (1 path)" in out
     assert "  path 10.77.0.2 → 10.77.0.1\n" in out
     assert "handshake not captured: queue_depth 512 (inferred from the traffic), " \
            "always_invalidate Y (seen in the responses)" in out

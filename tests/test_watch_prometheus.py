@@ -32,10 +32,11 @@ def total(samples, name, **match):
 
 
 def expected(summary_json):
-    """(session label, path label) -> the summary's figures of that path."""
+    """(session label, path label) -> the summary's figures of that path: the session
+    as the summary names it (its one name, docs/cli.md#sessions-and-devices)."""
     out = {}
     for session in summary_json["sessions"]:
-        label = session["sessname"] or session["paths_uuid"]
+        label = session["label"]
         for path in session["paths"]:
             out[(label, "%s->%s" % (path["client"], path["server"]))] = path
     return out
@@ -77,6 +78,8 @@ def test_exporter_scraped_during_a_replay_equals_the_summary():
 
     paths = expected(summary(capture))
     assert len(paths) == 3
+    assert {session for session, _ in paths} == \
+        {dict(labels)["session"] for _, labels in final if "session" in dict(labels)}
     for (session, path), want in paths.items():
         for op in ("read", "write"):
             labels = dict(session=session, path=path, op=op)
@@ -98,7 +101,7 @@ def test_exporter_scraped_during_a_replay_equals_the_summary():
     for session in summary(capture)["sessions"]:
         for device in session["rnbd"]["devices"].values():
             for op, stats in device["ops"].items():
-                want_rnbd[(session["sessname"], device["name"], op)] = (
+                want_rnbd[(session["label"], device["name"], op)] = (
                     stats["count"], stats["bytes"], stats["errors"])
     assert len(want_rnbd) == 3
     got_rnbd = {}

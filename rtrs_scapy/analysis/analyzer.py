@@ -98,6 +98,7 @@ class Analyzer:
         self.held_rows = {}         # frame -> IO row of an answer not acknowledged (yet)
         self.request_log = failover.RequestLog()
         self.control_reads = {}        # desc key -> (path id, RNBD fields, record index)
+        self.opens_asked = {}          # OPEN request frame -> the device path it names
         self.naks = []                 # (frame, syndrome, conn, slot, gen) of AETH NAKs
 
     # -- model helpers (also used by the CM tracker) ------------------------------------
@@ -579,11 +580,16 @@ class Analyzer:
             if self.records is not None:
                 self.records.reply(index, int(rows[i, T.R_LAST_FRAME]), reply)
 
-    def control_read(self, desc_key, path_id, fields, record):
-        """A SESS_INFO/OPEN read: its reply arrives as READ data with this rkey."""
+    def control_read(self, desc_key, path_id, fields, record, frame):
+        """A SESS_INFO/OPEN read: its reply arrives as READ data with this rkey.  The
+        device an OPEN asked for is kept by its frame: a failed OPEN names it."""
         if len(self.control_reads) >= CONTROL_READS:
             del self.control_reads[next(iter(self.control_reads))]
         self.control_reads[desc_key] = (path_id, fields, record)
+        if fields.get("dev_name") is not None:
+            if len(self.opens_asked) >= CONTROL_READS:
+                del self.opens_asked[next(iter(self.opens_asked))]
+            self.opens_asked[frame] = fields["dev_name"]
 
     # -- end ------------------------------------------------------------------------
 
@@ -624,11 +630,11 @@ class Analyzer:
             if path.linked_to is not None:
                 continue
             path.in_flight_at_end = int(np.count_nonzero(self.carry["path"] == path.id))
-            self._io_events(path)
             path.errors.sort(key=lambda e: e["frame"])
             for error in path.errors:      # device names: from the OPEN replies
                 if "device_id" in error:
                     error["device"] = path.devices.get(error["device_id"])
+            self._io_events(path)
         if self.records is not None:
             self.records.close()
         self.anomalies.sort(key=lambda a: a["frame"])

@@ -9,6 +9,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
+from .naming import session_label
+
 OPS = ("read", "write")
 
 
@@ -149,3 +151,10 @@ class Session:
     paths_uuid: Optional[str]
     sessname: Optional[str] = None
     paths: List[Path] = field(default_factory=list)
+
+    @property
+    def label(self):
+        """Its one name in every output (naming.py)."""
+        first = (self.paths[0].client, self.paths[0].server) if self.paths else None
+        return session_label(self.sessname, self.paths_uuid,
+                             [p.sess_uuid for p in self.paths], first)

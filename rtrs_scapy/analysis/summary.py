@@ -7,6 +7,7 @@ text, frames 1-based, latencies in microseconds.
 from ..engine import transport as T
 from .cm_tracker import HEARTBEAT_TIMEOUT_S
 from .model import OPS
+from .naming import unique_labels
 from ..capture.links import address_text, mirror_entry
 
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
@@ -175,7 +176,9 @@ def summarize(analyzer, capture_info):
     analyzer.cm.finish()
     queues = _queues(analyzer)
     sessions = []
-    for session in analyzer.sessions.values():
+    models = list(analyzer.sessions.values())
+    labels = unique_labels([s.label for s in models], [s.paths_uuid for s in models])
+    for session, label in zip(models, labels):
         paths = []
         for path in session.paths:
             paths.append(path_summary(path))
@@ -186,6 +189,7 @@ def summarize(analyzer, capture_info):
         sessions.append({
             "sessname": session.sessname,
             "paths_uuid": session.paths_uuid,
+            "label": label,
             "paths": paths,
             "rnbd": rnbd,
         })

@@ -123,3 +123,65 @@ class _Progress:
     def close(self):
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
+
+
+class DeviceMapping(click.ParamType):
+    """``NAME=PATH[@SESSION]``: the client's name of a device (rnbd0=/dev/loop0@lab1)."""
+    name = "NAME=PATH"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        client, _, rest = value.partition("=")
+        path, _, session = rest.partition("@")
+        if not client or not path:
+            self.fail("%r is not NAME=PATH[@SESSION] (rnbd0=/dev/loop0@lab1)" % value,
+                      param, ctx)
+        return client, path, session or None
+
+
+def kernel_log_option(command):
+    """``--kernel-log FILE`` (repeatable) and ``--device-map NAME=PATH[@SESSION]``:
+    the kernel's lines in capture time, the client's device names (docs/kernel-log.md)."""
+    command = click.option(
+        "--device-map", "device_map", multiple=True, type=DeviceMapping(),
+        help="The client's name of a device: rnbd0=/dev/loop0 or rnbd0=/dev/loop0@lab1 "
+             "(repeatable); --device accepts it.")(command)
+    return click.option(
+        "--kernel-log", "kernel_logs", multiple=True, metavar="FILE",
+        type=click.Path(exists=True, dir_okay=False),
+        help="A kernel log of a host of the capture (dmesg, dmesg -T, journalctl -k, a "
+             "serial console; gzip too), repeatable: its RTRS/RNBD lines in capture time, "
+             "its clock offset, the client's device names (rnbd0).")(command)
+
+
+def with_kernel_logs(summary, kernel_logs, device_map, say=True):
+    """Merge the kernel logs into ``summary`` (kernel_log/merge.py), then the device
+    map; one line on stderr per log (``say``: where stdout does not show it).
+    Returns the placed lines for ``messages``."""
+    from ..analysis.naming import apply_device_map
+    from ..kernel_log import merge, read_log
+    from ..report.words import clock_offset_text, utc_iso
+    year = int(utc_iso(summary["capture"]["first_ts"])[:4]) \
+        if summary["capture"]["first_ts"] else None
+    logs = []
+    for path in kernel_logs:
+        try:
+            logs.append(read_log(path, year))
+        except OSError as exc:
+            raise click.ClickException("cannot read %s: %s" % (path, exc.strerror or exc)) \
+                from None
+    placed = merge(summary, logs) if logs else []
+    for entry in summary.get("kernel_logs", ()) if say else ():
+        click.echo("kernel log %s: %s" % (entry["file"], clock_offset_text(entry)), err=True)
+    chosen(apply_device_map, "--device-map", summary["sessions"], list(device_map))
+    return placed
+
+
+def chosen(find, option, *args):
+    """``find(*args)``; its LookupError (an unknown --session, --device, …: the message
+    lists the known ones) becomes a usage error of ``option``, exit 2."""
+    try:
+        return find(*args)
+    except LookupError as exc:
+        raise click.BadParameter(str(exc), param_hint="'%s'" % option) from None

@@ -4,8 +4,8 @@ import json
 
 import click
 
-from .common import analyze_capture, capture_argument, captures_argument, format_option, queue_depth_option, \
-    quiet_option
+from .common import analyze_capture, capture_argument, captures_argument, chosen, \
+    format_option, kernel_log_option, queue_depth_option, quiet_option, with_kernel_logs
 from ..report.messages import HEADER, MESSAGE_KINDS, RNBD_CONTROL, RNBD_OPS
 
 
@@ -30,22 +30,26 @@ class SectorRange(click.ParamType):
 @quiet_option
 @queue_depth_option
 @click.option("--session", "session_filter", default=None, metavar="NAME",
-              help="Only this session: its name, paths_uuid or a path's sess_uuid (exact).")
+              help="Only this session: its name or label, paths_uuid or a path's sess_uuid "
+                   "(or a unique prefix of one).")
 @click.option("--msg", "msg_filter", multiple=True, type=click.Choice(MESSAGE_KINDS),
               help="Only these message kinds (repeatable).")
 @click.option("--errors", is_flag=True,
               help="Only failures: CM rejects, refused connections, failed IO (request "
                    "and response).")
-@click.option("--device", default=None, metavar="ID|NAME",
-              help="Only RNBD messages of this device: its id or its path (/dev/ram0).")
+@click.option("--device", default=None, metavar="ID|PATH|NAME",
+              help="Only RNBD messages of this device: its id, the server's path "
+                   "(/dev/ram0) or the client's name (rnbd0, from --kernel-log or "
+                   "--device-map).")
 @click.option("--op", default=None, type=click.Choice(RNBD_OPS + RNBD_CONTROL),
               help="Only this RNBD operation or control message.")
 @click.option("--sector", "sectors", default=None, type=SectorRange(),
               help="Only RNBD IO touching these 512-byte sectors (N or FROM-TO).")
 @click.option("--min-latency", "min_latency", default=None, type=click.FloatRange(0),
               metavar="US", help="Only requests and responses paired after at least US µs.")
+@kernel_log_option
 def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, errors, device, op,
-             sectors, min_latency):
+             sectors, min_latency, kernel_logs, device_map):
     """One line per RTRS/RNBD message of CAPTURES (JSON lines with --format json).
 
     CAPTURES: files, - for standard input, directories: one capture, merged in time
@@ -56,14 +60,11 @@ def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, erro
     """
     from ..report.messages import MessageView
     result = analyze_capture(list(captures), quiet, keep_messages=True, queue_depth=queue_depth)
-    view = MessageView(result.summary, result.messages)
-    session = None
-    if session_filter is not None:
-        session = view.find_session(session_filter)
-        if session is None:
-            known = "\n".join("  " + ref.label() for ref in view.sessions) or "  (none)"
-            raise click.UsageError("no session %r in %s; its sessions:\n%s"
-                                   % (session_filter, " ".join(captures), known))
+    lines = with_kernel_logs(result.summary, kernel_logs, device_map)
+    view = MessageView(result.summary, result.messages, lines)
+    session = None if session_filter is None else \
+        chosen(view.find_sessions, "--session", session_filter)
+    device = None if device is None else chosen(view.find_device, "--device", device)
     selected = view.select(session=session, kinds=msg_filter, errors=errors, device=device,
                            op=op, sectors=sectors, min_latency_us=min_latency)
     if fmt == "json":

@@ -23,7 +23,8 @@ KINDS = ("timeline", "latency", "inflight", "load", "sizes", "heatmap", "ladder"
 @captures_argument
 @click.option("-o", "--output", required=True, type=OutputPath(),
               callback=_output, help="The image: FILE.png or FILE.svg.")
-@click.option("--session", help="Only this session (name, paths_uuid or a sess_uuid).")
+@click.option("--session", help="Only this session (name or label, paths_uuid or a "
+                                "sess_uuid, or a unique prefix of one).")
 @click.option("--path", "path_",
               help="Only this path (sess_uuid, client address or CLIENT→SERVER).")
 @click.option("--device", help="Only this RNBD device (id or name): sizes, heatmap.")

@@ -3,17 +3,19 @@
 
 import click
 
-from .common import OutputPath, analyze_capture, captures_argument, quiet_option, queue_depth_option, \
-    writing
+from .common import OutputPath, analyze_capture, captures_argument, kernel_log_option, \
+    quiet_option, queue_depth_option, with_kernel_logs, writing
 
 
-def capture_view(captures, quiet, queue_depth):
+def capture_view(captures, quiet, queue_depth, kernel_logs=(), device_map=()):
     """One analysis run (summary, IO rows, message records) as the report sees it;
-    several captures are handed to the analyzer together."""
+    several captures are handed to the analyzer together; the kernel logs join the
+    paths' timelines."""
     from ..report.view import LADDER_MESSAGES, CaptureView
     batches = []
     result = analyze_capture(list(captures), quiet, keep_messages=LADDER_MESSAGES,
                              queue_depth=queue_depth, io_sink=batches.append)
+    with_kernel_logs(result.summary, kernel_logs, device_map)
     return CaptureView(result, batches)
 
 
@@ -23,7 +25,8 @@ def capture_view(captures, quiet, queue_depth):
               help="The HTML file to write.")
 @quiet_option
 @queue_depth_option
-def report(captures, output, quiet, queue_depth):
+@kernel_log_option
+def report(captures, output, quiet, queue_depth, kernel_logs, device_map):
     """An HTML report of CAPTURES: for the capture, each session, path and RNBD
     device, the summary's figures, failed IOs, latency distributions, IOPS,
     throughput and latency over time with the events, requests in flight, load
@@ -33,7 +36,7 @@ def report(captures, output, quiet, queue_depth):
     CAPTURES: pcap/pcapng files (gzip too), - for standard input, directories; several
     are one capture, merged in time order (a ring buffer, or the files of two hosts)."""
     from ..report.html import render
-    view = capture_view(captures, quiet, queue_depth)
+    view = capture_view(captures, quiet, queue_depth, kernel_logs, device_map)
     text = render(view)
     with writing(output), open(output, "w", encoding="utf-8") as out:
         out.write(text)

@@ -5,8 +5,8 @@ import sys
 
 import click
 
-from .common import analyze_capture, captures_argument, format_option, queue_depth_option, \
-    quiet_option
+from .common import analyze_capture, captures_argument, format_option, kernel_log_option, \
+    queue_depth_option, quiet_option, with_kernel_logs
 from .scale import analysis_runner, run_options
 
 
@@ -28,7 +28,8 @@ def write_json(value, out, piece=1 << 16):
 @quiet_option
 @queue_depth_option
 @run_options
-def summary(captures, fmt, quiet, queue_depth, jobs, dask):
+@kernel_log_option
+def summary(captures, fmt, quiet, queue_depth, jobs, dask, kernel_logs, device_map):
     """What every RTRS session in CAPTURES did (the default command).
 
     CAPTURES: pcap/pcapng files (gzip too), - for standard input, directories; several
@@ -45,6 +46,7 @@ def summary(captures, fmt, quiet, queue_depth, jobs, dask):
     with analysis_runner(jobs, dask) as run:
         result = analyze_capture(list(captures), quiet, keep_messages=False,
                                  queue_depth=queue_depth, analyze=run)
+    with_kernel_logs(result.summary, kernel_logs, device_map, say=fmt != "text")
     if fmt == "json":
         write_json(result.summary, sys.stdout)
     else:

@@ -31,13 +31,55 @@ OP_COLOUR = {"read": "#1f77b4", "write": "#ff7f0e"}
 PERCENTILE_COLOUR = {"p50": "#2ca02c", "p99": "#d62728"}
 
 
+#: byte units of the throughput axes, the largest that keeps the peak at 1 or more
+BYTE_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+#: a figure of some paths spans their time, and this share of it more on each side
+WINDOW_MARGIN = 0.02
+
+
+def byte_unit(peak):
+    """(unit name, bytes per unit) for an axis whose largest value is ``peak`` bytes."""
+    return next((u for u in BYTE_UNITS if peak >= u[1]), BYTE_UNITS[-1])
+
+
+def window(capture, paths):
+    """(start, span) in seconds since the capture start of a figure of ``paths``: the
+    whole capture for all of its paths, else their first to last request or event (a
+    0.3 s session is not a spike on a minute's axis)."""
+    if not paths or len(paths) == len(capture.paths):
+        return 0.0, capture.duration
+    times = [p.rows.time for p in paths]
+    for path in paths:
+        events = path.events()
+        times.append(np.array([e.time for e in events] +
+                              [e.until for e in events if e.until is not None], dtype=float))
+    times = np.concatenate(times)
+    if not len(times):
+        return 0.0, capture.duration
+    first, last = float(times.min()), float(times.max())
+    margin = max(last - first, 1e-3) * WINDOW_MARGIN
+    start = max(0.0, first - margin)
+    return start, min(capture.duration, last + margin) - start
+
+
+def path_title(path, paths):
+    """A path among ``paths``: by its ends, with its session when they span several."""
+    if len({id(p.session) for p in paths}) > 1:
+        return "%s: %s" % (path.session.label, path.label)
+    return path.label
+
+
 class Timeline:
     """IOPS, throughput and latency p50/p99 per bucket, with the events."""
 
     def __init__(self, capture, rows, paths, title):
         self.title = title
-        self.buckets = series.Buckets(capture.duration, MAX_BUCKETS)
+        self.start, span = window(capture, paths)
+        self.buckets = series.Buckets(span, MAX_BUCKETS, self.start)
+        self.end = self.start + max(span, self.buckets.width)
         self.rates = series.rates(rows, self.buckets)
+        peak = max([float(bps.max()) for _, bps in self.rates.values() if len(bps)] + [0.0])
+        self.byte_unit = byte_unit(peak)
         self.percentiles = series.latency_percentiles(rows, self.buckets)
         events = []
         for path in paths:
@@ -97,7 +139,7 @@ def latency_by_op(rows, title):
 
 def latency_by_path(paths, title):
     """Every RTRS request of each path (RNBD control included)."""
-    return Latency(title, [(p.label, _answered(p.rows)) for p in paths])
+    return Latency(title, [(path_title(p, paths), _answered(p.rows)) for p in paths])
 
 
 class InFlight:
@@ -105,8 +147,11 @@ class InFlight:
 
     def __init__(self, capture, paths, title):
         self.title = title
-        self.buckets = series.Buckets(capture.duration, MAX_BUCKETS)
-        self.paths = [(p.label, series.in_flight(p.rows.time, p.request_ends(), self.buckets),
+        self.start, span = window(capture, paths)
+        self.buckets = series.Buckets(span, MAX_BUCKETS, self.start)
+        self.end = self.start + max(span, self.buckets.width)
+        self.paths = [(path_title(p, paths), series.in_flight(p.rows.time, p.request_ends(),
+                                                               self.buckets),
                        p.queue_depth) for p in paths if len(p.rows)]
 
 
@@ -118,7 +163,9 @@ class Load:
         self.bars = []   # (path label, cid, {op: (requests, bytes)})
         for path in paths:
             for cid, ops in series.load(path.rows):
-                self.bars.append((path.label, cid, ops))
+                self.bars.append((path_title(path, paths), cid, ops))
+        self.byte_unit = byte_unit(max([ops[op][1] for _, _, ops in self.bars
+                                        for op in ops] + [0]))
 
     def label(self, path_label, cid):
         return "%s cid %s" % (path_label, cid if cid >= 0 else "?")
@@ -138,7 +185,8 @@ class Heatmap:
 
     def __init__(self, capture, device):
         self.title = "access pattern, device %s" % device.label
-        self.buckets = series.Buckets(capture.duration, HEATMAP_BUCKETS)
+        self.start, span = window(capture, device.session.paths)
+        self.buckets = series.Buckets(span, HEATMAP_BUCKETS, self.start)
         rows = device.rows.where(device.rows["rnbd_op"] != RNBD_OP_FLUSH)
         self.sectors = device.sectors
         self.sector_edges, self.counts = series.heatmap(rows, self.buckets, self.sectors)
@@ -172,7 +220,8 @@ class Ladder:
     """A path's CM and info messages, client on the left, server on the right."""
 
     def __init__(self, path):
-        self.title = "handshake and teardown, path %s" % path.label
+        self.title = "handshake and teardown, session %s, path %s" % (path.session.label,
+                                                                        path.label)
         self.client, self.server = path.summary["client"], path.summary["server"]
         self.steps, self.total = path.ladder()
 

@@ -274,7 +274,7 @@ class Page:
         rows = []
         for j, e in errors[:MAX_TABLE_ROWS]:
             device = e.get("device") or (e.get("device_id") if e.get("device_id") is not None
-                                          else e.get("dev_path", "–"))
+                                          else "–")
             sector = e.get("sector") if e.get("rnbd_op") not in (None, "flush") else None
             rows.append((self.when(e.get("time")), _esc(session.paths[j].label),
                          _esc(device), "–" if sector is None else str(sector),

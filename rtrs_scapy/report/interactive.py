@@ -10,7 +10,6 @@ from plotly.subplots import make_subplots
 from . import figures as F
 from .words import size
 
-MIB = 1024.0 * 1024.0
 
 
 def timeline(capture, rows, paths, title):
@@ -23,7 +22,8 @@ def timeline(capture, rows, paths, title):
     for op, (iops, bps) in tl.rates.items():
         colour = F.OP_COLOUR[op]
         fig.add_trace(_stairs(x, iops, op + " requests/s", colour, op), row=1, col=1)
-        fig.add_trace(_stairs(x, bps / MIB, op + " MiB/s", colour, op, False), row=2, col=1)
+        fig.add_trace(_stairs(x, bps / tl.byte_unit[1], "%s %s/s" % (op, tl.byte_unit[0]),
+                              colour, op, False), row=2, col=1)
     centres = tl.buckets.starts + tl.buckets.width / 2
     for name, values in tl.percentiles.items():
         fig.add_trace(go.Scatter(x=centres, y=values, name="latency " + name,
@@ -49,13 +49,13 @@ def timeline(capture, rows, paths, title):
          "fillcolor": "#999999", "opacity": 0.25, "line": {"width": 0}, "layer": "below"}
         for down, up in tl.outages])
     fig.update_yaxes(title_text="requests/s", row=1, col=1)
-    fig.update_yaxes(title_text="MiB/s", row=2, col=1)
+    fig.update_yaxes(title_text="%s/s" % tl.byte_unit[0], row=2, col=1)
     fig.update_yaxes(title_text="latency µs", type="log", row=3, col=1)
     if lanes:
         fig.update_yaxes(type="category", categoryorder="array", categoryarray=lanes,
                          autorange="reversed", row=4, col=1)
     fig.update_xaxes(title_text=_x_title(capture), row=len(heights), col=1,
-                     range=[0, max(capture.duration, tl.buckets.width)])
+                     range=[tl.start, tl.end])
     more = ", first %d of %d events" % (len(tl.events), tl.event_total) \
         if tl.event_total > len(tl.events) else ""
     _layout(fig, "%s (buckets of %g s%s)" % (title, tl.buckets.width, more),
@@ -86,28 +86,28 @@ def latency(capture, lat):
 
 def inflight(capture, fl):
     fig = go.Figure()
-    end = fl.buckets.edges[-1]
+    start, end = fl.start, fl.end
     for k, (label, peaks, depth) in enumerate(fl.paths):
         colour = _colour(k)
         fig.add_trace(_stairs(fl.buckets.edges, np.where(peaks > 0, peaks, np.nan),
                               label + " in flight", colour, label))
         if depth:
-            fig.add_trace(go.Scatter(x=[0, end], y=[depth, depth], mode="lines",
+            fig.add_trace(go.Scatter(x=[start, end], y=[depth, depth], mode="lines",
                                      name="queue depth %d" % depth, legendgroup=label,
                                      line={"color": colour, "dash": "dash"}))
     fig.update_yaxes(type="log", title_text="requests in flight (most per bucket)")
-    fig.update_xaxes(title_text=_x_title(capture), range=[0, end])
+    fig.update_xaxes(title_text=_x_title(capture), range=[start, end])
     _layout(fig, "%s (buckets of %g s; none in flight: no line)"
             % (fl.title, fl.buckets.width), height=340)
     return fig
 
 def load(capture, ld):
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("requests", "MiB"))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("requests", ld.byte_unit[0]))
     labels = [ld.label(p, cid) for p, cid, _ in ld.bars]
     for op, colour in F.OP_COLOUR.items():
         fig.add_trace(go.Bar(x=labels, y=[ops[op][0] for _, _, ops in ld.bars], name=op,
                              legendgroup=op, marker_color=colour), row=1, col=1)
-        fig.add_trace(go.Bar(x=labels, y=[ops[op][1] / MIB for _, _, ops in ld.bars],
+        fig.add_trace(go.Bar(x=labels, y=[ops[op][1] / ld.byte_unit[1] for _, _, ops in ld.bars],
                              name=op, legendgroup=op, showlegend=False,
                              marker_color=colour), row=1, col=2)
     fig.update_layout(barmode="group")
@@ -150,7 +150,8 @@ def heatmap(capture, hm):
         z=counts, x=hm.buckets.starts + hm.buckets.width / 2, y=centres,
         colorscale="Viridis", colorbar={"title": {"text": "requests"}},
         hovertemplate="%{x:.3f} s, sector ≈ %{y:.0f}: %{z} requests<extra></extra>"))
-    fig.update_xaxes(title_text=_x_title(capture), range=[0, hm.buckets.edges[-1]])
+    fig.update_xaxes(title_text=_x_title(capture), range=[hm.buckets.edges[0],
+                                                          hm.buckets.edges[-1]])
     fig.update_yaxes(title_text="sector (512 B), device of %s sectors" % _number(
         hm.sectors), range=[0, hm.sector_edges[-1]])
     _layout(fig, "%s (buckets of %g s)" % (hm.title, hm.buckets.width), height=360)
@@ -219,5 +220,5 @@ def _number(value):
 def _layout(fig, title, height):
     fig.update_layout(title={"text": html.escape(title), "font": {"size": 14}}, height=height,
                       margin={"l": 70, "r": 30, "t": 60, "b": 50},
-                      legend={"orientation": "h", "y": -0.12 if height < 400 else -0.06},
+                      legend={"x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},
                       hovermode="closest")

@@ -8,6 +8,11 @@ latency (s), sess_uuid, client, server.  What the summary knows (session name,
 paths_uuid, device names) and the capture start are added here.
 """
 
+import heapq
+import re
+
+from ..analysis.naming import match_device, match_sessions, summary_label
+from ..kernel_log.events import event_of
 from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR, RTRS_MSG_NEW_RKEY_F, \
     rnbd_end_sector, rnbd_op_name
 from .words import (
@@ -17,11 +22,14 @@ from .words import (
 
 #: what a record's ``msg`` can be (``--msg``)
 MESSAGE_KINDS = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "read", "write",
-                 "io_rsp", "hb_msg", "hb_ack", "disconnect")
+                 "io_rsp", "hb_msg", "hb_ack", "disconnect", "kernel_log")
 #: RNBD IO operations and control messages (``--op``)
 RNBD_OPS = RNBD_OP_NAMES
 RNBD_CONTROL = ("sess_info", "open", "close")
 REQUESTS = ("read", "write")
+#: kernel lines that ``--errors`` keeps: failure events, and lines that say so
+FAILURES = ("io_error", "io_failed", "open_failed", "reject")
+FAILED = re.compile(r"fail|error", re.IGNORECASE)
 HEADER = "%6s  %-27s %11s  %-8s %-31s %7s %3s  %-10s %s" % (
     "frame", "time (UTC)", "+s", "session", "src → dst", "dst_qpn", "cid", "message",
     "details")
@@ -30,7 +38,9 @@ HEADER = "%6s  %-27s %11s  %-8s %-31s %7s %3s  %-10s %s" % (
 class SessionRef:
     """One session of the summary, as records and ``--session`` refer to it."""
 
-    def __init__(self, session):
+    def __init__(self, session, index):
+        self.index = index
+        self.label = summary_label(session)
         self.name = session["sessname"]
         self.paths_uuid = session["paths_uuid"]
         self.sess_uuids = [p["sess_uuid"] for p in session["paths"] if p["sess_uuid"]]
@@ -43,14 +53,11 @@ class SessionRef:
             self.devices = {str(k): v for p in session["paths"]
                             for k, v in p.get("devices", {}).items()}
 
-    def selected_by(self, wanted):
-        return wanted in (self.name, self.paths_uuid, *self.sess_uuids)
-
-    def label(self):
-        """How the session is named in an error listing."""
+    def describe(self):
+        """The session and its ids, in one line."""
         ids = ["paths_uuid " + self.paths_uuid] if self.paths_uuid else []
         ids += ["sess_uuid " + u for u in self.sess_uuids]
-        name = self.name or "(no name in the capture)"
+        name = self.label if self.name else "%s (no name in the capture)" % self.label
         if ids:
             return "%s: %s" % (name, ", ".join(ids))
         return "%s: handshake not captured (path %s)" % (name, ", ".join(self.unnamed_paths))
@@ -59,10 +66,12 @@ class SessionRef:
 class MessageView:
     """The records of one analysis with what the summary knows about them."""
 
-    def __init__(self, summary, records):
+    def __init__(self, summary, records, kernel_lines=()):
         self.records = records
+        self.kernel_lines = [dict(line, msg="kernel_log", frame=None) for line in kernel_lines]
+        self.summary = summary
         self.first_ts = summary["capture"]["first_ts"]
-        self.sessions = [SessionRef(s) for s in summary["sessions"]]
+        self.sessions = [SessionRef(s, i) for i, s in enumerate(summary["sessions"])]
         self._by_path = {}
         for ref, session in zip(self.sessions, summary["sessions"]):
             for path in session["paths"]:
@@ -78,14 +87,17 @@ class MessageView:
     # -- sessions ------------------------------------------------------------
 
     def session_of(self, rec):
+        if rec["msg"] == "kernel_log":
+            return next((r for r in self.sessions if r.label == rec["session"]), None)
         return self._by_path.get(_path_key(rec))
 
-    def find_session(self, wanted):
-        """The session named ``wanted`` (name, paths_uuid or sess_uuid), or None."""
-        for ref in self.sessions:
-            if ref.selected_by(wanted):
-                return ref
-        return None
+    def find_sessions(self, wanted):
+        """The sessions ``wanted`` names (naming.py); LookupError listing them."""
+        return [self.sessions[i] for i in match_sessions(self.summary["sessions"], wanted)]
+
+    def find_device(self, wanted):
+        """The devices ``wanted`` names (naming.py); LookupError listing them."""
+        return match_device(self.summary["sessions"], wanted)
 
     # -- what a record is about ------------------------------------------------
 
@@ -116,11 +128,17 @@ class MessageView:
 
     def select(self, session=None, kinds=(), errors=False, device=None, op=None,
                sectors=None, min_latency_us=None):
-        """Records matching every given filter; ``session`` is a SessionRef."""
-        for rec in self.records:
+        """Records (and kernel lines, in time order) matching every given filter;
+        ``session``: SessionRefs (find_sessions), ``device``: entries (find_device)."""
+        for rec in self._in_time_order():
             if kinds and rec["msg"] not in kinds:
                 continue
-            if session is not None and self.session_of(rec) is not session:
+            if session is not None and self.session_of(rec) not in session:
+                continue
+            if rec["msg"] == "kernel_log":
+                if op is None and sectors is None and min_latency_us is None and \
+                        self._kernel_line_wanted(rec, errors, device):
+                    yield rec
                 continue
             if errors and not self.failed(rec):
                 continue
@@ -131,7 +149,7 @@ class MessageView:
                 rnbd = self.rnbd_of(rec)
                 if rnbd is None:
                     continue
-                if device is not None and device not in self._device_keys(rec, rnbd):
+                if device is not None and not self._of_device(rec, rnbd, device):
                     continue
                 if op is not None and _rnbd_kind(rnbd) != op:
                     continue
@@ -139,21 +157,33 @@ class MessageView:
                     continue
             yield rec
 
-    def _device_keys(self, rec, rnbd):
-        """What ``--device`` may say for this RNBD message: id and names."""
-        keys = set()
+    def _of_device(self, rec, rnbd, devices):
+        """Is this RNBD message about one of ``devices`` (session index, id, path,
+        client name)?  An OPEN by its path, the rest by the session's device id."""
+        ref = self.session_of(rec)
+        if ref is None:
+            return False
         if rnbd.get("dev_name"):  # OPEN
-            keys.add(rnbd["dev_name"])
-            reply = self._request(rec).get("rnbd_reply") or {}
-            device_id = reply.get("device_id")
-        else:
-            device_id = rnbd.get("device_id")
-        if device_id is not None:
-            keys.add(str(device_id))
-            name = self.device_name(rec, device_id)
-            if name:
-                keys.add(name)
-        return keys
+            return any(ref.index == d[0] and rnbd["dev_name"] == d[2] for d in devices)
+        return any(ref.index == d[0] and d[1] is not None and rnbd.get("device_id") == d[1]
+                   for d in devices)
+
+    def _kernel_line_wanted(self, rec, errors, devices):
+        """A kernel line passes --errors when it tells of a failure, --device when it
+        names the device (its path or the client's name)."""
+        event = event_of(rec["text"])
+        if errors and not (event and event["kind"] in FAILURES or FAILED.search(rec["text"])):
+            return False
+        if devices is not None:
+            names = {n for d in devices for n in (d[2], d[3]) if n}
+            return any(re.search(r"(?<![\w/])%s(?!\w)" % re.escape(n), rec["text"]) for n in names)
+        return True
+
+    def _in_time_order(self):
+        """The records, with the kernel lines merged in by time."""
+        if not self.kernel_lines:
+            return iter(self.records)
+        return heapq.merge(self.records, self.kernel_lines, key=lambda r: r["time"])
 
     def _request(self, rec):
         return self.request_of.get(rec["frame"], rec) if rec["msg"] == "io_rsp" else rec
@@ -163,10 +193,17 @@ class MessageView:
     def as_json(self, rec):
         """The documented JSON object of one record."""
         ref = self.session_of(rec)
+        if rec["msg"] == "kernel_log":
+            return {"frame": None, "time": rec["time"], "time_iso": utc_iso(rec["time"]),
+                    "time_rel": round(rec["time"] - self.first_ts, 6),
+                    "session": ref.label if ref else None, "client": rec["client"],
+                    "server": rec["server"], "msg": "kernel_log", "log": rec["log"],
+                    "text": rec["text"]}
         out = {
             "frame": rec["frame"], "time": rec["time"], "time_iso": utc_iso(rec["time"]),
             "time_rel": round(rec["time"] - self.first_ts, 6),
-            "session": ref.name if ref else None, "paths_uuid": ref.paths_uuid if ref else None,
+            "session": ref.label if ref else None,
+            "paths_uuid": ref.paths_uuid if ref else None,
             "sess_uuid": rec["sess_uuid"], "client": rec["client"], "server": rec["server"],
             "src": rec["src"], "dst": rec["dst"], "dst_qpn": rec["qpn"], "cid": rec["cid"],
             "msg": rec["msg"], "fields": _json_fields(rec["msg"], rec["fields"]),
@@ -180,8 +217,11 @@ class MessageView:
     def line(self, rec):
         """One text line under HEADER."""
         ref = self.session_of(rec)
-        session = (ref.name or (ref.sess_uuids[0][:8] if ref.sess_uuids else None)) \
-            if ref else None
+        session = ref.label if ref else None
+        if rec["msg"] == "kernel_log":
+            return ("%6s  %-27s %11.6f  %-8s %-31s %7s %3s  %-10s %s" % (
+                "-", utc_iso(rec["time"]), rec["time"] - self.first_ts, session or "-",
+                rec["log"], "-", "-", "kernel_log", rec["text"])).rstrip()
         text = "%6d  %-27s %11.6f  %-8s %-31s %7s %3s  %-10s %s" % (
             rec["frame"], utc_iso(rec["time"]), rec["time"] - self.first_ts, session or "-",
             "%s → %s" % (rec["src"], rec["dst"]), "0x%x" % rec["qpn"],
@@ -388,7 +428,7 @@ def frame_context(result, capture, frame_no):
         if path is not None:
             ref = view.session_of(record)
             lines.append("session %s, path %s → %s, queue_depth %s" % (
-                ref.label(), path["client"], path["server"], _queue_depth_text(path)))
+                ref.describe(), path["client"], path["server"], _queue_depth_text(path)))
     if not records:
         lines.append("no RTRS message completes in this frame (ACK, middle packet, "
                      "non-RTRS traffic, or a duplicate)")

@@ -20,7 +20,6 @@ MAX_BARS = 12
 #: marker shapes of figures.EVENT_STYLE in matplotlib's names
 MARKERS = {"triangle-up": "^", "triangle-down": "v", "x": "X", "square": "s",
            "diamond": "D", "star": "*", "circle": "o"}
-MIB = 1024.0 * 1024.0
 #: a heatmap's colours go logarithmic beyond this many requests in one cell
 LOG_COLOURS_ABOVE = 50
 PLAIN = FuncFormatter(lambda v, _: "%g" % v)
@@ -46,13 +45,13 @@ def timeline(capture, chosen):
     x = tl.buckets.edges
     for op, (iops, bps) in tl.rates.items():
         axes[0].stairs(iops, x, label=op, color=F.OP_COLOUR[op])
-        axes[1].stairs(bps / MIB, x, label=op, color=F.OP_COLOUR[op])
+        axes[1].stairs(bps / tl.byte_unit[1], x, label=op, color=F.OP_COLOUR[op])
     centres = tl.buckets.starts + tl.buckets.width / 2
     for name, values in tl.percentiles.items():
         axes[2].plot(centres, values, marker=".", markersize=4, linewidth=1, label=name,
                      color=F.PERCENTILE_COLOUR[name])
     axes[0].set_ylabel("requests/s")
-    axes[1].set_ylabel("MiB/s")
+    axes[1].set_ylabel("%s/s" % tl.byte_unit[0])
     axes[2].set_ylabel("latency µs")
     if any((v > 0).any() for v in tl.percentiles.values()):
         axes[2].set_yscale("log")
@@ -75,7 +74,7 @@ def timeline(capture, chosen):
         ax.set_ylim(len(lanes) - 0.5, -0.5)
         ax.grid(axis="x", alpha=0.3)
     axes[-1].set_xlabel(_x_label(capture))
-    axes[-1].set_xlim(0, max(capture.duration, tl.buckets.width))
+    axes[-1].set_xlim(tl.start, tl.end)
     fig.suptitle("%s (buckets of %g s%s)" % (tl.title, tl.buckets.width, _more_events(tl)))
     return fig
 
@@ -126,7 +125,7 @@ def inflight(capture, chosen):
     ax.yaxis.set_major_formatter(PLAIN)
     ax.set_ylabel("requests in flight (most per bucket)")
     ax.set_xlabel(_x_label(capture))
-    ax.set_xlim(0, max(capture.duration, fl.buckets.width))
+    ax.set_xlim(fl.start, fl.end)
     ax.grid(alpha=0.3)
     if fl.paths:
         ax.legend(fontsize="small")
@@ -142,9 +141,9 @@ def load(capture, chosen):
     for k, (op, colour) in enumerate(F.OP_COLOUR.items()):
         at = [i + (k - 0.5) * 0.4 for i in range(len(labels))]
         axes[0].bar(at, [ops[op][0] for _, _, ops in ld.bars], 0.4, label=op, color=colour)
-        axes[1].bar(at, [ops[op][1] / MIB for _, _, ops in ld.bars], 0.4, label=op,
-                    color=colour)
-    for ax, unit in zip(axes, ("requests", "MiB")):
+        axes[1].bar(at, [ops[op][1] / ld.byte_unit[1] for _, _, ops in ld.bars], 0.4,
+                    label=op, color=colour)
+    for ax, unit in zip(axes, ("requests", ld.byte_unit[0])):
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize="small")
         ax.set_ylabel(unit)
         ax.grid(axis="y", alpha=0.3)

@@ -27,18 +27,20 @@ def nice_width(raw):
 
 
 class Buckets:
-    """Equal time buckets over [0, span], at most ``max_buckets`` of them."""
+    """Equal time buckets over [start, start + span], at most ``max_buckets`` of them;
+    the first edge is a multiple of the width at or before ``start``."""
 
-    def __init__(self, span, max_buckets):
+    def __init__(self, span, max_buckets, start=0.0):
         self.width = nice_width(span / max_buckets if span > 0 else 1e-3)
-        self.count = max(1, math.ceil(span / self.width - 1e-9))
-        self.edges = np.arange(self.count + 1) * self.width
+        self.first = math.floor(start / self.width + 1e-9) * self.width
+        self.count = max(1, math.ceil((start + span - self.first) / self.width - 1e-9))
+        self.edges = self.first + np.arange(self.count + 1) * self.width
         self.starts = self.edges[:-1]
 
     def index(self, times):
-        """The bucket of each time (times beyond the last edge fall in the last)."""
-        return np.clip(np.floor(np.asarray(times) / self.width).astype(np.int64), 0,
-                       self.count - 1)
+        """The bucket of each time (times outside the edges fall in the first or last)."""
+        return np.clip(np.floor((np.asarray(times) - self.first) / self.width)
+                       .astype(np.int64), 0, self.count - 1)
 
 
 def rates(rows, buckets):

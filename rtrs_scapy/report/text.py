@@ -6,9 +6,11 @@ that only newer analyzers fill (queue_depth_source, outages, events, rnbd, …) 
 shown when present.
 """
 
+from ..analysis.naming import summary_label
 from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR
 from .words import (
-    access_mode, encapsulation_texts, errno_text, plural, reason_name, size, utc_iso,
+    access_mode, clock_offset_text, encapsulation_texts, errno_text, plural, reason_name, size,
+    utc_iso,
 )
 
 OPS = ("read", "write")
@@ -254,7 +256,7 @@ def error_text(err):
             text += ", %d bytes" % err["bi_size"]
         return text + ": " + name
     if kind == "open":
-        return "OPEN%s failed: %s" % (" " + err["dev_path"] if err.get("dev_path") else "", name)
+        return "OPEN%s failed: %s" % (" " + err["device"] if err.get("device") else "", name)
     if kind == "close" and err.get("device_id") is not None:
         return "CLOSE of device %d failed: %s" % (err["device_id"], name)
     what = "RNBD %s" % kind if kind else "RTRS"
@@ -300,6 +302,9 @@ def _attribute(key, value, clock):
 
 def event_text(event, clock):
     """One timeline entry: when, frame, kind and its attributes."""
+    if event["kind"] == "kernel_log":
+        return "%-10s %-13s %-16s %s: %s" % (clock.at(event["time"]), "", "kernel_log",
+                                              event["log"], event["text"])
     rest = {k: v for k, v in event.items() if k not in ("time", "frame", "kind")
             and v is not None}
     if rest.get("reason") is not None:
@@ -433,8 +438,10 @@ def _device_line(device_id, device):
     queue = _queue(device)
     if queue:
         parts.append(queue.replace("queue: ", ""))
-    return "device %s %s: %s" % (device_id, device.get("name") or "(name not captured)",
-                                 ", ".join(parts))
+    name = device.get("name") or "(name not captured)"
+    if device.get("client_name"):
+        name += " (the client's %s)" % device["client_name"]
+    return "device %s %s: %s" % (device_id, name, ", ".join(parts))
 
 
 def _mix(ops):
@@ -469,7 +476,9 @@ def render_rnbd(session, out):
         out.extend("    " + _device_line(k, d) for k, d in ordered)
     rows = []
     for device_id, device in ordered:
-        rows += _op_rows("%s %s" % (device_id, device.get("name") or ""), device.get("ops", {}))
+        rows += _op_rows(" ".join(w for w in (device_id, device.get("name"),
+                                              device.get("client_name")) if w),
+                         device.get("ops", {}))
     rows += _op_rows("all devices" if ordered else "", rnbd.get("ops", {}))
     if rows:
         out.append("  RNBD IO (data only; control messages below):")
@@ -502,7 +511,8 @@ def render_rnbd(session, out):
 
 def _session_header(session):
     paths = plural(len(session["paths"]), "path")
-    name = session["sessname"] or "(name not in the capture)"
+    name = summary_label(session) if session["sessname"] else \
+        "%s (name not in the capture)" % summary_label(session)
     if session["paths_uuid"] is None:  # the path says that the handshake is missing
         return "session %s  (%s)" % (name, paths)
     return "session %s  paths_uuid %s  (%s)" % (name, session["paths_uuid"], paths)
@@ -564,6 +574,8 @@ def render(summary):
     counters = _capture_counters(cap)
     if counters:
         out.append("  " + "  ".join(counters))
+    for entry in summary.get("kernel_logs", ()):
+        out.append("  kernel log %s: %s" % (entry["file"], clock_offset_text(entry)))
     if not summary["sessions"]:
         out.append("no RTRS session found")
     for session in summary["sessions"]:

@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from ..analysis import iorows
+from ..analysis.naming import match_device, match_sessions, summary_label
 from .text import Clock, error_text, event_text
 from ..spec.constants import rnbd_end_sector, rnbd_op_name
 from .words import errno_text, utc_iso
@@ -172,6 +173,8 @@ class DeviceView:
         self.session, self.id, self.name, self.info, self.rows = \
             session, device_id, name, info, rows
         self.label = "%s %s" % (device_id, name or "(name not captured)")
+        if info.get("client_name"):     # learnt from a kernel log, or --device-map
+            self.label += " (%s)" % info["client_name"]
 
     @property
     def sectors(self):
@@ -187,8 +190,7 @@ class SessionView:
     def __init__(self, capture, index, summary, model, rows):
         self.capture, self.index, self.summary, self.rows = capture, index, summary, rows
         self.name = summary["sessname"]
-        self.label = self.name or "(name not in the capture) %s" % (
-            (summary["paths_uuid"] or "")[:8] or summary["paths"][0]["client"])
+        self.label = summary_label(summary)
         self.anchor = "session-%d" % index
         by_id = rows["path"]
         self.paths = [PathView(capture, self, ps, pm, rows.where(by_id == pm.id))
@@ -234,10 +236,6 @@ class CaptureView:
         self.sessions = [SessionView(self, i, s, m, self.rows.where(
             np.isin(self.rows["path"], [p.id for p in m.paths])))
             for i, (s, m) in enumerate(zip(self.summary["sessions"], sessions))]
-        names = [s.name for s in self.sessions]
-        for session in self.sessions:   # two sessions of one name: told by paths_uuid
-            if session.name and names.count(session.name) > 1 and session.summary["paths_uuid"]:
-                session.label = "%s %s" % (session.name, session.summary["paths_uuid"][:8])
 
     @property
     def paths(self):
@@ -290,6 +288,8 @@ def _until(event, t0):
 
 def _details(event, clock):
     """An event's attributes as the text summary words them (without when and what)."""
+    if event["kind"] == "kernel_log":
+        return "%s: %s" % (event["log"], event["text"])
     return event_text(dict(event, time=None, frame=None, kind=""), clock).strip()
 
 
@@ -340,11 +340,8 @@ class Selection:
     def __init__(self, capture, session=None, path=None, device=None):
         sessions = capture.sessions
         if session is not None:
-            sessions = [s for s in sessions if session in (
-                s.name, s.summary["paths_uuid"], *(p.summary["sess_uuid"] for p in s.paths))]
-            if not sessions:
-                raise LookupError("no session %s in the capture; its sessions: %s" % (
-                    session, ", ".join(s.label for s in capture.sessions) or "none"))
+            sessions = [sessions[i] for i in match_sessions([s.summary for s in sessions],
+                                                            session)]
         paths = [p for s in sessions for p in s.paths]
         if path is not None:
             wanted = path.replace("->", "→").replace(" ", "")
@@ -357,7 +354,9 @@ class Selection:
             sessions = list(dict.fromkeys(p.session for p in paths))
         devices = [d for s in sessions for d in s.devices]
         if device is not None:
-            chosen = [d for d in devices if device in (str(d.id), d.name)]
+            named = match_device([s.summary for s in capture.sessions], device)
+            chosen = [d for d in devices if (d.session.index, d.id) in
+                      {(index, device_id) for index, device_id, _, _ in named}]
             if not chosen:
                 raise LookupError("no device %s in the selection; its devices: %s" % (
                     device, ", ".join(d.label for d in devices) or "none"))

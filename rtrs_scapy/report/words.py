@@ -85,3 +85,31 @@ def json_value(value):
     if isinstance(value, (list, tuple)):
         return [json_value(v) for v in value]
     return value
+
+
+def clock_offset_text(entry):
+    """A merged kernel log's clock (kernel_log/merge.py): 'capture time = uptime +
+    1795965426.337336 s ± 0.3 ms (13 events, boot at …); rnbd0 = /dev/loop0@lab1'."""
+    clock = "uptime" if entry["clock"] == "uptime" else "its clock"
+    if entry["offset_s"] is None:
+        return "%d lines, no event shared with the capture: not placed" % entry["lines"]
+    if not entry["events_matched"]:
+        text = "%d lines, no event shared with the capture: placed by its own clock (UTC)" \
+            % entry["lines"]
+    else:
+        spread = "± %s" % _seconds(entry["uncertainty_s"]) \
+            if entry["uncertainty_s"] is not None else "uncertainty unknown"
+        text = "capture time = %s %+.6f s %s (%s)" % (
+            clock, entry["offset_s"], spread, plural(entry["events_matched"], "event"))
+        if entry["clock"] == "uptime":
+            text += ", booted %s" % utc_iso(entry["offset_s"])
+    names = ", ".join("%s = %s" % kv for kv in sorted(entry["device_names"].items()))
+    return text + ("; " + names if names else "")
+
+
+def _seconds(value):
+    if value < 1e-3:
+        return "%.0f µs" % (value * 1e6)
+    if value < 1:
+        return "%.1f ms" % (value * 1e3)
+    return "%.1f s" % value

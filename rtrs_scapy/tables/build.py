@@ -80,7 +80,7 @@ def sessions_table(result, capture):
         devices = {}
         for path in session.paths:
             devices.update(path.devices)
-        row = {"capture": capture, "session": entry["sessname"],
+        row = {"capture": capture, "session": entry["label"],
                "paths_uuid": entry["paths_uuid"], "path_count": len(paths),
                "devices": json.dumps({str(k): v for k, v in sorted(devices.items())})}
         for op, plural in (("read", "reads"), ("write", "writes")):

@@ -13,7 +13,7 @@ PATH_COLUMNS = ("session", "paths_uuid", "sess_uuid", "client", "server")
 def path_names(path):
     """(session, paths_uuid, sess_uuid, client, server) of a model Path."""
     session = path.session
-    return (session.sessname if session is not None else None,
+    return (session.label if session is not None else None,
             session.paths_uuid if session is not None else path.paths_uuid,
             path.sess_uuid, path.client, path.server)
 

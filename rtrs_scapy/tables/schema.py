@@ -23,8 +23,8 @@ _CAPTURE = ("capture", pa.string(), False,
             "by ', ' (several files are one capture, merged in time order; frames are "
             "numbered in the merged capture)")
 _SESSION = [
-    ("session", pa.string(), True, "RNBD session name (the client's sessname), null when the "
-     "capture does not show it"),
+    ("session", pa.string(), True, "the session's one name: the RNBD session name (the "
+     "client's sessname), else a short label (docs/cli.md#sessions-and-devices)"),
     ("paths_uuid", pa.string(), True, "the session's paths_uuid, null without a handshake"),
     ("sess_uuid", pa.string(), True, "the path's sess_uuid, null without a handshake"),
     ("client", pa.string(), True, "the path's client address"),

@@ -3,8 +3,11 @@
 A custom collector of the official ``prometheus_client``: the watcher adds each
 interval's sums (``add()``), a scrape reads the totals under a lock.  Counters
 stay when a path leaves the view, so they keep adding up to the summary of the
-input; gauges are those of the paths in view.  Labels: ``session`` (the RNBD
-session name, else paths_uuid), ``path`` (``client->server``), ``op``
+input; gauges are those of the paths in view.  A counter is shown at 0 on the
+first scrape that finds it, its value from the next one on: Prometheus's
+``increase()`` and ``rate()`` then count what happened before that first scrape
+too (a series that appears with its value loses it).  Labels: ``session`` (the
+session's one name, analysis/naming.py), ``path`` (``client->server``), ``op``
 (read/write, the RTRS request), ``errno`` (its name), and for RNBD ``device``
 and ``op`` (the RNBD operation: the summary's RNBD view, IO by its own fields).
 """
@@ -39,6 +42,7 @@ class Exporter:
         self.rnbd = {}          # (session, device, op) -> (count, bytes, errors), the
                                 # summary's RNBD view
         self.intervals = 0
+        self.scraped = set()    # (family, labels…) of the counters scraped once
         self.registry = registry
         registry.register(self)
 
@@ -87,24 +91,27 @@ class Exporter:
         latency = HistogramMetricFamily("rtrs_request_latency_seconds", "response time of "
                                         "answered RTRS requests", labels=labels)
         for key, (count, nbytes, buckets, total) in sorted(self.requests.items()):
-            requests.add_metric(list(key), count)
-            size.add_metric(list(key), nbytes)
-            cumulative = np.cumsum(buckets).tolist()
+            shown = self._scraped_before("requests", key)
+            requests.add_metric(list(key), count if shown else 0)
+            size.add_metric(list(key), nbytes if shown else 0)
+            cumulative = np.cumsum(buckets).tolist() if shown else [0] * (len(BUCKETS) + 1)
             latency.add_metric(list(key), [(repr(b), c) for b, c in zip(BUCKETS, cumulative)]
-                               + [("+Inf", cumulative[-1])], total)
+                               + [("+Inf", cumulative[-1])], total if shown else 0.0)
         errors = CounterMetricFamily("rtrs_errors", "RTRS requests answered with an errno",
                                      labels=["session", "path", "errno"])
         for key, count in sorted(self.errors.items()):
-            errors.add_metric(list(key), count)
+            errors.add_metric(list(key), count if self._scraped_before("errors", key) else 0)
         reconnects = CounterMetricFamily("rtrs_reconnects", "successful reconnects of a path",
                                          labels=["session", "path"])
         for key, count in sorted(self.reconnects.items()):
-            reconnects.add_metric(list(key), count)
+            reconnects.add_metric(list(key), count if self._scraped_before("reconnects", key)
+                                  else 0)
         retransmissions = CounterMetricFamily(
             "rtrs_retransmissions", "RC packets of the path sent again (go-back-N)",
             labels=["session", "path"])
         for key, count in sorted(self.retransmissions.items()):
-            retransmissions.add_metric(list(key), count)
+            retransmissions.add_metric(list(key), count if self._scraped_before(
+                "retransmissions", key) else 0)
         yield from (requests, size, errors, reconnects, retransmissions, latency)
         yield from self._gauges()
         yield from self._rnbd()
@@ -129,6 +136,15 @@ class Exporter:
         errors = CounterMetricFamily("rtrs_rnbd_errors", "RNBD IO answered with an errno",
                                      labels=labels)
         for key, values in sorted(self.rnbd.items()):
+            shown = self._scraped_before("rnbd", key)
             for family, value in zip((count, size, errors), values):
-                family.add_metric(list(key), value)
+                family.add_metric(list(key), value if shown else 0)
         return count, size, errors
+
+    def _scraped_before(self, family, key):
+        """Has a scrape found this counter already?  (The first one shows it at 0.)"""
+        seen = (family,) + tuple(key)
+        if seen in self.scraped:
+            return True
+        self.scraped.add(seen)
+        return False

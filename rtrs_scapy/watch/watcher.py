@@ -93,7 +93,7 @@ def session_name(path):
 
 
 def session_label(session):
-    return session.sessname or session.paths_uuid or "(no handshake)"
+    return session.label
 
 
 def path_state(path, stall=None):
