@@ -102,6 +102,7 @@ SHARED_WORK = {
     "test_layout_agreement": "module",   # Scapy + the analyzer, per capture
     "test_lua_hostile": "param",         # tshark on two hostile captures, per kind
     "test_lua_qdepth": "module",         # the vectors run in lua5.2 once
+    "test_other_rdma": "module",         # the mixed captures, analysed and run through tshark
     "test_pyshark": "param",             # pyshark + the analyzer, per capture
     "test_report_browser": "module",     # one Chromium and the reports it loaded
     "test_report_series": "module",      # the report's view, per capture

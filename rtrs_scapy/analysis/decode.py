@@ -144,6 +144,27 @@ def responses(rows, arena):
             "rkey": _u(arena, hoff, RKEY_RSP, "rkey", is_rkey)}
 
 
+def bare_immediates(rows, exact=False):
+    """Rows that are an RDMA WRITE WITH IMMEDIATE of no data to address 0 with rkey 0,
+    as RTRS sends its responses and heartbeats; ``exact``: with an immediate of no
+    payload, as heartbeats carry (docs/PROTOCOL.md#rtrs-without-a-handshake)."""
+    bare = (rows[:, T.R_SEND] == 0) & (rows[:, T.R_LEN] == 0) & (rows[:, T.R_DMALEN] == 0) \
+        & (rows[:, T.R_VA] == 0) & (rows[:, T.R_RKEY] == 0) & (rows[:, T.R_PARTIAL] == 0)
+    if exact:
+        bare &= (rows[:, T.R_IMM] >= 0) & (rows[:, T.R_IMM] & IMM_PAYLOAD_MASK == 0)
+    return bare
+
+
+def proven_responses(rows, arena):
+    """Response rows (immediate type 1 or 2) in a form that only RTRS's responses have
+    (docs/PROTOCOL.md#rtrs-without-a-handshake): a bare RDMA WRITE WITH IMMEDIATE
+    (``bare_immediates``), or a SEND WITH IMMEDIATE carrying an rkey_rsp for the
+    buf_id the immediate names."""
+    fields = responses(rows, arena)
+    return bare_immediates(rows) | (fields["rkey_rsp"]
+                                     & (fields["rkey_buf_id"] == fields["msg_id"]))
+
+
 def head_bytes(rows, arena, i):
     """The kept head of row ``i`` as bytes."""
     off = int(rows[i, T.R_HEAD_OFF])

@@ -69,7 +69,7 @@ class Records:
         an = self.an
         index = np.full(len(rows), -1, dtype=np.int64)
         names = {D.K_HB_MSG: "hb_msg", D.K_HB_ACK: "hb_ack"}
-        for i in range(len(rows)):
+        for i in np.flatnonzero(rows[:, T.R_CONN] >= -1).tolist():   # not other protocols'
             row = rows[i]
             k = int(kind[i])
             conn = an.conns[int(row[T.R_CONN])][0] if row[T.R_CONN] >= 0 else None
@@ -104,6 +104,8 @@ class Records:
             if path is not None:
                 self.list[index].update(sess_uuid=path.sess_uuid, client=path.client,
                                         server=path.server)
+            else:       # a stream never proven RTRS's (docs/PROTOCOL.md#rtrs-without-a-handshake)
+                self.list[index]["msg"] = "pending"
         self.list = sorted((r for r in self.list if r["msg"] != "pending"),
                            key=lambda r: r["frame"])   # a deferred CM REQ comes late
 

@@ -176,4 +176,5 @@ def summarize(analyzer, capture_info):
         "limits": analyzer.bounds.summary(analyzer.engine.streams.counters),
     })
     return {"capture": capture, "sessions": sessions, "anomalies": list(analyzer.anomalies),
-            "anomaly_counts": dict(sorted(analyzer.anomaly_log.counts.items()))}
+            "anomaly_counts": dict(sorted(analyzer.anomaly_log.counts.items())),
+            "other_rdma": analyzer.cm.others.summary()}

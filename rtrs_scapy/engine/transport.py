@@ -394,8 +394,8 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             continue
         if cls == C_FOREIGN:
             if slot >= 0:
-                ne = _event(events, ne, EV_FOREIGN_OPCODE, frame, slot, state, opcode, 0,
-                            qpn, dhi, dlo, shi, slo)
+                ne = _event(events, ne, EV_FOREIGN_OPCODE, frame, slot, state, opcode,
+                            packets[i, P_STOP] - packets[i, P_START], qpn, dhi, dlo, shi, slo)
             continue
         # -- RC SEND / RDMA WRITE ------------------------------------------------
         if slot < 0:
@@ -556,9 +556,10 @@ def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame
     """The CM bound a stream to a connection (after a REP); returns (slot, nfree).
 
     A stream that belonged to another connection starts afresh (a QP number can
-    come back with a new connection)."""
+    come back with a new connection); ``conn`` below -1 marks a connection of another
+    protocol (analysis/other_rdma.py)."""
     slot, bucket = _find(table, state, hi, lo, qpn)
-    if slot >= 0 and state[slot, CONN] != conn and state[slot, CONN] >= 0:
+    if slot >= 0 and state[slot, CONN] != conn and state[slot, CONN] != -1:
         state[slot, ACTIVE] = 0
         state[slot, SYNCED] = 0
     if slot < 0:
