@@ -11,7 +11,7 @@ depth rule of paths without a handshake (until it decides), and the message
 records of ``rtrs-dissect messages``.
 """
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 import numpy as np
 
@@ -94,7 +94,8 @@ class Analyzer:
         self.request_log = failover.RequestLog()
         self.control_reads = {}        # desc key -> (path id, RNBD fields, record index)
         self.naks = []                 # (frame, syndrome, conn, slot, gen) of AETH NAKs
-        self.unproven = {}             # (slot, gen) -> anomalies of a stream not yet RTRS's
+        # (slot, gen) -> (first anomalies, counts by kind) of a stream not yet RTRS's
+        self.unproven = {}
         self.slot_owner = {}           # slot -> (gen, connection value) the CM bound it to
 
     # -- model helpers (also used by the CM tracker) ------------------------------------
@@ -431,11 +432,10 @@ class Analyzer:
         if row[T.E_CONN] >= 0 or key in self.stream_paths or key[0] < 0:
             self.anomaly(frame, kind, detail, *args)
             return
-        waiting = self.unproven.setdefault(key, [])
-        if len(waiting) < self.bounds.size["examples"]:
-            waiting.append((frame, kind, detail, args))
-        else:
-            self.bounds.refused["unattributed"] += 1
+        examples, counts = self.unproven.setdefault(key, ([], Counter()))
+        if counts[kind] < self.bounds.size["examples"]:
+            examples.append((frame, kind, detail, args))
+        counts[kind] += 1
         if len(self.unproven) > 2 * self.bounds.size["streams"]:
             self._forget_evicted_streams()
 
@@ -529,8 +529,12 @@ class Analyzer:
         if path is None:     # the paths are full (rtrs_scapy/spec/limits.py)
             return None
         known = self.stream_paths[key] = (path.id, c2s)
-        for frame, kind, detail, args in self.unproven.pop(key, ()):
+        examples, counts = self.unproven.pop(key, ((), {}))
+        for frame, kind, detail, args in examples:
             self.anomaly(frame, kind, detail, *args)
+            counts[kind] -= 1
+        for kind, more in counts.items():    # beyond the examples kept: counted
+            self.anomaly_log.counts[kind] += more
         if len(self.stream_paths) > 2 * self.bounds.size["streams"]:
             self._forget_evicted_streams()
         return known
