@@ -8,14 +8,17 @@ connections are listed as what tshark's own dissectors say they are; random RDMA
 traffic is no RTRS; the Wireshark plugin leaves the other protocols' frames to
 Wireshark's dissectors."""
 
+import json
 import shutil
 import subprocess
 
 import pytest
+from click.testing import CliRunner
 
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.other_rdma import classify
 from rtrs_scapy.capture import open_capture
+from rtrs_scapy.cli import main
 from rtrs_scapy.craft import write_capture
 from rtrs_scapy.craft.ulps import UlpCrafter
 from rtrs_scapy.layers.cm import AF_IB_SERVICE_ID, service_id
@@ -118,12 +121,10 @@ def test_without_their_handshake_other_protocols_are_not_listed(mixes):
     assert mixes["no_handshake"].summary["other_rdma"] == []
 
 
-def tshark_fields(pcap, *fields, lua=None, display=None):
+def tshark_fields(pcap, *fields, lua=None):
     args = [TSHARK, "-r", str(pcap), "-T", "fields"] + [a for f in fields for a in ("-e", f)]
     if lua:
         args[1:1] = ["-X", "lua_script:%s" % lua]
-    if display:
-        args += ["-Y", display]
     run = subprocess.run(args, capture_output=True, text=True, timeout=300, check=True)
     return [line.split("\t") for line in run.stdout.splitlines()]
 
@@ -165,6 +166,39 @@ def test_the_text_lists_them_under_their_own_heading(mixes):
     assert lines[1].strip().startswith("59 packets, 24.5 KiB in 15 messages  connect frames")
     assert lines[8].split()[:5] == ["NVMe-oF/RDMA", CLIENT, "→", SERVER, "port"]
     assert "QPs 0x11 ↔ 0x11" in lines[8]
+
+
+def messages(*args):
+    result = CliRunner().invoke(main, ["messages", "--format", "json"] + [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.output.splitlines()]
+
+
+def test_messages_lists_their_messages_with_other(mixes):
+    """``messages --other``: a row per SEND and RDMA WRITE of the other connections (at
+    its last packet), without RTRS fields; the RTRS rows are those without --other."""
+    mixed = mixes["mixed"]
+    rows = messages("--other", mixed.path)
+    others = [r for r in rows if r["msg"] == "other"]
+    assert [r for r in rows if r["msg"] != "other"] == messages(mixed.path)
+    assert all(r["session"] is None and r["cid"] is None and r["paired_frame"] is None
+               for r in others)
+    listed = mixed.summary["other_rdma"]
+    assert len(others) == sum(c["messages"] for c in listed)
+    # tshark's own dissectors: every SEND ONLY (opcode 4) of their connections, and for
+    # NVMe-oF the last packet of every RDMA WRITE (8 LAST, 10 ONLY) that its data is in
+    crafted = set(mixed.crafted)
+    ends = [r for r in tshark_fields(mixed.path, "frame.number", "frame.protocols",
+                                     "infiniband.bth.opcode", "infiniband.bth.destqp")
+            if int(r[0]) in crafted and int(r[3], 16) not in NOISE_QPNS]  # (rpcordma's at times)
+    for name, tshark_name in TSHARK_NAME.items():
+        for op, opcodes in (("SEND", (4,)), ("RDMA WRITE", (8, 10))):
+            frames = sorted(r["frame"] for r in others if r["fields"]["protocol"] == name
+                            and r["fields"]["op"] == op)
+            named = [int(r[0]) for r in ends if tshark_name in r[1].split(":")
+                     and int(r[2]) in opcodes]
+            if op == "SEND" or name == "NVMe-oF/RDMA":
+                assert frames == named and frames, (name, op)
 
 
 @pytest.mark.parametrize("opcodes", [None, ["RDMA_WRITE_ONLY_WITH_IMMEDIATE"]],
