@@ -35,6 +35,7 @@ TSHARK_NAME = {"NVMe-oF/RDMA": "nvme-rdma", "NFS/RDMA": "rpcordma", "iSER": "ise
 BTH_AT = 14 + 20 + 8       # Ethernet, IPv4, UDP: the crafter's RoCEv2 frames
 NVME_COMMANDS, NVME_BLOCK = 6, 4096
 NOISE_QPNS = (0x40, 0x41, 0x42, 0x43)      # random RDMA traffic between the same hosts
+DISCONNECT = (b"\0\x15", b"\0\x16")           # MAD attribute IDs of DREQ and DREP
 
 
 def frames_of(pcap):
@@ -42,9 +43,10 @@ def frames_of(pcap):
         return [(ts, bytes(buf[s:e])) for _, ts, buf, s, e, _ in cap]
 
 
-def is_mad(frame):
-    """A crafted frame to the GSI QP (a CM MAD)."""
-    return frame[1][BTH_AT + 5:BTH_AT + 8] == b"\0\0\1"
+def handshake_mad(frame):
+    """A crafted frame to the GSI QP (a CM MAD) that is no DREQ or DREP."""
+    mad = frame[1][BTH_AT + 12 + 8:]                     # BTH, DETH
+    return frame[1][BTH_AT + 5:BTH_AT + 8] == b"\0\0\1" and mad[16:18] not in DISCONNECT
 
 
 def remap(value, numbers, key=""):
@@ -98,9 +100,10 @@ def mixes(tmp_path_factory):
     return {
         "alone": analyze(real_pcap("basic_inval")).summary,
         "mixed": Mix(tmp, rtrs, ulps.frames + noise.frames, "mixed.pcap"),
-        # the other protocols' handshakes not in the capture: their traffic alone (a QP
-        # number that comes back without a handshake stays its last connection's)
-        "no_handshake": Mix(tmp, rtrs, [f for f in ulps.frames if not is_mad(f)
+        # the other protocols' handshakes not in the capture, their traffic and DREQ/DREP
+        # are (a QP number that comes back without a handshake stays its last
+        # connection's: the one after RTRS's teardown is left out)
+        "no_handshake": Mix(tmp, rtrs, [f for f in ulps.frames if not handshake_mad(f)
                                         and f[0] < rtrs[-1][0]], "no_handshake.pcap"),
     }
 

@@ -39,6 +39,7 @@ _info_rsp = plan("RtrsMsgInfoRsp")
 _sg_desc = plan("RtrsSgDesc")
 _sg_cnt = _info_rsp.reader("sg_cnt")
 COUNTERS = (T.SEEN, T.ACKS, T.NAKS, T.RNRS, T.DUPS, T.CNPS)   # a stream's transport counters
+IMMEDIATE_KINDS = (D.K_REQUEST, D.K_RESPONSE, D.K_HB_MSG, D.K_HB_ACK)
 CONTROL_READS = 256          # RNBD control reads waiting for their reply (bounded)
 HEARTBEAT_GAP_S = 2 * HEARTBEAT_INTERVAL_S   # two missed ticks
 
@@ -97,6 +98,7 @@ class Analyzer:
         # (slot, gen) -> (first anomalies, counts by kind) of a stream not yet RTRS's
         self.unproven = {}
         self.slot_owner = {}           # slot -> (gen, connection value) the CM bound it to
+        self.immediates = set()        # (slot, gen) of unbound streams with RTRS immediates
 
     # -- model helpers (also used by the CM tracker) ------------------------------------
 
@@ -439,6 +441,20 @@ class Analyzer:
         if len(self.unproven) > 2 * self.bounds.size["streams"]:
             self._forget_evicted_streams()
 
+    def foreign_stream(self, address, qpn):
+        """Did the stream to ``address``/``qpn`` carry traffic that is not RTRS's: another
+        protocol's connection, or messages without any RTRS immediate on a stream not
+        proven RTRS's (other protocols send none)?"""
+        slot = self.engine.stream(address, qpn)
+        if slot < 0:
+            return False
+        state = self.engine.streams.state[slot]
+        if state[T.CONN] != -1:
+            return state[T.CONN] < -1
+        key = (slot, int(state[T.GEN]))
+        return key not in self.stream_paths and key not in self.immediates \
+            and state[T.SEEN] > 0
+
     def stream_path(self, conn, slot, gen):
         """The path of a stream: its connection's, or the one its content told."""
         if conn >= 0:
@@ -455,6 +471,7 @@ class Analyzer:
         record = self.records.rows(rows, arena, kind, path_id) if self.records is not None \
             else None
         self._other_messages(rows)
+        self._immediates(rows, kind)
         self._heartbeats(rows, kind, path_id, c2s)
         for i in np.flatnonzero((kind == D.K_UNKNOWN_IMM) & (path_id >= 0)).tolist():
             self.anomaly(int(rows[i, T.R_LAST_FRAME]), "unknown_imm",
@@ -509,6 +526,16 @@ class Analyzer:
             return self._infer_stream(rows[responses[0]], key, False)
         return None
 
+    def _immediates(self, rows, kind):
+        """Unbound streams that carried an RTRS immediate type (requests, responses,
+        heartbeats), proven or not: a DREQ naming their QP may be RTRS's."""
+        rtrs = (rows[:, T.R_CONN] == -1) & np.isin(kind, IMMEDIATE_KINDS)
+        if rtrs.any():
+            keys = np.unique(rows[rtrs][:, [T.R_SLOT, T.R_GEN]], axis=0)
+            self.immediates.update(map(tuple, keys.tolist()))
+            if len(self.immediates) > 2 * self.bounds.size["streams"]:
+                self._forget_evicted_streams()
+
     def _other_messages(self, rows):
         """Messages of other protocols' connections: counted there."""
         other = np.flatnonzero(rows[:, T.R_CONN] < -1)
@@ -559,6 +586,7 @@ class Analyzer:
                              if gens[key[0]] == key[1]}
         self.unproven = {key: waiting for key, waiting in self.unproven.items()
                          if gens[key[0]] == key[1]}
+        self.immediates = {key for key in self.immediates if gens[key[0]] == key[1]}
 
     def _heartbeats(self, rows, kind, path_id, c2s):
         """Heartbeats of CM-bound streams count at once; the others once the capture

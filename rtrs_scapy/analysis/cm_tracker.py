@@ -63,7 +63,7 @@ _req = plan("CMReq").reader("local_comm_id", "service_id", "local_qpn", "startin
 _rep = plan("CMRep").reader("local_comm_id", "remote_comm_id", "local_qpn", "starting_psn")
 _rej = plan("CMRej").reader("local_comm_id", "remote_comm_id", "reason")
 _rtu = plan("CMRtu").reader("local_comm_id", "remote_comm_id")
-_dreq = plan("CMDreq").reader("local_comm_id", "remote_comm_id")
+_dreq = plan("CMDreq").reader("local_comm_id", "remote_comm_id", "remote_qpn")
 _drep = plan("CMDrep").reader("local_comm_id", "remote_comm_id")
 _conn_req = plan("RtrsMsgConnReq")
 _conn_rsp = plan("RtrsMsgConnRsp")
@@ -554,12 +554,12 @@ class CmTracker:
     def _dreq(self, frame, ts, src, dst, buf, body, end):
         if end - body < plan("CMDreq").size:
             return None
-        local_id, remote_id = _dreq(buf, body)
+        local_id, remote_id, remote_qpn = _dreq(buf, body)
         conn = self._known((src, local_id)) or self._known((dst, remote_id))
         if conn is None:
             if self.others.cm(frame, src, dst, local_id, remote_id, "dreq") is not None:
                 return None
-            return self._orphan_dreq(frame, ts, src, dst, local_id)
+            return self._orphan_dreq(frame, ts, src, dst, local_id, remote_qpn)
         path = conn.path
         initiator = _side(path, src)
         if initiator in conn.dreq_from:
@@ -574,8 +574,12 @@ class CmTracker:
                        {"initiator": initiator, "cm": "DREQ"})
         return conn
 
-    def _orphan_dreq(self, frame, ts, src, dst, local_id):
-        """A DREQ of a connection whose REQ/REP precede the capture."""
+    def _orphan_dreq(self, frame, ts, src, dst, local_id, remote_qpn):
+        """A DREQ of a connection whose REQ/REP precede the capture; not the path's when
+        the QP it names carried another protocol's traffic
+        (docs/PROTOCOL.md#other-rdma-protocols)."""
+        if self.an.foreign_stream(dst, remote_qpn):
+            return None
         key = (src, local_id)
         if key in self.orphans:
             self.cm_retransmissions += 1

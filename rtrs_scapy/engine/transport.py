@@ -552,6 +552,12 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
 
 
 @compiled
+def find(table, state, hi, lo, qpn):
+    """The slot of the stream to address (hi, lo) and QP ``qpn``; -1 when none."""
+    return _find(table, state, hi, lo, qpn)[0]
+
+
+@compiled
 def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame):
     """The CM bound a stream to a connection (after a REP); returns (slot, nfree).
 
