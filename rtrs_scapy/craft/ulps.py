@@ -19,7 +19,7 @@ from scapy.contrib.roce import AETH
 from scapy.packet import Raw
 
 from ..layers.cm import CmaIpHdr, CMDrep, CMDreq, CMRep, CMReq, CMRtu, MAD, service_id
-from ..layers.ib import BTH, DETH, GSI_QPN, IETH, RETH, ImmDt, opcode_value
+from ..layers.ib import BTH, DETH, GSI_QPN, IETH, RETH, ImmDt, header_chain, opcode_value
 from .capture_files import write_capture
 from .cm import DREP, DREQ, REP, REQ, RTU, UD_SEND_ONLY
 from .encap import Encap
@@ -254,23 +254,13 @@ class UlpCrafter:
         for _ in range(packets):
             side = self.rng.randrange(2)
             name = self.rng.choice(names)
-            headers = []
-            if name.startswith("RDMA_WRITE") and name.endswith(("ONLY", "FIRST",
-                                                                 "IMMEDIATE")):
-                if not name.endswith("LAST_WITH_IMMEDIATE") and "ONLY" in name or \
-                        name.endswith("FIRST"):
-                    headers.append(RETH(va=self.rng.getrandbits(64),
-                                        rkey=self.rng.getrandbits(32),
-                                        dma_len=self.rng.randrange(1 << 16)))
-            if name == "RDMA_READ_REQUEST":
-                headers.append(RETH(va=self.rng.getrandbits(64), rkey=self.rng.getrandbits(32),
-                                    dma_len=self.rng.randrange(1 << 16)))
-            if name.startswith("RDMA_READ_RESPONSE") and not name.endswith("MIDDLE"):
-                headers.append(AETH(syndrome=AETH_ACK, msn=0))
-            if name.endswith("IMMEDIATE"):
-                headers.append(ImmDt(imm=self.rng.getrandbits(32)))
-            if name.endswith("INVALIDATE"):
-                headers.append(IETH(rkey=self.rng.getrandbits(32)))
+            rng = self.rng
+            made = {"RETH": lambda: RETH(va=rng.getrandbits(64), rkey=rng.getrandbits(32),
+                                         dma_len=rng.randrange(1 << 16)),
+                    "AETH": lambda: AETH(syndrome=AETH_ACK, msn=0),
+                    "ImmDt": lambda: ImmDt(imm=rng.getrandbits(32)),
+                    "IETH": lambda: IETH(rkey=rng.getrandbits(32))}
+            headers = [made[header.__name__]() for header in header_chain(OP[name])]
             size = self.rng.choice((0, 4, 16, 64, 100, 512, PMTU))
             payload = b"" if name == "RDMA_READ_REQUEST" else self.data(size)
             self._packet(conn, side, OP[name], payload, *headers)
