@@ -93,8 +93,8 @@ def requests(rows, arena):
     is_write = can & (wtype == RTRS_MSG_WRITE) & (wusr <= visible)
     usr_len = np.where(is_write, wusr, usr_len)
     usr_at = np.where(is_read, toff, wat - wusr)
-    usr_seen = np.where(is_read, usr_len, np.minimum(wusr, np.maximum(tlen - WRITE_TRAILER.size,
-                                                                       0)))
+    usr_seen = np.where(is_read, usr_len, np.where(is_write, np.minimum(
+        wusr, np.maximum(tlen - WRITE_TRAILER.size, 0)), 0))     # no trailer: no user header
     op = np.where(is_read, 1, np.where(is_write, 2, 0))       # 0 none, 1 read, 2 write
     data_len = np.where(is_read, desc_len, np.where(is_write, length - WRITE_TRAILER.size - wusr,
                                                     0))
