@@ -109,6 +109,7 @@ SHARED_WORK = {
     "test_lua_qdepth": "module",         # the vectors run in lua5.2 once
     "test_mirrors": "module",            # the real captures' summaries, unwrapped
     "test_plugin_vs_analyzer": "param",  # tshark + the plugin and the analyzer, per capture
+    "test_other_rdma": "module",         # the mixed captures, analysed and run through tshark
     "test_pyshark": "param",             # pyshark + the analyzer, per capture
     "test_report_browser": "module",     # one Chromium and the reports it loaded
     "test_report_series": "module",      # the report's view, per capture

@@ -11,7 +11,7 @@ depth rule of paths without a handshake (until it decides), and the message
 records of ``rtrs-dissect messages``.
 """
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from ..spec.imm import mem_bits
 from ..layout.plans import plan
 from ..layout.wire import OPCODES
 from . import decode as D
-from . import failover, iorows, pairing, rnbd
+from . import failover, iorows, other_rdma, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
 from .io import IoBatch, acknowledged, per_id
@@ -40,6 +40,9 @@ _info_req = plan("RtrsMsgInfoReq")
 _info_rsp = plan("RtrsMsgInfoRsp")
 _sg_desc = plan("RtrsSgDesc")
 _sg_cnt = _info_rsp.reader("sg_cnt")
+#: a stream's transport counters
+COUNTERS = (T.SEEN, T.ACKS, T.NAKS, T.RNRS, T.DUPS, T.CNPS, T.SKIPPED, T.FILLED)
+IMMEDIATE_KINDS = (D.K_REQUEST, D.K_RESPONSE, D.K_HB_MSG, D.K_HB_ACK)
 CONTROL_READS = 256          # RNBD control reads waiting for their reply (bounded)
 HEARTBEAT_GAP_S = 2 * HEARTBEAT_INTERVAL_S   # two missed ticks
 
@@ -100,6 +103,10 @@ class Analyzer:
         self.control_reads = {}        # desc key -> (path id, RNBD fields, record index)
         self.opens_asked = {}          # OPEN request frame -> the device path it names
         self.naks = []                 # (frame, syndrome, conn, slot, gen) of AETH NAKs
+        # (slot, gen) -> (first anomalies, counts by kind) of a stream not yet RTRS's
+        self.unproven = {}
+        self.slot_owner = {}           # slot -> (gen, connection value) the CM bound it to
+        self.immediates = set()        # (slot, gen) of unbound streams with RTRS immediates
 
     # -- model helpers (also used by the CM tracker) ------------------------------------
 
@@ -240,9 +247,35 @@ class Analyzer:
                                     (path.client_raw, conn.client_qpn, False, conn.req_psn)):
             conn_id = len(self.conns)
             self.conns.append((conn, c2s))
-            slots.append(self.engine.bind(addr, qpn, conn_id, psn if psn is not None else -1,
-                                          self.frame))
+            slots.append(self._take_over(self.engine.bind(
+                addr, qpn, conn_id, psn if psn is not None else -1, self.frame), conn_id))
         self.engine.pair_streams(*slots)
+
+    def bind_other(self, conn, rep_psn):
+        """After the REP of another protocol's connection: its two streams carry a
+        marker of their own (other_rdma.py), never an RTRS path's."""
+        value = other_rdma.marker(conn.index)
+        slots = [self._take_over(self.engine.bind(addr, qpn, value,
+                                                  psn if psn is not None else -1, self.frame),
+                                 value)
+                 for addr, qpn, psn in ((conn.server_raw, conn.server_qpn, rep_psn),
+                                        (conn.client_raw, conn.client_qpn, conn.req_psn))]
+        self.engine.pair_streams(*slots)
+
+    def _take_over(self, slot, value):
+        """The stream in ``slot`` now belongs to ``value`` (an RTRS connection id or
+        another protocol's marker): when a QP number comes back with the other kind of
+        connection, what the stream counted so far goes to its former owner."""
+        state = self.engine.streams.state
+        gen = int(state[slot, T.GEN])
+        before = self.slot_owner.get(slot)
+        if (before is None or before[0] != gen) and (slot, gen) in self.stream_paths:
+            before = (gen, -1)
+        self.slot_owner[slot] = (gen, value)
+        if before is not None and before[0] == gen and (before[1] < -1) != (value < -1):
+            self._harvest_slot(slot, state[slot], before[1])
+            state[slot, list(COUNTERS)] = 0
+        return slot
 
     def abort_pending(self, path):
         """A path (re)connects: its unanswered requests will never be answered."""
@@ -358,6 +391,8 @@ class Analyzer:
             if conn_id >= 0:
                 conn, c2s = self.conns[conn_id]
                 path = conn.path
+            elif conn_id < -1:       # another protocol's connection
+                continue
             else:
                 known = self.stream_paths.get((slot, row[T.GEN]))
                 if known is None:
@@ -373,8 +408,15 @@ class Analyzer:
     def events(self, rows):
         for row in rows:
             kind, frame, code = int(row[T.E_KIND]), int(row[T.E_FRAME]), int(row[T.E_A])
+            if row[T.E_CONN] < -1:      # another protocol's connection: counted there
+                if kind == T.EV_FOREIGN_OPCODE:
+                    other = self.cm.others.of(row[T.E_CONN])
+                    other.packets += 1
+                    other.bytes += int(row[T.E_B])
+                continue
             if kind == T.EV_PARTIAL_MESSAGE:
-                self.anomaly(frame, "partial_message", "last packet without its first")
+                self.stream_anomaly(row, frame, "partial_message",
+                                    "last packet without its first")
             elif kind == T.EV_NAK:   # reported if the stream turns out to be RTRS's
                 self.bounds.keep("unattributed", self.naks, (frame, code, int(row[T.E_CONN]),
                                                int(row[T.E_SLOT]), int(row[T.E_GEN])))
@@ -391,24 +433,57 @@ class Analyzer:
             elif kind == T.EV_CNP:
                 self.cnps += 1
 
+    def stream_anomaly(self, row, frame, kind, detail, *args):
+        """An anomaly of a stream: at once when the stream is RTRS's, else kept until
+        its content proves it (``_infer_stream``): traffic of other protocols without
+        a handshake never makes one (docs/PROTOCOL.md#other-rdma-protocols)."""
+        key = (int(row[T.E_SLOT]), int(row[T.E_GEN]))
+        if row[T.E_CONN] >= 0 or key in self.stream_paths or key[0] < 0:
+            self.anomaly(frame, kind, detail, *args)
+            return
+        examples, counts = self.unproven.setdefault(key, ([], Counter()))
+        if counts[kind] < self.bounds.size["examples"]:
+            examples.append((frame, kind, detail, args))
+        counts[kind] += 1
+        if len(self.unproven) > 2 * self.bounds.size["streams"]:
+            self._forget_evicted_streams()
+
+    def foreign_stream(self, address, qpn):
+        """Did the stream to ``address``/``qpn`` carry traffic that is not RTRS's: another
+        protocol's connection, or messages without any RTRS immediate on a stream not
+        proven RTRS's (other protocols send none)?"""
+        slot = self.engine.stream(address, qpn)
+        if slot < 0:
+            return False
+        state = self.engine.streams.state[slot]
+        if state[T.CONN] != -1:
+            return state[T.CONN] < -1
+        key = (slot, int(state[T.GEN]))
+        return key not in self.stream_paths and key not in self.immediates \
+            and state[T.SEEN] > 0
+
     def stream_path(self, conn, slot, gen):
         """The path of a stream: its connection's, or the one its content told."""
         if conn >= 0:
             return self.conns[int(conn)][0].path
+        if conn < -1:
+            return None
         known = self.stream_paths.get((int(slot), int(gen)))
         return self.path_list[known[0]] if known else None
 
     def messages_done(self, rows, arena):
         """A batch of completed messages (transport.R_* columns)."""
         kind = D.kinds(rows)
-        path_id, c2s = self._resolve(rows, kind)
+        path_id, c2s = self._resolve(rows, arena, kind)
         record = self.records.rows(rows, arena, kind, path_id) if self.records is not None \
             else None
+        self._other_messages(rows)
+        self._immediates(rows, kind)
         self._heartbeats(rows, kind, path_id, c2s)
-        for i in np.flatnonzero(kind == D.K_UNKNOWN_IMM).tolist():
+        for i in np.flatnonzero((kind == D.K_UNKNOWN_IMM) & (path_id >= 0)).tolist():
             self.anomaly(int(rows[i, T.R_LAST_FRAME]), "unknown_imm",
                          "immediate 0x%08x", rows[i, T.R_IMM])
-        for i in np.flatnonzero(kind == D.K_SEND).tolist():
+        for i in np.flatnonzero((kind == D.K_SEND) & (rows[:, T.R_CONN] >= -1)).tolist():
             self._send(rows, arena, i, path_id)
         data = np.flatnonzero((kind == D.K_DATA) & (path_id >= 0) & ~c2s)
         self.read_data.add(path_id[data], rows[data, T.R_RKEY], rows[data, T.R_FIRST_TS],
@@ -423,8 +498,9 @@ class Analyzer:
             for i in np.flatnonzero(kind == D.K_INVALIDATE).tolist():
                 self.records.invalidate(int(rows[i, T.R_IETH]), int(rows[i, T.R_LAST_FRAME]))
 
-    def _resolve(self, rows, kind):
-        """Path id and direction of every row; -1 where no path can be told yet."""
+    def _resolve(self, rows, arena, kind):
+        """Path id and direction of every row; -1 where no path can be told yet (or
+        the row is another protocol's)."""
         path_id = np.full(len(rows), -1, dtype=np.int64)
         c2s = np.zeros(len(rows), dtype=bool)
         conn = rows[:, T.R_CONN]
@@ -433,32 +509,55 @@ class Analyzer:
             ids, where = np.unique(conn[bound], return_inverse=True)
             path_id[bound] = np.array([self.conns[i][0].path.id for i in ids.tolist()])[where]
             c2s[bound] = np.array([self.conns[i][1] for i in ids.tolist()])[where]
-        free = np.flatnonzero(~bound)
+        free = np.flatnonzero(conn == -1)
         if len(free):
             stream = (rows[free, T.R_SLOT] << 32) + rows[free, T.R_GEN]
             values, where = np.unique(stream, return_inverse=True)
             for k in range(len(values)):
                 at = free[where == k]
-                known = self._stream_path(rows, at, kind)
+                known = self._stream_path(rows, arena, at, kind)
                 if known is not None:
                     path_id[at], c2s[at] = known
         return path_id, c2s
 
-    def _stream_path(self, rows, at, kind):
-        """(path id, client→server) of an unbound stream, told by what it carries:
-        requests go client→server, responses server→client."""
+    def _stream_path(self, rows, arena, at, kind):
+        """(path id, client→server) of an unbound stream, told by what it carries
+        (docs/PROTOCOL.md#rtrs-without-a-handshake): requests whose trailer is an RTRS
+        trailer go client→server, responses in the form only RTRS's have server→client."""
         key = (int(rows[at[0], T.R_SLOT]), int(rows[at[0], T.R_GEN]))
         known = self.stream_paths.get(key)
         if known is not None:
             return known
-        kinds = set(kind[at].tolist())
-        if D.K_REQUEST in kinds:
-            c2s = True
-        elif D.K_RESPONSE in kinds:
-            c2s = False
-        else:
-            return None
-        return self._infer_stream(rows[at[0]], key, c2s)
+        requests = at[kind[at] == D.K_REQUEST]
+        if len(requests) and D.requests(rows[requests], arena)["op"].any():
+            return self._infer_stream(rows[requests[0]], key, True)
+        responses = at[kind[at] == D.K_RESPONSE]
+        if len(responses) and D.proven_responses(rows[responses], arena).any():
+            return self._infer_stream(rows[responses[0]], key, False)
+        return None
+
+    def _immediates(self, rows, kind):
+        """Unbound streams that carried an RTRS immediate type (requests, responses,
+        heartbeats), proven or not: a DREQ naming their QP may be RTRS's."""
+        rtrs = (rows[:, T.R_CONN] == -1) & np.isin(kind, IMMEDIATE_KINDS)
+        if rtrs.any():
+            keys = np.unique(rows[rtrs][:, [T.R_SLOT, T.R_GEN]], axis=0)
+            self.immediates.update(map(tuple, keys.tolist()))
+            if len(self.immediates) > 2 * self.bounds.size["streams"]:
+                self._forget_evicted_streams()
+
+    def _other_messages(self, rows):
+        """Messages of other protocols' connections: counted there."""
+        other = np.flatnonzero(rows[:, T.R_CONN] < -1)
+        if not len(other):
+            return
+        values, where = np.unique(rows[other, T.R_CONN], return_inverse=True)
+        sizes = np.bincount(where.ravel(), weights=rows[other, T.R_LEN])
+        counts = np.bincount(where.ravel())
+        for value, size, count in zip(values.tolist(), sizes.tolist(), counts.tolist()):
+            conn = self.cm.others.of(value)
+            conn.bytes += int(size)
+            conn.messages += int(count)
 
     def _infer_stream(self, row, key, c2s):
         src = (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO]))
@@ -467,6 +566,12 @@ class Analyzer:
         if path is None:     # the paths are full (rtrs_scapy/spec/limits.py)
             return None
         known = self.stream_paths[key] = (path.id, c2s)
+        examples, counts = self.unproven.pop(key, ((), {}))
+        for frame, kind, detail, args in examples:
+            self.anomaly(frame, kind, detail, *args)
+            counts[kind] -= 1
+        for kind, more in counts.items():    # beyond the examples kept: counted
+            self.anomaly_log.counts[kind] += more
         if len(self.stream_paths) > 2 * self.bounds.size["streams"]:
             self._forget_evicted_streams()
         return known
@@ -489,11 +594,17 @@ class Analyzer:
         gens = self.engine.streams.state[:, T.GEN]
         self.stream_paths = {key: known for key, known in self.stream_paths.items()
                              if gens[key[0]] == key[1]}
+        self.unproven = {key: waiting for key, waiting in self.unproven.items()
+                         if gens[key[0]] == key[1]}
+        self.immediates = {key for key in self.immediates if gens[key[0]] == key[1]}
 
     def _heartbeats(self, rows, kind, path_id, c2s):
         """Heartbeats of CM-bound streams count at once; the others once the capture
         has told which path their stream belongs to (at the end)."""
-        for i in np.flatnonzero((kind == D.K_HB_MSG) | (kind == D.K_HB_ACK)).tolist():
+        heartbeats = ((kind == D.K_HB_MSG) | (kind == D.K_HB_ACK)) & (rows[:, T.R_CONN] >= -1)
+        # a stream not tied to a path yet: only heartbeats in RTRS's own form wait for one
+        heartbeats &= (path_id >= 0) | D.bare_immediates(rows, exact=True)
+        for i in np.flatnonzero(heartbeats).tolist():
             is_msg = kind[i] == D.K_HB_MSG
             row = rows[i]
             if row[T.R_CONN] >= 0:
@@ -546,7 +657,7 @@ class Analyzer:
                 return
             path.chunks = _sg_cnt(data, 0)[0]
             path.state = "connected"
-        elif not cut:
+        elif not cut and path_id[i] >= 0:     # an unproven stream's SEND may be anybody's
             self.anomaly(int(row[T.R_LAST_FRAME]), "unknown_send",
                          "SEND of %d bytes is no RTRS message" % length)
 
@@ -658,20 +769,33 @@ class Analyzer:
         st = self.engine.streams.state
         for slot in np.flatnonzero(st[:, T.USED]).tolist():
             s = st[slot]
-            lost = int(s[T.SKIPPED] - s[T.FILLED])
-            self.capture_lost_packets += lost
-            path = self.stream_path(s[T.CONN], slot, s[T.GEN])
-            if path is None:
-                continue
-            path.transport["acks"] += int(s[T.ACKS])
-            path.transport["naks"] += int(s[T.NAKS])
-            path.transport["rnr_naks"] += int(s[T.RNRS])
-            path.transport["retransmissions"] += int(s[T.DUPS])
-            path.transport["cnps"] += int(s[T.CNPS])
-            path.transport["capture_lost_packets"] += lost
-            path.rtrs_packets += int(s[T.SEEN] + s[T.ACKS])
-            if s[T.UNACKED_FRAME] >= 0 and s[T.UNACKED_DUPS] > 0 and s[T.CONN] >= 0:
+            path = self._harvest_slot(slot, s, s[T.CONN])
+            if path is not None and s[T.UNACKED_FRAME] >= 0 and s[T.UNACKED_DUPS] > 0 \
+                    and s[T.CONN] >= 0:
                 self._stall(path, s)
+
+    def _harvest_slot(self, slot, s, owner):
+        """The counters of the stream in ``slot`` (state row ``s``) to ``owner`` (an
+        RTRS connection id, -1: the path its content told, below: another protocol's
+        connection); returns the RTRS path or None.  The packets the stream's gaps skipped
+        and no retransmission filled are the capture's loss (docs/PROTOCOL.md#capture-loss),
+        counted for the whole capture too."""
+        lost = int(s[T.SKIPPED] - s[T.FILLED])
+        self.capture_lost_packets += lost
+        if owner < -1:
+            self.cm.others.of(owner).packets += int(s[T.SEEN] + s[T.ACKS])
+            return None
+        path = self.stream_path(owner, slot, s[T.GEN])
+        if path is None:
+            return None
+        path.transport["acks"] += int(s[T.ACKS])
+        path.transport["naks"] += int(s[T.NAKS])
+        path.transport["rnr_naks"] += int(s[T.RNRS])
+        path.transport["retransmissions"] += int(s[T.DUPS])
+        path.transport["cnps"] += int(s[T.CNPS])
+        path.transport["capture_lost_packets"] += lost
+        path.rtrs_packets += int(s[T.SEEN] + s[T.ACKS])
+        return path
 
     def _unmatched(self):
         """Responses no request waited for, on paths with a handshake: their requests

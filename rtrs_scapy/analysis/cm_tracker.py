@@ -51,6 +51,7 @@ from ..capture.links import address_text
 from ..layout.plans import plan
 from ..layout.wire import ENUMS, IP_SERVICE_ID_PREFIX, MGMT_CLASS_CM, RDMA_PS_IB
 from .model import Attempt, Connection
+from .other_rdma import OtherRdma
 
 cm_attribute_ids = ENUMS["cm_attribute_ids"]
 cm_rej_reasons = ENUMS["cm_rej_reasons"]
@@ -62,7 +63,7 @@ _req = plan("CMReq").reader("local_comm_id", "service_id", "local_qpn", "startin
 _rep = plan("CMRep").reader("local_comm_id", "remote_comm_id", "local_qpn", "starting_psn")
 _rej = plan("CMRej").reader("local_comm_id", "remote_comm_id", "reason")
 _rtu = plan("CMRtu").reader("local_comm_id", "remote_comm_id")
-_dreq = plan("CMDreq").reader("local_comm_id", "remote_comm_id")
+_dreq = plan("CMDreq").reader("local_comm_id", "remote_comm_id", "remote_qpn")
 _drep = plan("CMDrep").reader("local_comm_id", "remote_comm_id")
 _conn_req = plan("RtrsMsgConnReq")
 _conn_rsp = plan("RtrsMsgConnRsp")
@@ -211,6 +212,7 @@ class CmTracker:
         self.block = None      # the last REQs of a flood, not deferred yet (_Block)
         self.orphans = OrderedDict()     # (sender, comm id) of a DREQ without its REQ -> its path
         self.unattached = []   # DREQs whose path was not known yet: (frame, ts, src, dst)
+        self.others = OtherRdma(an)   # connections of other protocols (other_rdma.py)
         self.finished = False
 
     def feed(self, frame, ts, src, dst, buf, off, end):
@@ -334,15 +336,16 @@ class CmTracker:
             if private + CMA_HDR <= end:
                 names = bytes(buf[private:private + CMA_HDR])
             private += CMA_HDR
-        data = bytes(buf[private:min(end, private + _conn_req.size)])
+        data = bytes(buf[private:end])    # the private data: whose protocol it is
         if len(data) < _conn_req.size:
             return None
         fields = _conn_req.decode(data, 0, len(data))
         req = (frame, ts, src, dst, fields, sid, qpn, psn, pmtu, comm_id, names)
         if not is_conn_req(data):
-            # not RTRS, unless an RTRS server answers it (then: a bad magic,
-            # docs/PROTOCOL.md#conn_rsp)
+            # another protocol's (docs/PROTOCOL.md#other-rdma-protocols), unless an RTRS
+            # server answers it (then: a bad magic, docs/PROTOCOL.md#conn_rsp)
             self._put(self.unclaimed, (src, comm_id), req)
+            self.others.requested(frame, src, dst, sid, qpn, psn, comm_id, data)
             return None
         if fields["version"] >> 8 != RTRS_PROTO_VER_MAJOR:
             self.an.anomaly(frame, "bad_version", "conn_req version %d.%d, the server "
@@ -436,6 +439,7 @@ class CmTracker:
         if req is None:
             return None
         fields = req[4]
+        self.others.claimed(dst, remote_id)
         self.an.anomaly(req[0], "bad_magic", "conn_req magic 0x%04x (RTRS is 0x%04x); "
                         "the RTRS server answered it" % (fields["magic"], RTRS_MAGIC))
         return self._connection(*req)
@@ -449,8 +453,9 @@ class CmTracker:
         data = bytes(buf[private:min(end, private + _conn_rsp.size)])
         fields = _conn_rsp.decode(data, 0, len(data)) if is_conn_rsp(data) else {}
         conn = self._answered(dst, remote_id, bool(fields))
-        if conn is None:
-            return None  # not a connection we saw requested (or not RTRS)
+        if conn is None:    # another protocol's, or a connection not seen requested
+            self.others.replied(frame, src, dst, comm_id, remote_id, qpn, psn)
+            return None
         if conn.server_comm_id is not None:
             self.cm_retransmissions += 1
             return conn
@@ -485,6 +490,8 @@ class CmTracker:
         if conn is None:
             conn = self._answered(dst, remote_id, bool(fields))
         if conn is None:
+            if self.others.cm(frame, src, dst, comm_id, remote_id, "rej") is not None:
+                return None
             return self._orphan_rej(frame, ts, src, dst, fields, reason)
         sender = _side(conn.path, src)
         if conn.rejected_by == sender:
@@ -530,6 +537,8 @@ class CmTracker:
         conn = self._by_ids("CMRtu", _rtu, src, dst, buf, body, end)
         if conn is not None:
             self._established(conn, frame, ts)
+        elif end - body >= plan("CMRtu").size:
+            self.others.cm(frame, src, dst, *_rtu(buf, body), "rtu")
         return conn
 
     def _mra(self, frame, ts, src, dst, buf, body, end):
@@ -545,10 +554,12 @@ class CmTracker:
     def _dreq(self, frame, ts, src, dst, buf, body, end):
         if end - body < plan("CMDreq").size:
             return None
-        local_id, remote_id = _dreq(buf, body)
+        local_id, remote_id, remote_qpn = _dreq(buf, body)
         conn = self._known((src, local_id)) or self._known((dst, remote_id))
         if conn is None:
-            return self._orphan_dreq(frame, ts, src, dst, local_id)
+            if self.others.cm(frame, src, dst, local_id, remote_id, "dreq") is not None:
+                return None
+            return self._orphan_dreq(frame, ts, src, dst, local_id, remote_qpn)
         path = conn.path
         initiator = _side(path, src)
         if initiator in conn.dreq_from:
@@ -563,8 +574,12 @@ class CmTracker:
                        {"initiator": initiator, "cm": "DREQ"})
         return conn
 
-    def _orphan_dreq(self, frame, ts, src, dst, local_id):
-        """A DREQ of a connection whose REQ/REP precede the capture."""
+    def _orphan_dreq(self, frame, ts, src, dst, local_id, remote_qpn):
+        """A DREQ of a connection whose REQ/REP precede the capture; not the path's when
+        the QP it names carried another protocol's traffic
+        (docs/PROTOCOL.md#other-rdma-protocols)."""
+        if self.an.foreign_stream(dst, remote_qpn):
+            return None
         key = (src, local_id)
         if key in self.orphans:
             self.cm_retransmissions += 1
@@ -587,8 +602,11 @@ class CmTracker:
         if end - body < plan("CMDrep").size:
             return None
         local_id, remote_id = _drep(buf, body)
-        known = (self._known((src, local_id)) or self._known((dst, remote_id))
-                 or self.orphans.get((dst, remote_id)))
+        known = self._known((src, local_id)) or self._known((dst, remote_id))
+        if known is None and self.others.cm(frame, src, dst, local_id, remote_id,
+                                            "drep") is not None:
+            return None
+        known = known or self.orphans.get((dst, remote_id))
         path = known.path if isinstance(known, Connection) else known
         if path is not None and path.teardown is not None:
             path.teardown["drep"].add(_side(path, src))   # it saw the disconnect

@@ -104,7 +104,7 @@ def requests(rows, arena):
     usr_at = np.where(is_read, read_at - usr_len, wat - wusr)
     # the user header is read only when all of it was kept (docs/PROTOCOL.md#request-trailers)
     usr_seen = np.where(is_read, np.where(tlen == length, usr_len, 0),
-                        np.where(wusr <= tlen - WRITE_TRAILER.size, wusr, 0))
+                        np.where(is_write & (wusr <= tlen - WRITE_TRAILER.size), wusr, 0))
     op = np.where(is_read, 1, np.where(is_write, 2, np.where(cut, HEADER_ONLY, 0)))
     data_len = np.where(is_read, desc_len, np.where(is_write, length - WRITE_TRAILER.size - wusr,
                                                     0))
@@ -170,6 +170,27 @@ def responses(rows, arena):
             "rkey_rsp": is_rkey,
             "rkey_buf_id": _u(arena, hoff, RKEY_RSP, "buf_id", is_rkey),
             "rkey": _u(arena, hoff, RKEY_RSP, "rkey", is_rkey)}
+
+
+def bare_immediates(rows, exact=False):
+    """Rows that are an RDMA WRITE WITH IMMEDIATE of no data to address 0 with rkey 0,
+    as RTRS sends its responses and heartbeats; ``exact``: with an immediate of no
+    payload, as heartbeats carry (docs/PROTOCOL.md#rtrs-without-a-handshake)."""
+    bare = (rows[:, T.R_SEND] == 0) & (rows[:, T.R_LEN] == 0) & (rows[:, T.R_DMALEN] == 0) \
+        & (rows[:, T.R_VA] == 0) & (rows[:, T.R_RKEY] == 0) & (rows[:, T.R_PARTIAL] == 0)
+    if exact:
+        bare &= (rows[:, T.R_IMM] >= 0) & (rows[:, T.R_IMM] & IMM_PAYLOAD_MASK == 0)
+    return bare
+
+
+def proven_responses(rows, arena):
+    """Response rows (immediate type 1 or 2) in a form that only RTRS's responses have
+    (docs/PROTOCOL.md#rtrs-without-a-handshake): a bare RDMA WRITE WITH IMMEDIATE
+    (``bare_immediates``), or a SEND WITH IMMEDIATE carrying an rkey_rsp for the
+    buf_id the immediate names."""
+    fields = responses(rows, arena)
+    return bare_immediates(rows) | (fields["rkey_rsp"]
+                                     & (fields["rkey_buf_id"] == fields["msg_id"]))
 
 
 def head_bytes(rows, arena, i):

@@ -171,6 +171,9 @@ class _Binder:
         """Each part's last acknowledged PSN arrives with its edges (ACK_IN)."""
         T.pair_streams(self.streams.state, a, b)
 
+    def stream(self, address, qpn):
+        return self.streams.ids.get((address[0], address[1], qpn), -1)
+
     def touched(self):
         streams = self.streams
         slots = np.array(sorted(streams.touched_ids), dtype=np.int64)

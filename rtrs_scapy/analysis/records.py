@@ -20,6 +20,8 @@ _info_rsp = plan("RtrsMsgInfoRsp")
 
 #: the names a request or response record takes once paired ("pending" until then)
 IO_MESSAGES = frozenset(("read", "write", "io_rsp"))
+#: a message of another RDMA protocol's connection (other_rdma.py): kept when asked for
+OTHER = "other"
 
 
 def _info_message(data):
@@ -45,7 +47,7 @@ class Records:
 
     def wants(self, msg):
         if self.kinds is None:
-            return True
+            return msg != OTHER
         return bool(self.kinds & IO_MESSAGES) if msg == "pending" else msg in self.kinds
 
     def add(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd_fields=None, path=None):
@@ -69,7 +71,9 @@ class Records:
         an = self.an
         index = np.full(len(rows), -1, dtype=np.int64)
         names = {D.K_HB_MSG: "hb_msg", D.K_HB_ACK: "hb_ack"}
-        for i in range(len(rows)):
+        if self.wants(OTHER):
+            self._others(rows)
+        for i in np.flatnonzero(rows[:, T.R_CONN] >= -1).tolist():   # not other protocols'
             row = rows[i]
             k = int(kind[i])
             conn = an.conns[int(row[T.R_CONN])][0] if row[T.R_CONN] >= 0 else None
@@ -96,6 +100,23 @@ class Records:
                                       dst))
         return index
 
+    def _others(self, rows):
+        """One record per message of another protocol's connection, without RTRS fields:
+        the protocol, the operation and its length."""
+        an = self.an
+        for i in np.flatnonzero(rows[:, T.R_CONN] < -1).tolist():
+            row = rows[i]
+            op = "SEND" if row[T.R_SEND] else "RDMA WRITE"
+            if row[T.R_IMM] >= 0:
+                op += " with immediate"
+            if row[T.R_IETH] >= 0:
+                op += " with invalidate"
+            self.add(int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]) / 1e9,
+                     (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO])),
+                     (int(row[T.R_DST_HI]), int(row[T.R_DST_LO])), int(row[T.R_QPN]), None,
+                     OTHER, {"protocol": an.cm.others.of(row[T.R_CONN]).protocol, "op": op,
+                             "length": int(row[T.R_LEN])})
+
     def close(self):
         """Records whose stream was tied to a path only later get its names (the
         same whatever batches the capture was read in)."""
@@ -104,6 +125,8 @@ class Records:
             if path is not None:
                 self.list[index].update(sess_uuid=path.sess_uuid, client=path.client,
                                         server=path.server)
+            else:       # a stream never proven RTRS's (docs/PROTOCOL.md#rtrs-without-a-handshake)
+                self.list[index]["msg"] = "pending"
         self.list = sorted((r for r in self.list if r["msg"] != "pending"),
                            key=lambda r: r["frame"])   # a deferred CM REQ comes late
 

@@ -215,4 +215,5 @@ def summarize(analyzer, capture_info):
         capture["cut_mads"] = int(counters[T.G_CUT_MADS])
         capture["cut_headers"] = int(counters[T.G_CUT_HEADERS])
     return {"capture": capture, "sessions": sessions, "anomalies": list(analyzer.anomalies),
-            "anomaly_counts": dict(sorted(analyzer.anomaly_log.counts.items()))}
+            "anomaly_counts": dict(sorted(analyzer.anomaly_log.counts.items())),
+            "other_rdma": analyzer.cm.others.summary()}

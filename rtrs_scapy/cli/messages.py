@@ -6,7 +6,7 @@ import click
 
 from .common import analyze_capture, capture_argument, captures_argument, chosen, \
     format_option, kernel_log_option, queue_depth_option, quiet_option, with_kernel_logs
-from ..report.messages import HEADER, MESSAGE_KINDS, RNBD_CONTROL, RNBD_OPS
+from ..report.messages import HEADER, MESSAGE_KINDS, OTHER, RNBD_CONTROL, RNBD_OPS
 
 
 class SectorRange(click.ParamType):
@@ -47,9 +47,12 @@ class SectorRange(click.ParamType):
               help="Only RNBD IO touching these 512-byte sectors (N or FROM-TO).")
 @click.option("--min-latency", "min_latency", default=None, type=click.FloatRange(0),
               metavar="US", help="Only requests and responses paired after at least US µs.")
+@click.option("--other", is_flag=True,
+              help="Also the SENDs and RDMA WRITEs of other RDMA protocols' connections "
+                   "(message other: the protocol, the operation, its length).")
 @kernel_log_option
 def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, errors, device, op,
-             sectors, min_latency, kernel_logs, device_map):
+             sectors, min_latency, other, kernel_logs, device_map):
     """One line per RTRS/RNBD message of CAPTURES (JSON lines with --format json).
 
     CAPTURES: files, - for standard input, directories: one capture, merged in time
@@ -59,7 +62,8 @@ def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, erro
     request's RNBD header.
     """
     from ..report.messages import MessageView
-    result = analyze_capture(list(captures), quiet, keep_messages=True, queue_depth=queue_depth)
+    kept = MESSAGE_KINDS + (OTHER,) if other else True
+    result = analyze_capture(list(captures), quiet, keep_messages=kept, queue_depth=queue_depth)
     lines = with_kernel_logs(result.summary, kernel_logs, device_map)
     view = MessageView(result.summary, result.messages, lines)
     session = None if session_filter is None else \

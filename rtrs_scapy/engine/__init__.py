@@ -92,6 +92,11 @@ class Engine:
     def pair_streams(self, a, b):
         T.pair_streams(self.streams.state, a, b)
 
+    def stream(self, address, qpn):
+        """The slot of the stream to ``address``/``qpn`` (as bind() takes them), -1."""
+        st = self.streams
+        return int(T.find(st.table, st.state, address[0], address[1], qpn))
+
 
 def mads(chunk, packets, first, last):
     """(frame, stamp, src, dst, data, start, end) of the CM MADs first..last-1 of a

@@ -449,8 +449,8 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             continue
         if cls == C_FOREIGN:
             if slot >= 0:
-                ne = _event(events, ne, EV_FOREIGN_OPCODE, frame, slot, state, opcode, 0,
-                            qpn, dhi, dlo, shi, slo)
+                ne = _event(events, ne, EV_FOREIGN_OPCODE, frame, slot, state, opcode,
+                            packets[i, P_STOP] - packets[i, P_START], qpn, dhi, dlo, shi, slo)
             continue
         # -- RC SEND / RDMA WRITE ------------------------------------------------
         if slot < 0:
@@ -612,13 +612,20 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
 
 
 @compiled
+def find(table, state, hi, lo, qpn):
+    """The slot of the stream to address (hi, lo) and QP ``qpn``; -1 when none."""
+    return _find(table, state, hi, lo, qpn)[0]
+
+
+@compiled
 def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame, missing):
     """The CM bound a stream to a connection (after a REP); returns (slot, nfree).
 
     A stream that belonged to another connection starts afresh (a QP number can
-    come back with a new connection)."""
+    come back with a new connection); ``conn`` below -1 marks a connection of another
+    protocol (analysis/other_rdma.py)."""
     slot, bucket = _find(table, state, hi, lo, qpn)
-    if slot >= 0 and state[slot, CONN] != conn and state[slot, CONN] >= 0:
+    if slot >= 0 and state[slot, CONN] != conn and state[slot, CONN] != -1:
         state[slot, ACTIVE] = 0
         state[slot, SYNCED] = 0
     if slot < 0:

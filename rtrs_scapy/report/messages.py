@@ -23,6 +23,8 @@ from .words import (
 #: what a record's ``msg`` can be (``--msg``)
 MESSAGE_KINDS = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "read", "write",
                  "io_rsp", "hb_msg", "hb_ack", "disconnect", "kernel_log")
+#: the messages of other RDMA protocols' connections (``--other``), not RTRS's
+OTHER = "other"
 #: RNBD IO operations and control messages (``--op``)
 RNBD_OPS = RNBD_OP_NAMES
 RNBD_CONTROL = ("sess_info", "open", "close")
@@ -393,6 +395,7 @@ DETAILS = {
     "info_req": lambda f: ["pathname " + f["pathname"]],
     "info_rsp": lambda f: ["%d chunks" % f["sg_cnt"]],
     "read": _request, "write": _request, "io_rsp": _io_rsp, "disconnect": _disconnect,
+    OTHER: lambda f: [f["protocol"], "%s of %d bytes" % (f["op"], f["length"])],
 }
 
 

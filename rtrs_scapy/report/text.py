@@ -552,6 +552,29 @@ def _cut_line(summary):
     return text + ": every RTRS header and trailer captured"
 
 
+def _frames(frames):
+    return ", ".join(str(f) for f in frames) if frames else "not in the capture"
+
+
+def render_other_rdma(connections, out):
+    """Connections of other RDMA protocols: listed, never part of an RTRS path."""
+    if not connections:
+        return
+    out.append("")
+    out.append("other RDMA protocols (%s, not RTRS)" % plural(len(connections), "connection"))
+    for conn in connections:
+        port = "port %d" % conn["port"] if conn["port"] is not None else \
+            "service ID %s" % conn["service_id"]
+        qps = "QPs %s ↔ %s" % (_qpn(conn["client_qpn"]), _qpn(conn["server_qpn"]))
+        out.append("  %s  %s → %s  %s  %s%s" % (
+            conn["protocol"], conn["client"], conn["server"], port, qps,
+            "  rejected" if conn["rejected"] else ""))
+        out.append("    %s, %s in %s  connect frames %s  disconnect frames %s" % (
+            plural(conn["packets"], "packet"), size(conn["bytes"]),
+            plural(conn["messages"], "message"), _frames(conn["connect_frames"]),
+            _frames(conn["disconnect_frames"])))
+
+
 def render(summary):
     cap = summary["capture"]
     clock = Clock(cap["first_ts"])
@@ -584,6 +607,7 @@ def render(summary):
         for path in session["paths"]:
             render_path(path, clock, out)
         render_rnbd(session, out)
+    render_other_rdma(summary.get("other_rdma") or [], out)
     anomalies = summary["anomalies"]
     out.append("")
     if anomalies:

@@ -167,3 +167,16 @@ def errno_name(err):
     if err == 0:
         return "OK"
     return _errno.errorcode.get(err, "E%d" % err)
+
+# Other RDMA protocols on the same fabrics (docs/PROTOCOL.md#other-rdma-protocols):
+# their well-known RDMA CM ports and what their CM REQ private data starts with
+ULP_PORTS = {
+    4420: "NVMe-oF/RDMA",     # NVMe-oF RDMA transport binding; nvme_rdma_cm_req
+    20049: "NFS/RDMA",        # RFC 8267 (NFS upper-layer binding of RPC-over-RDMA)
+    3260: "iSER",             # RFC 7145; iser_cm_hdr
+    5445: "SMB Direct",       # MS-SMBD
+}
+RPCRDMA_CONNECT_MAGIC = 0xF6AB0E18   # RFC 8797 rpcrdma_connect_private.cp_magic (BE)
+SRP_LOGIN_REQ = 0x00                 # include/scsi/srp.h: the opcode of srp_login_req
+SRP_LOGIN_REQ_SIZE = 64
+SRP_BUF_FORMATS = 0x6                # SRP_BUF_FORMAT_DIRECT | SRP_BUF_FORMAT_INDIRECT
