@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from conftest import real_pcap
+from tshark_util import TSHARK, tshark_env
 from test_inputs import without_capture_block
 from test_parts import split
 from rtrs_scapy.analysis import analyze
@@ -244,10 +245,10 @@ def test_failover_retransmissions_per_path_are_tshark_s(uncut):
     """tshark's BTH fields: a frame whose PSN repeats an earlier PSN of the same
     destination and QP is a retransmission; counted per path, as the summary does."""
     fields = subprocess.run(
-        ["tshark", "-r", str(real_pcap("failover")), "-Y", "infiniband.bth.opcode != 17 && "
+        [TSHARK, "-r", str(real_pcap("failover")), "-Y", "infiniband.bth.opcode != 17 && "
          "infiniband.bth.destqp != 1", "-T", "fields", "-e", "ip.src", "-e", "ip.dst",
          "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn"],
-        capture_output=True, check=True, timeout=600).stdout.decode().split("\n")
+        capture_output=True, check=True, timeout=600, env=tshark_env()).stdout.decode().split("\n")
     seen, repeats = set(), {}
     for line in filter(None, fields):
         src, dst, qpn, psn = line.split("\t")

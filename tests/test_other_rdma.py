@@ -9,7 +9,6 @@ traffic is no RTRS; the Wireshark plugin leaves the other protocols' frames to
 Wireshark's dissectors."""
 
 import json
-import shutil
 import subprocess
 
 import pytest
@@ -25,8 +24,8 @@ from rtrs_scapy.layers.cm import AF_IB_SERVICE_ID, service_id
 from rtrs_scapy.report.text import render
 
 from conftest import REPO, real_pcap
+from tshark_util import TSHARK, tshark_env
 
-TSHARK = shutil.which("tshark")
 LUA = REPO / "wireshark" / "rtrs.lua"
 CLIENT, SERVER = "10.77.0.2", "10.77.0.1"      # basic_inval.pcap's RTRS client and server
 #: the protocol names of the summary -> tshark's filter for its dissector
@@ -128,7 +127,8 @@ def tshark_fields(pcap, *fields, lua=None):
     args = [TSHARK, "-r", str(pcap), "-T", "fields"] + [a for f in fields for a in ("-e", f)]
     if lua:
         args[1:1] = ["-X", "lua_script:%s" % lua]
-    run = subprocess.run(args, capture_output=True, text=True, timeout=300, check=True)
+    run = subprocess.run(args, capture_output=True, text=True, timeout=300, check=True,
+                         env=tshark_env())
     return [line.split("\t") for line in run.stdout.splitlines()]
 
 
