@@ -18,6 +18,7 @@ import numpy as np
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_op_name, short_name
 from . import iorows, rnbd
+from .io import WRITE
 from .summary import latency_stats
 
 CONTROL = ("sess_info", "open", "close")
@@ -38,8 +39,11 @@ class RnbdView:
 
     def rows(self, batch, paths):
         """A batch of IO rows (iorows.py) of the analyzer's ``paths``.  A request that
-        was failed over is the same block IO as its copy: only the copy counts."""
+        was failed over is the same block IO as its copy: only the copy counts; a write
+        the server answered before the client re-sent it ran twice on the server."""
         if batch["failed_over"].any():
+            for pid in np.unique(batch["path"][batch["failed_over"] == 1]).tolist():
+                self.of(paths[pid].session).failed_over(batch, batch["path"] == pid)
             batch = {k: v[batch["failed_over"] == 0] for k, v in batch.items()}
         order = np.argsort(batch["frame"], kind="stable")
         path_ids = batch["path"][order]
@@ -56,6 +60,12 @@ class RnbdView:
         for device_id in np.unique(devices).tolist():
             mine = devices == device_id
             view.device(device_id).pattern(sectors[mine], sizes[mine])
+
+    def copy_without_original(self, session):
+        """A failover whose original never reached the wire (failover.py)."""
+        failovers = self.of(session).failovers
+        failovers["failed_over"] += 1
+        failovers["original_not_on_wire"] += 1
 
     def opened(self, session, request, reply, frame, time):
         """An OPEN answered by its OPEN_RSP."""
@@ -172,6 +182,17 @@ class _SessionView:
         self.ops = {}
         self.control = {kind: {"count": 0, "errors": 0} for kind in CONTROL}
         self.devices = {}
+        # block IOs re-sent on another path (counted once): of them, copies whose original
+        # is not on the wire (failover.py) and writes the server ran twice
+        self.failovers = {"failed_over": 0, "original_not_on_wire": 0, "executed_twice": 0}
+
+    def failed_over(self, rows, mine):
+        """IO rows re-sent on another path: an answered write ran on the server before
+        its copy did (docs/PROTOCOL.md#failover-from-the-wire)."""
+        gone = mine & (rows["failed_over"] == 1) & (rows["rnbd_type"] == RNBD_MSG_IO)
+        self.failovers["failed_over"] += int(np.count_nonzero(gone))
+        self.failovers["executed_twice"] += int(np.count_nonzero(
+            gone & (rows["outcome"] == iorows.ANSWERED) & (rows["op"] == WRITE)))
 
     def device(self, device_id):
         device = self.devices.get(device_id)
@@ -202,6 +223,8 @@ class _SessionView:
 
     def merge(self, earlier):
         _merge_ops(self.ops, earlier.ops)
+        for key, value in earlier.failovers.items():
+            self.failovers[key] += value
         for kind, counts in earlier.control.items():
             for key, value in counts.items():
                 self.control[kind][key] += value
@@ -229,7 +252,7 @@ class _SessionView:
 
     def summary(self):
         return {"ops": {op: stats.summary() for op, stats in sorted(self.ops.items())},
-                "control": dict(self.control),
+                "control": dict(self.control), "failovers": dict(self.failovers),
                 "devices": {str(k): d.summary() for k, d in sorted(self.devices.items())}}
 
 
