@@ -118,6 +118,12 @@ EXPERTS = (
      "Response to a request sent before the capture started", "SEQUENCE", "CHAT"),
     ("limit", "rtrs.expert.limit", "State limit reached: the oldest idle entries were evicted",
      "PROTOCOL", "NOTE"),
+    ("failover", "rtrs.expert.failover", "Request failed over from another path",
+     "SEQUENCE", "NOTE"),
+    ("response_not_delivered", "rtrs.expert.response_not_delivered",
+     "Response not delivered: the request was re-sent on another path", "SEQUENCE", "WARN"),
+    ("no_response", "rtrs.expert.no_response",
+     "No response: the request was re-sent on another path", "SEQUENCE", "WARN"),
 )
 
 
