@@ -9,6 +9,8 @@ the analyzer): what the kernel's CM and RTRS timers put there.
 * the server's heartbeat timer: DREQs 6 intervals after its last heartbeat
   (hb_work(): more than RTRS_HB_MISSED_MAX ticks), sent again with the same IDs;
 * crossed DREQs at unmap: the server's own DREQs on cids 1.. with its own comm IDs;
+* the unmap of Linux 6.12 (unmap_6_12): the server's DREP, then its own DREQs; 6.1's
+  usual one (basic): DREPs only;
 * answers into a dead link (failover_undelivered): sent again with their PSNs and never
   acknowledged, then the requests re-sent on the other path with their buf_ids and RNBD
   headers in buf_id order, the one sent after the link died among them.
@@ -19,7 +21,9 @@ import collections
 from rtrs_scapy.spec.constants import HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_HB_MSG_IMM
 from rtrs_scapy.craft import craft_scenario
 from rtrs_scapy.spec.imm import decode as decode_imm
-from rtrs_scapy.layers.cm import MAD, CMDreq, CMRej, CMRep, CMReq, cm_rej_reasons, msg_kinds
+from rtrs_scapy.layers.cm import (
+    MAD, CMDrep, CMDreq, CMRej, CMRep, CMReq, cm_rej_reasons, msg_kinds,
+)
 from rtrs_scapy.layers.ib import ImmDt
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
 
@@ -158,3 +162,21 @@ def test_answers_into_a_dead_link_and_their_copies():
         (b, "response_not_delivered" if b in answered else "original_not_on_wire")
         for b in originals)
     assert session["rnbd"]["failovers"]["executed_twice"] == truth["executed_twice"] == 1
+
+
+def test_unmap_of_linux_6_12_and_6_1():
+    """unmap_6_12: the server's DREP of cid 0 comes before its own DREQs for the other
+    cids; basic (Linux 6.1's usual unmap): DREQs of the client only, a DREP for each.
+    Both are one disconnect started by the client (the generator's truth)."""
+    for scenario, server_dreqs in (("unmap_6_12", True), ("basic", False)):
+        packets, truth = craft_scenario(scenario, seed=5)
+        (path,) = truth["paths"]
+        cm = [("client" if _ip(p) == path["client_addr"] else "server",
+               "DREQ" if CMDreq in p else "DREP") for p in packets
+              if CMDreq in p or CMDrep in p]
+        server = [kind for side, kind in cm if side == "server"]
+        assert server[0] == "DREP"
+        assert ("DREQ" in server) is server_dreqs
+        assert cm[0] == ("client", "DREQ")
+        assert [(d["initiator"], d["answered_by"]) for d in path["disconnects"]] == \
+            [("client", "server" if server_dreqs else None)]

@@ -254,6 +254,19 @@ def _failover_undelivered(s, ios):
     _close_session(s, dev, [p0, p1])
 
 
+@scenario("unmap_6_12", "one path, a few IOs, unmapped as Linux 6.12 does it every time "
+          "(6.1 only when the client's later DREQs come after the server's close_path()): the "
+          "server answers the client's DREQ of cid 0 with its DREP, then closes the other cids "
+          "with DREQs of its own; one disconnect, started by the client, answered by the "
+          "server (basic: Linux 6.1's plain DREQ/DREP teardown)", ios=4)
+def _unmap_6_12(s, ios):
+    path, dev = _open_session(s)
+    _workload(s, ios // 2, ios - ios // 2, 0, dev)
+    s.idle(1.0)
+    s.rnbd_close(dev)
+    s.disconnect(path, crossed=True)
+
+
 @scenario("reconnect_timeout", "two paths, IO round-robin; the client's link of path 1 goes "
           "down for ~25 s (capture on the server's side): the server's heartbeat is "
           "retransmitted (go-back-N) until its QP gives up, the server closes path 1 (DREQs, "
