@@ -93,8 +93,10 @@ def session_truth(crafter, since=None, scenario=None, params=None):
         "executed_twice": sum(1 for r in reqs if r["_undelivered"] and r["dir"] == "write"),
         "retransmitted_messages": sum(1 for e in events if e["kind"] == "retransmission"),
         "devices": {str(k): v for k, v in sorted(s.device_log.items())},
-        "ios": [{k: r[k] for k in ("t", "path", "cid", "buf_id", "dir", "op", "data_len",
-                                   "usr_len", "errno", "failover")} for r in reqs],
+        # on_wire false: sent into a dead link, never in the capture (its copy is)
+        "ios": [dict({k: r[k] for k in ("t", "path", "cid", "buf_id", "dir", "op", "data_len",
+                                        "usr_len", "errno", "failover")},
+                     on_wire=not r["_unsent"]) for r in reqs],
     }
 
 
