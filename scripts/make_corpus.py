@@ -70,6 +70,16 @@ CORPUS = [
      "two paths; path 1's server goes silent with 4 requests in flight: go-back-N, client "
      "DREQs, the 4 re-sent on path 0 with their buf_ids (failover_cnt 4 on path 0), path 1 "
      "back ~31 s later"),
+    ("failover_undelivered.pcap", "failover_undelivered", 24, {},
+     "capture on the server's side: path 1's client link dies with 3 requests in flight, "
+     "one answered just before; the answers of the other two (a write, a read) retransmitted "
+     "and never acknowledged, a read sent after that never on the wire; the 3 re-sent on "
+     "path 0 in buf_id order (failover_cnt 3: 2 proven, 1 by the permits' order; the write "
+     "executed twice), path 1 back ~31 s later"),
+    ("unmap_6_12.pcap", "unmap_6_12", 25, {},
+     "the unmap of Linux 6.12: the client's DREQs, the server's DREP of cid 0 and its own "
+     "DREQs for the other cids: one disconnect started by the client, answered by the "
+     "server (Linux 6.1 as in basic_inval.pcap: DREQ/DREP per cid)"),
     ("reconnect_timeout.pcap", "reconnect_timeout", 21, {},
      "capture on the server's side: path 1's client link down ~25 s, server heartbeat "
      "retransmitted, server DREQs (sent again), two reconnect attempts whose REPs never "

@@ -1,6 +1,7 @@
 """Every crafted capture of pcaps/: the analyzer finds what the generator put in
 (its <file>.truth.json): paths, IO counts and bytes per path, errors by errno,
-rejects, reconnects successful and failed, failovers, lost requests, disconnects,
+rejects, reconnects successful and failed, failovers (and writes executed twice), lost
+requests, disconnects,
 outages, heartbeats, devices; anomalies only where the scenario is one (bad magic,
 unsupported version)."""
 
@@ -75,6 +76,18 @@ def test_rejects_disconnects_outages_per_path(crafted):
             [(o["cause"], o["up"]) for o in want["outages"]]
         lost = [e for e in got["events"] if e["kind"] == "heartbeat_lost"]
         assert len(lost) == want["heartbeat_lost"]
+
+
+def test_failovers_and_writes_executed_twice(crafted):
+    """Each session's RNBD view: the IOs failed over (the kernel's failover_cnt of its
+    paths) and the writes the server ran twice (answered into a dead link, re-sent)."""
+    summary, truth = crafted
+    failovers = {"failed_over": 0, "executed_twice": 0}
+    for session in summary["sessions"]:
+        for key in failovers:
+            failovers[key] += session["rnbd"]["failovers"][key]
+    assert failovers == {"failed_over": sum(p["kernel"]["failover_cnt"] for p in truth["paths"]),
+                         "executed_twice": truth["executed_twice"]}
 
 
 def test_errors_rejects_heartbeats_devices(crafted):

@@ -8,7 +8,12 @@ the analyzer): what the kernel's CM and RTRS timers put there.
   the next attempt 31 s later (reconnect_delay_sec + RTRS_RECONNECT_BACKOFF);
 * the server's heartbeat timer: DREQs 6 intervals after its last heartbeat
   (hb_work(): more than RTRS_HB_MISSED_MAX ticks), sent again with the same IDs;
-* crossed DREQs at unmap: the server's own DREQs on cids 1.. with its own comm IDs.
+* crossed DREQs at unmap: the server's own DREQs on cids 1.. with its own comm IDs;
+* the unmap of Linux 6.12 (unmap_6_12): the server's DREP, then its own DREQs; 6.1's
+  usual one (basic): DREPs only;
+* answers into a dead link (failover_undelivered): sent again with their PSNs and never
+  acknowledged, then the requests re-sent on the other path with their buf_ids and RNBD
+  headers in buf_id order, the one sent after the link died among them.
 """
 
 import collections
@@ -16,7 +21,9 @@ import collections
 from rtrs_scapy.spec.constants import HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_HB_MSG_IMM
 from rtrs_scapy.craft import craft_scenario
 from rtrs_scapy.spec.imm import decode as decode_imm
-from rtrs_scapy.layers.cm import MAD, CMDreq, CMRej, CMRep, CMReq, cm_rej_reasons, msg_kinds
+from rtrs_scapy.layers.cm import (
+    MAD, CMDrep, CMDreq, CMRej, CMRep, CMReq, cm_rej_reasons, msg_kinds,
+)
 from rtrs_scapy.layers.ib import ImmDt
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
 
@@ -99,3 +106,77 @@ def test_crossed_dreqs_at_unmap():
                                        "answered_by": "server"}
     assert path["kernel"]["reconnects"] == {"successful": 1, "failed": 2}
     assert path["lost_requests"] == truth["params"]["in_flight"]
+
+
+def test_answers_into_a_dead_link_and_their_copies():
+    """failover_undelivered, read back with the Scapy layers: the server's answers on
+    path 1 after the client's link died are retransmitted (the same PSN again); the client re-sends those requests on path 0 with the same
+    buf_id and RNBD header, in buf_id order, with the request it sent into the dead link
+    (not on the wire) between them; the analyzer counts them as the truth says."""
+    from rtrs_scapy.analysis import analyze
+    from rtrs_scapy.craft import write_capture
+    from rtrs_scapy.layers.ib import BTH
+    from rtrs_scapy.layers.rnbd import RnbdMsgIo
+    import tempfile
+    packets, truth = craft_scenario("failover_undelivered", seed=24)
+    p0, p1 = (p["client_addr"] for p in truth["paths"])
+    moved = [io for io in truth["ios"] if io["failover"]]
+    originals = {io["buf_id"]: io for io in truth["ios"]       # the last before the copies
+                 if io["path"] == 1 and io["buf_id"] in {m["buf_id"] for m in moved}
+                 and io["t"] < moved[0]["t"]}
+    assert [m["buf_id"] for m in moved] == sorted(m["buf_id"] for m in moved)
+    qd, when = truth["config"]["queue_depth"], moved[0]["t"] - 1e-5   # (t is rounded)
+    # buf_id -> RNBD IO header: path 1's last before, path 0's first after (of the
+    # one-packet requests, reads: a multi-packet write's header is in its last packet)
+    before, after, on_path1 = {}, {}, set()
+    answers, seen = {}, collections.Counter()
+    for pkt in packets:
+        if ImmDt not in pkt:
+            continue
+        imm = decode_imm(pkt[ImmDt].imm, qd)
+        if RnbdMsgIo in pkt:
+            header = bytes(pkt[RnbdMsgIo])
+            if _ip(pkt) == p1:
+                on_path1.add(header)
+            if _ip(pkt) == p1 and pkt.time < when:
+                before[imm.buf_id] = header
+            elif _ip(pkt) == p0 and pkt.time >= when:
+                after.setdefault(imm.buf_id, header)
+        elif imm.msg_id is not None and pkt["IP"].dst == p1:
+            seen[(pkt[BTH].dqpn, pkt[BTH].psn)] += 1
+            answers[(pkt[BTH].dqpn, pkt[BTH].psn)] = imm.msg_id
+    again = {answers[k] for k, n in seen.items() if n > 1}
+    answered = {b for b, io in originals.items() if io["errno"] is not None}
+    assert again == answered and len(answered) == 2
+    reads = [b for b in answered if originals[b]["dir"] == "read"]
+    assert reads and all(after[b] == before[b] for b in reads)
+    (unsent,) = set(originals) - answered
+    assert originals[unsent]["dir"] == "read" and after[unsent] not in on_path1
+    assert truth["executed_twice"] == sum(1 for b in answered if originals[b]["dir"] == "write")
+    with tempfile.TemporaryDirectory() as tmp:
+        write_capture(tmp + "/f.pcap", packets)
+        summary = analyze(tmp + "/f.pcap").summary
+    (session,) = summary["sessions"]
+    taker = {p["client"]: p for p in session["paths"]}[p0]
+    assert sorted((f["buf_id"], f["kind"]) for f in taker["failover_list"]) == sorted(
+        (b, "response_not_delivered" if b in answered else "original_not_on_wire")
+        for b in originals)
+    assert session["rnbd"]["failovers"]["executed_twice"] == truth["executed_twice"] == 1
+
+
+def test_unmap_of_linux_6_12_and_6_1():
+    """unmap_6_12: the server's DREP of cid 0 comes before its own DREQs for the other
+    cids; basic (Linux 6.1's usual unmap): DREQs of the client only, a DREP for each.
+    Both are one disconnect started by the client (the generator's truth)."""
+    for scenario, server_dreqs in (("unmap_6_12", True), ("basic", False)):
+        packets, truth = craft_scenario(scenario, seed=5)
+        (path,) = truth["paths"]
+        cm = [("client" if _ip(p) == path["client_addr"] else "server",
+               "DREQ" if CMDreq in p else "DREP") for p in packets
+              if CMDreq in p or CMDrep in p]
+        server = [kind for side, kind in cm if side == "server"]
+        assert server[0] == "DREP"
+        assert ("DREQ" in server) is server_dreqs
+        assert cm[0] == ("client", "DREQ")
+        assert [(d["initiator"], d["answered_by"]) for d in path["disconnects"]] == \
+            [("client", "server" if server_dreqs else None)]

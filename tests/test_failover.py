@@ -14,7 +14,9 @@ Wireshark's own InfiniBand dissector shows them.
 """
 
 import functools
+import gzip
 import json
+import struct
 import subprocess
 import tempfile
 
@@ -446,3 +448,106 @@ def test_real_failovers_in_messages_rows_and_text():
     assert "frame 22338 (+5.276 s) buf_id 1 READ sector 55080, 4096 bytes: failed over from " \
         "frame 22117 on 10.77.1.2 (response frame 22154 not delivered)" in summary
     assert "stall from frame 22153 (+4.873 s)" in summary
+
+
+def _frames(src, wanted):
+    """{frame number: Scapy packet} of a (gzip) little-endian classic pcap."""
+    from scapy.layers.l2 import Ether
+    found = {}
+    with (gzip.open(src) if str(src).endswith(".gz") else open(src, "rb")) as f:
+        assert struct.unpack("<I", f.read(24)[:4])[0] == 0xa1b2c3d4
+        for frame in range(1, max(wanted) + 1):
+            data = f.read(struct.unpack("<I", f.read(16)[8:12])[0])
+            if frame in wanted:
+                found[frame] = Ether(data)
+    return found
+
+
+def test_real_failover_executed_twice_from_the_frames():
+    """The RNBD view's writes executed twice on the server: the originals of the proven
+    failovers that are write requests and whose response is on the wire, as Scapy decodes
+    those frames (failover.pcap: four reads, none)."""
+    from rtrs_scapy.layers.ib import ImmDt
+    from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, RtrsWriteRequest
+    from rtrs_scapy.report.text import render
+    summary = summary_of(REAL_PCAP["failover"])
+    taker = {p["client"]: p for p in paths_of(summary)}["10.77.0.2"]
+    proven = [f for f in taker["failover_list"] if f["original_frame"] is not None]
+    assert len(proven) == 4
+    frames = _frames(REAL_PCAP["failover"], {f["original_frame"] for f in proven}
+                     | {f["response_frame"] for f in proven})
+    twice = 0
+    for f in proven:
+        original, response = frames[f["original_frame"]], frames[f["response_frame"]]
+        assert original.haslayer(RtrsReadRequest) or original.haslayer(RtrsWriteRequest)
+        assert response[ImmDt].decoded().msg_id == f["buf_id"]
+        twice += original.haslayer(RtrsWriteRequest)
+    assert summary["sessions"][0]["rnbd"]["failovers"] == {
+        "failed_over": 8, "original_not_on_wire": 4, "executed_twice": twice}
+    assert "RNBD IO failed over: 8 (4 with the original not on the wire), each counted " \
+        "once; executed twice on the server: %d writes" % twice in render(summary)
+
+
+# -- failover.pcap cut before the failover: no handshake, the same story ---------------
+
+#: frames where failover.pcap is cut: the queue depth rule of path 10.77.1.2 decides in
+#: the capture (1000) or only at its end (22000: 117 frames before the first original)
+FAILOVER_CUTS = (1000, 22000)
+
+
+def _cut_pcap(src, dst, first):
+    """Frames ``first`` … of a (gzip) little-endian classic pcap, written as a pcap."""
+    with (gzip.open(src) if str(src).endswith(".gz") else open(src, "rb")) as f, \
+            open(dst, "wb") as out:
+        out.write(f.read(24))
+        frame = 0
+        while True:
+            head = f.read(16)
+            if len(head) < 16:
+                return dst
+            frame += 1
+            data = f.read(struct.unpack("<I", head[8:12])[0])
+            if frame >= first:
+                out.write(head + data)
+
+
+@pytest.mark.parametrize("first", FAILOVER_CUTS)
+def test_real_failover_cut_before_the_failover(tmp_path, first):
+    """failover.pcap cut after the handshakes: the two paths are linked into one session
+    by the failovers (and path 10.77.1.2 by its failed reconnects), the streams paired by
+    their ACKs; path 10.77.0.2 has the kernel's failover_cnt, the same failovers as the
+    whole capture (frames shifted by the cut), path 10.77.1.2 the same stall and outage
+    start, both the same disconnects."""
+    shift = first - 1
+    whole = {p["client"]: p for p in paths_of(summary_of(REAL_PCAP["failover"]))}
+    summary = analyze(str(_cut_pcap(REAL_PCAP["failover"], tmp_path / "cut.pcap", first)),
+                      keep_messages=False).summary
+    assert len(summary["sessions"]) == 1
+    paths = {p["client"]: p for p in paths_of(summary)}
+    (kernel,) = [stats["rdma"]["failover_cnt"] for (_, client, _), stats
+                 in kernel_paths(REAL_TRUTH["failover"]).items() if client == "10.77.0.2"]
+
+    def at(frame):
+        return None if frame is None else frame + shift
+
+    def failovers(path, moved=at):
+        return [(moved(f["frame"]), moved(f["original_frame"]), moved(f["response_frame"]),
+                 f["kind"], f["buf_id"], f["sector"], f["bi_size"], f["op"])
+                for f in path["failover_list"]]
+    assert paths["10.77.0.2"]["failovers"] == kernel == 8
+    assert failovers(paths["10.77.0.2"]) == failovers(whole["10.77.0.2"], lambda f: f)
+    assert paths["10.77.1.2"]["failovers"] == 0
+    (stall,) = paths["10.77.1.2"]["stalls"]
+    (want,) = whole["10.77.1.2"]["stalls"]
+    assert (at(stall["frame"]), stall["sender"], stall["psn"], at(stall["acked_frame"])) == \
+        (want["frame"], want["sender"], want["psn"], want["acked_frame"]) == \
+        (22153, "server", 12725535, 22151)
+    (outage,) = paths["10.77.1.2"]["outages"]
+    assert at(outage["down_frame"]) == 22153
+    for client, path in paths.items():
+        assert [(at(d["frame"]), d["initiator"], d["crossed"], d["answered_by"],
+                 at(d["answer_frame"])) for d in path["disconnects"]] == \
+            [(d["frame"], d["initiator"], d["crossed"], d["answered_by"], d["answer_frame"])
+             for d in whole[client]["disconnects"]]
+    assert summary["sessions"][0]["rnbd"]["failovers"] == {
+        "failed_over": 8, "original_not_on_wire": 4, "executed_twice": 0}

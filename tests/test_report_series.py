@@ -212,3 +212,35 @@ def test_size_histograms_are_the_rnbd_views(pcap):
             want = {op: stats["sizes"] for op, stats in
                     devices.get(str(device.id), {}).get("ops", {}).items() if stats["count"]}
             assert got == want
+
+
+def test_timelines_show_failovers_stalls_and_outages():
+    """failover.pcap: the session's timeline has a failover marker for each failover of
+    the summary, on the path that took it over (those whose original never reached the
+    wire on a lane of their own), the stall of path 10.77.1.2 at its first
+    unacknowledged transmission, and its outage shaded from there to the capture end."""
+    from rtrs_scapy.report.view import INFERRED_FAILOVER
+    batches = []
+    view = CaptureView(analyze(str(real_pcap("failover")), keep_messages=False,
+                               io_sink=batches.append), batches)
+    tl = figures.Timeline(view, view.rows, view.paths, "t")
+    t0 = view.t0
+    want_failovers, want_stalls, want_outages = set(), [], []
+    for path in view.paths:
+        client = path.summary["client"]
+        for f in path.summary["failover_list"]:
+            lane = INFERRED_FAILOVER if f["kind"] == "original_not_on_wire" else "failover"
+            want_failovers.add((f["frame"], "%s: %s" % (client, lane)))
+        for stall in path.summary["stalls"]:
+            want_stalls.append((stall["frame"], "%s: stall (%s)" % (client, stall["sender"]),
+                                pytest.approx(stall["time"] - t0)))
+        for outage in path.summary["outages"]:
+            end = outage["up_time"] - t0 if outage["up_time"] is not None else view.duration
+            want_outages.append((pytest.approx(outage["down_time"] - t0), pytest.approx(end)))
+    assert len(want_failovers) == 8 and len(want_stalls) == 1 and len(want_outages) == 1
+    assert {(e.frame, e.lane) for e in tl.events if e.kind == "failover"} == want_failovers
+    stalls = [(e.frame, e.lane, e.time) for e in tl.events if e.kind == "stall"]
+    assert stalls == want_stalls
+    assert tl.outages == want_outages
+    (stall,) = want_stalls
+    assert tl.outages[0][0] == stall[2]        # the outage starts at the stall

@@ -730,6 +730,7 @@ class Analyzer:
                 c2s = src == path.client_raw
             self.count_heartbeat(path, c2s, is_msg, frame, stamp / 1e9)
             self.cm.heartbeat(path, frame, stamp / 1e9)
+        failover.late_copies(self)
         link_reconnected(self)
         self.release_acknowledged(at_end=True)
         if len(self.carry["key"]):
@@ -771,8 +772,8 @@ class Analyzer:
             s = st[slot]
             path = self._harvest_slot(slot, s, s[T.CONN])
             if path is not None and s[T.UNACKED_FRAME] >= 0 and s[T.UNACKED_DUPS] > 0 \
-                    and s[T.CONN] >= 0:
-                self._stall(path, s)
+                    and s[T.PEER] >= 0:
+                self._stall(path, s, slot)
 
     def _harvest_slot(self, slot, s, owner):
         """The counters of the stream in ``slot`` (state row ``s``) to ``owner`` (an
@@ -813,11 +814,16 @@ class Analyzer:
             self.anomaly_log.counts["unmatched_response"] += \
                 path.unmatched - len(path.unmatched_examples)
 
-    def _stall(self, path, s):
+    def _stall(self, path, s, slot):
         """A stream whose sender retransmitted a packet the peer never acknowledged: the
         link stalled at that packet's first transmission (docs/PROTOCOL.md#stalls).  One
-        per direction, the earliest."""
-        sender = "client" if self.conns[int(s[T.CONN])][1] else "server"
+        per direction, the earliest.  The stream is paired with its reverse one (by the
+        CM, or by its IO when the handshake is not in the capture)."""
+        if s[T.CONN] >= 0:
+            c2s = self.conns[int(s[T.CONN])][1]
+        else:
+            c2s = self.stream_paths[(slot, int(s[T.GEN]))][1]
+        sender = "client" if c2s else "server"
         stall = {"frame": int(s[T.UNACKED_FRAME]), "time": int(s[T.UNACKED_TS]) / 1e9,
                  "sender": sender, "psn": int(s[T.UNACKED_PSN]),
                  "retransmissions": int(s[T.UNACKED_DUPS]),

@@ -22,11 +22,15 @@ not found.  Such failovers are counted (``failovers``) and listed apart
 
 import numpy as np
 
-from .io import HEADER, failover_record
+from ..spec.constants import RNBD_MSG_IO
+
+from .io import HEADER, count_failover, failover_record
+from .linking import merge_sessions
 
 #: IO rows kept for this rule (the newest; the run of one failure is far shorter)
 KEEP = 1 << 20
-COLUMNS = ("frame", "time_ns", "path", "buf_id", "outcome", "response_ns", "sector",
+COLUMNS = ("frame", "time_ns", "path", "buf_id", "outcome", "response_ns", "response_frame",
+           "sector",
            "bi_size", "rnbd_op", "op", "device_id", "rnbd_type")
 
 
@@ -103,6 +107,8 @@ def infer(an, session):
             taker.failover_list.sort(key=lambda r: r["frame"])
             taker.failovers += 1
             taker.failovers_unseen += 1
+            if int(rows["rnbd_type"][k]) == RNBD_MSG_IO:
+                an.rnbd_view.copy_without_original(session)
             unseen[record["frame"]] = failed.client
             taker.events.append({"time": record["time"], "frame": record["frame"],
                                  "kind": "failover", "buf_id": buf,
@@ -111,3 +117,62 @@ def infer(an, session):
         for rec in an.records.list:
             if rec.get("frame") in unseen and rec["msg"] in ("read", "write"):
                 rec["fields"]["failover_unseen"] = unseen[rec["frame"]]
+
+
+def late_copies(an):
+    """Answers not acknowledged whose copy on another path was settled before them: a
+    path without a handshake whose queue depth rule decided late (at the end of the
+    capture) pairs its IO after the other paths'.  The copy is the first later request of
+    another path with the original's buf_id and RNBD header, as io.py finds it in capture
+    order; the two paths are then one session (linking.link_by_failover).  The copy's IO
+    row went out before: only its original's says so (``failed_over``)."""
+    if not an.undelivered:
+        return
+    rows = an.request_log.table()
+    paths = an.path_list
+    for key, entry in sorted(an.undelivered.items(), key=lambda item: item[1]["response_frame"]):
+        old = entry["request"]
+        same = (rows["buf_id"] == old["key"]) & (rows["path"] != old["path"]) \
+            & (rows["frame"] > entry["response_frame"])
+        for column in HEADER:
+            same &= rows[column] == old[column]
+        hits = np.flatnonzero(same)
+        if not len(hits):
+            continue
+        k = int(hits[0])
+        taker, original = paths[int(rows["path"][k])], paths[old["path"]]
+        if taker.session is not original.session:
+            if None not in (taker.session.paths_uuid, original.session.paths_uuid):
+                continue
+            keep, gone = (original.session, taker.session) \
+                if original.session.paths_uuid is not None \
+                or taker.session.paths_uuid is None else (taker.session, original.session)
+            merge_sessions(an, keep, gone)
+        del an.undelivered[key]
+        frame, stamp = int(rows["frame"][k]), int(rows["time_ns"][k])
+        record = failover_record("response_not_delivered", frame, stamp, old["key"], old,
+                                 original.client, old["frame"], entry["response_frame"],
+                                 round((stamp - old["stamp"]) / 1e3, 1))
+        if rows["response_ns"][k] >= 0:
+            record["wait_us"] = round((int(rows["response_ns"][k]) - entry["first_stamp"])
+                                      / 1e3, 1)
+            record["response_frame_of_copy"] = int(rows["response_frame"][k])
+        count_failover(an, taker, record, old, stamp - old["stamp"])
+        an.listed(taker.events, {"time": stamp / 1e9, "frame": frame, "kind": "failover",
+                                 "buf_id": old["key"], "first_frame": entry["first_frame"]})
+        if an.records is not None:
+            _late_records(an, frame, old["record"], entry["first_frame"],
+                          entry["response_record"])
+
+
+def _late_records(an, frame, original, first_frame, response):
+    """The message records of a failover found late (as io.py marks them)."""
+    records = an.records.list
+    for rec in records:
+        if rec.get("frame") == frame and rec["msg"] in ("read", "write"):
+            rec["fields"]["failover_from"] = first_frame
+            break
+    if original >= 0:
+        records[original]["fields"]["failed_over_to"] = frame
+    if response >= 0:
+        records[response]["fields"]["not_delivered"] = True

@@ -13,6 +13,7 @@ from ..engine import transport as T
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
 from . import iorows, pairing, rnbd
+from .linking import link_by_failover
 
 OPS = ("read", "write")
 READ, WRITE = 1, 2
@@ -42,6 +43,21 @@ def failover_record(kind, frame, stamp_ns, buf_id, request, original_path, origi
                       bi_size=int(request["bi_size"]),
                       rnbd_op=rnbd_op_name(int(request["rnbd_op"])))
     return record
+
+
+def count_failover(an, taker, record, old, delay_ns):
+    """One failover (``record``, of the request ``old``: REQUEST_COLUMNS), counted and
+    listed on the path ``taker`` that took it over; the original's IO row goes out as
+    failed over."""
+    taker.failovers += 1
+    taker.failover_delays.append(delay_ns / 1e9)
+    if record["kind"] == "response_not_delivered" and old["op"] == WRITE:
+        record["executed_twice"] = True     # the server answered the first: it ran
+    taker.failover_list.append(record)
+    taker.failover_list.sort(key=lambda r: r["frame"])
+    an.failover_of[record["frame"]] = old["frame"]
+    an.failed_over.add(old["frame"])
+    an.release(old["frame"], failed_over=1)
 
 
 def acknowledged(state, slot, gen, psn):
@@ -254,6 +270,8 @@ class IoBatch:
     def _pair(self, new, rsp):
         an = self.an
         paths = an.path_list
+        if len(an.sessions) > 1:
+            link_by_failover(an, new, HEADER)
         table = pairing.concat(an.carry, new)
         rows = self.rsp_rows[rsp]
         spath = self.rsp_path[rsp]
@@ -383,9 +401,10 @@ class IoBatch:
                     "response": (int(rows[x, T.R_SLOT]), int(rows[x, T.R_GEN]),
                                  int(rows[x, T.R_PSN]))}
                 continue
-            entry = waiting.pop((int(sess[x]), int(table["key"][x])), None)
-            if entry is None:
-                continue
+            entry = waiting.get((int(sess[x]), int(table["key"][x])))
+            if entry is None or frame < entry["response_frame"]:
+                continue      # (a path whose queue depth rule decided late: earlier IO)
+            del waiting[(int(sess[x]), int(table["key"][x]))]
             old = entry["request"]
             if old["path"] == table["path"][x] or any(
                     old[c] != table[c][x] for c in HEADER):
@@ -403,21 +422,13 @@ class IoBatch:
         an = self.an
         if isinstance(old, int):
             old = {c: int(table[c][old]) for c in pairing.REQUEST_COLUMNS}
-        path = an.path_list[int(table["path"][j])]
-        path.failovers += 1
-        path.failover_delays.append(delay_ns / 1e9)
         frame = int(table["frame"][j])
         record = failover_record(
             kind, frame, int(table["stamp"][j]), int(table["key"][j]), old,
             an.path_list[old["path"]].client, old["frame"], response_frame,
             round((int(table["stamp"][j]) - old["stamp"]) / 1e3, 1))
-        if kind == "response_not_delivered" and old["op"] == WRITE:
-            record["executed_twice"] = True     # the server answered the first: it ran
-        path.failover_list.append(record)
-        an.failover_of[frame] = old["frame"]
-        an.failed_over.add(old["frame"])
+        count_failover(an, an.path_list[int(table["path"][j])], record, old, delay_ns)
         an.failover_first_stamp[frame] = int(result.first_stamp[j])
-        an.release(old["frame"], failed_over=1)
         records = an.records
         if records is not None:
             if table["record"][j] >= 0:

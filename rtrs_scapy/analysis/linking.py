@@ -1,4 +1,8 @@
-"""A path seen first without its handshake, then reconnecting inside the capture.
+"""Paths seen without their handshake, linked to what the capture tells of them.
+
+Two paths of one session: a failover shows it (``link_by_failover``, below).
+
+A path seen first without its handshake, then reconnecting inside the capture.
 
 A production capture starts mid-session, so the analyzer first knows a path only
 by its two addresses (an inferred path).  When that path reconnects, its CM REQs
@@ -21,6 +25,10 @@ Otherwise the two stay apart and the inferred path says why (``link``).
 """
 
 from array import array
+
+import numpy as np
+
+from ..spec.constants import RNBD_MSG_IO
 
 def link_reconnected(an):
     """Merge every inferred path into the handshake path it continues; returns the
@@ -119,6 +127,10 @@ def _merge(an, inferred, path):
     for name in ("errors", "disconnects", "outages", "heartbeats_lost", "stalls", "events"):
         setattr(path, name, getattr(inferred, name) + getattr(path, name))
     path.devices = {**inferred.devices, **path.devices}
+    if inferred.down is not None and path.down is None and path.up is not True:
+        # down before its reconnect attempts (a disconnect): the outage they tried to end
+        path.down = dict(inferred.down, outage=inferred.down["outage"] or any(
+            a.reconnect for a in path.attempts))
     if path.always_invalidate is None:
         path.always_invalidate = inferred.always_invalidate
     _merge_span(an, inferred.id, path.id)
@@ -133,9 +145,7 @@ def _merge(an, inferred, path):
     for name in ("sess_uuid", "paths_uuid", "client", "server", "session"):
         setattr(inferred, name, getattr(path, name))
     old_session.paths.remove(inferred)
-    an.rnbd_view.merge(old_session, path.session)
-    if not old_session.paths:
-        an.sessions = {k: s for k, s in an.sessions.items() if s is not old_session}
+    merge_sessions(an, path.session, old_session)   # its session's other paths come along
     if an.records is not None:
         an.records.relabel(before, path)
 
@@ -147,3 +157,66 @@ def _merge_span(an, from_id, to_id):
     mine = an.io_span.get(to_id)
     an.io_span[to_id] = span if mine is None else [min(span[0], mine[0]),
                                                     max(span[1], mine[1])]
+
+
+# -- two inferred paths of one session ------------------------------------------------
+
+def link_by_failover(an, new, header):
+    """Sessions of paths without a handshake are one when a request of one repeats a
+    request of the other that is still pending or whose answer was not acknowledged: the
+    same buf_id and the same ``header`` columns (the RNBD IO header: operation, device,
+    sector, size), as the kernel's copy of a failed-over request does (docs/PROTOCOL.md#captures-that-start-mid-session).
+    Before the pairing of ``new`` (a request table), so that the failover is found;
+    returns whether sessions were merged (``new["sess"]`` is then updated)."""
+    paths = an.path_list
+    if all(s.paths_uuid is not None for s in an.sessions.values()):
+        return False
+    mine = new["rnbd_type"] == RNBD_MSG_IO
+    originals = [{c: int(an.carry[c][k]) for c in header + ("sess", "key", "path")}
+                 for k in np.flatnonzero(np.isin(an.carry["key"], new["key"][mine])
+                                         & np.isin(an.carry["sector"],
+                                                   new["sector"][mine])).tolist()]
+    originals += [entry["request"] for entry in an.undelivered.values()]
+    if not originals:
+        return False
+    by_key = {}
+    for old in originals:
+        by_key.setdefault((old["key"],) + tuple(old[c] for c in header), []).append(old)
+    merged = False
+    for k in np.flatnonzero(mine).tolist():
+        found = by_key.get((int(new["key"][k]),) + tuple(int(new[c][k]) for c in header), ())
+        for old in found:
+            mine_session = paths[int(new["path"][k])].session
+            other = paths[old["path"]].session
+            if other is mine_session or None not in (other.paths_uuid, mine_session.paths_uuid):
+                continue
+            keep, gone = (other, mine_session) if other.paths_uuid is not None \
+                or mine_session.paths_uuid is None else (mine_session, other)
+            merge_sessions(an, keep, gone)
+            merged = True
+    if merged:
+        new["sess"] = an.session_of(new["path"])
+    return merged
+
+
+def merge_sessions(an, keep, gone):
+    """``gone``'s paths, RNBD view and pairing key into ``keep``: one session."""
+    if gone is keep:
+        return
+    for path in gone.paths:
+        path.session = keep
+        keep.paths.append(path)
+    gone.paths = []
+    if keep.sessname is None:
+        keep.sessname = gone.sessname
+    an.rnbd_view.merge(gone, keep)
+    an.sessions = {k: s for k, s in an.sessions.items() if s is not gone}
+    old_id, new_id = an.session_ids.pop(gone, None), an.session_ids.get(keep)
+    if old_id is None or new_id is None:
+        return
+    an.carry["sess"][an.carry["sess"] == old_id] = new_id
+    an.undelivered = {(new_id if s == old_id else s, key): entry
+                      for (s, key), entry in an.undelivered.items()}
+    for entry in an.undelivered.values():
+        if entry["request"]["sess"] == old_id:
+            entry["request"]["sess"] = new_id

@@ -61,6 +61,7 @@ class FilePart:
     streams: np.ndarray = None       # one row per stream: the EDGE columns
     heads: dict = field(default_factory=dict)   # stream key -> head bytes of its open message
     tails: dict = field(default_factory=dict)   # stream key -> tail bytes of its open message
+    pairs: list = field(default_factory=list)   # (key, key): streams its ACKs paired (no CM)
     problems: list = field(default_factory=list)
     truncated: bool = False
     counters: np.ndarray = None      # the transport's global counters (evictions)
@@ -123,6 +124,10 @@ def map_file(path):
     part.counters = st.counters.copy()
     used = np.flatnonzero(st.state[:, T.USED])
     part.streams = st.state[np.ix_(used, EDGE)].copy()
+    keys = [T.K_HI, T.K_LO, T.K_QPN]
+    for slot in used[(st.state[used, T.CONN] < 0) & (st.state[used, T.PEER] > used)].tolist():
+        part.pairs.append((tuple(int(v) for v in st.state[slot, keys]),
+                           tuple(int(v) for v in st.state[st.state[slot, T.PEER], keys])))
     for slot in used[st.state[used, T.ACTIVE] == 1].tolist():
         key = tuple(int(v) for v in st.state[slot, [T.K_HI, T.K_LO, T.K_QPN]])
         part.heads[key] = st.head[slot, :st.state[slot, T.M_HEAD_LEN]].tobytes()
@@ -244,6 +249,7 @@ class _Reducer:
             for row in part.streams:
                 firsts[tuple(int(v) for v in row[:3])] = row
         self._frames(part)
+        self._pair(part)
         seen = set()
         for item in part.items:
             if item[0] == "rows":
@@ -262,6 +268,15 @@ class _Reducer:
         self._edges(part, offset, firsts, seen)
         self.frames += part.frames
         self.problems.extend((f, k, "%s: %s" % (part.path, d)) for f, k, d in part.problems)
+
+    def _pair(self, part):
+        """Streams without a handshake that the part's engine paired by their ACKs
+        (engine/transport.py), paired from the part's start."""
+        streams = self.binder.streams
+        for a, b in part.pairs:
+            a, b = streams.slot(a), streams.slot(b)
+            if streams.state[a, T.PEER] < 0 and streams.state[b, T.PEER] < 0:
+                T.pair_streams(streams.state, a, b)
 
     def _frames(self, part):
         an = self.an

@@ -22,6 +22,7 @@ import numpy as np
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
 from . import iorows, rnbd, split
+from .io import WRITE
 from .summary import latency_stats
 
 CONTROL = ("sess_info", "open", "close")
@@ -48,8 +49,11 @@ class RnbdView:
 
     def rows(self, batch, paths):
         """A batch of IO rows (iorows.py) of the analyzer's ``paths``.  A request that
-        was failed over is the same block IO as its copy: only the copy counts."""
+        was failed over is the same block IO as its copy: only the copy counts; a write
+        the server answered before the client re-sent it ran twice on the server."""
         if batch["failed_over"].any():
+            for pid in np.unique(batch["path"][batch["failed_over"] == 1]).tolist():
+                self.of(paths[pid].session).failed_over(batch, batch["path"] == pid)
             batch = {k: v[batch["failed_over"] == 0] for k, v in batch.items()}
         if self.keep_latencies:
             batch = dict(batch, **{"split_" + k: v for k, v in split.parts_ns(batch).items()})
@@ -68,6 +72,12 @@ class RnbdView:
         for device_id in np.unique(devices).tolist():
             mine = devices == device_id
             view.device(device_id).pattern(sectors[mine], sizes[mine])
+
+    def copy_without_original(self, session):
+        """A failover whose original never reached the wire (failover.py)."""
+        failovers = self.of(session).failovers
+        failovers["failed_over"] += 1
+        failovers["original_not_on_wire"] += 1
 
     def opened(self, session, request, reply, frame, time):
         """An OPEN answered by its OPEN_RSP."""
@@ -201,6 +211,17 @@ class _SessionView:
         self.control = {kind: {"count": 0, "errors": 0} for kind in CONTROL}
         self.devices = {}
         self.blind = {"read": 0, "write": 0}     # header-only requests by RTRS op
+        # block IOs re-sent on another path (counted once): of them, copies whose original
+        # is not on the wire (failover.py) and writes the server ran twice
+        self.failovers = {"failed_over": 0, "original_not_on_wire": 0, "executed_twice": 0}
+
+    def failed_over(self, rows, mine):
+        """IO rows re-sent on another path: an answered write ran on the server before
+        its copy did (docs/PROTOCOL.md#failover-from-the-wire)."""
+        gone = mine & (rows["failed_over"] == 1) & (rows["rnbd_type"] == RNBD_MSG_IO)
+        self.failovers["failed_over"] += int(np.count_nonzero(gone))
+        self.failovers["executed_twice"] += int(np.count_nonzero(
+            gone & (rows["outcome"] == iorows.ANSWERED) & (rows["op"] == WRITE)))
 
     def device(self, device_id):
         device = self.devices.get(device_id)
@@ -233,6 +254,8 @@ class _SessionView:
         _merge_ops(self.ops, earlier.ops)
         for op, count in earlier.blind.items():
             self.blind[op] += count
+        for key, value in earlier.failovers.items():
+            self.failovers[key] += value
         for kind, counts in earlier.control.items():
             for key, value in counts.items():
                 self.control[kind][key] += value
@@ -263,6 +286,7 @@ class _SessionView:
         control = {kind: None if blind[rtrs_op_of(kind)] else dict(counts)
                    for kind, counts in self.control.items()}
         out = {"ops": _ops_summary(self.ops, blind), "control": control,
+               "failovers": dict(self.failovers),
                "devices": {str(k): d.summary(blind) for k, d in sorted(self.devices.items())}}
         if any(blind.values()):
             out["header_only_requests"] = dict(blind)

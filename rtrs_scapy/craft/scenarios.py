@@ -230,6 +230,43 @@ def _failover_inflight(s, in_flight, ios):
     _close_session(s, dev, [p0, p1])
 
 
+@scenario("failover_undelivered", "two paths; the client's link of path 1 goes down "
+          "(capture on the server's side) with three requests in flight on it, one answered "
+          "just before: the server answers the other two (a write and a read) into the dead "
+          "link and retransmits the answers (go-back-N), never acknowledged; a read the "
+          "client sends on path 1 after that never reaches the wire; when the server gives "
+          "up, the client re-sends the three in buf_id order on path 0 with their buf_ids "
+          "and RNBD headers (failover_cnt 3 on path 0; the write ran twice on the server); "
+          "path 1 back ~31 s later", ios=4)
+def _failover_undelivered(s, ios):
+    p0, p1, dev = _two_paths(s)
+    _alternating(s, ios, dev)
+    reqs = s.requests_only([dict(op=op, offset=(512 + i) * 4096, size=4096, device_id=dev)
+                       for i, op in enumerate(("write", "read", "read"))], path=p1)
+    s.answer(reqs[1])                 # delivered: its permit is free again
+    s.fail_path(p1, silent=C)
+    s.answer(reqs[0])
+    s.answer(reqs[2])
+    s.io("read", 515 * 4096, 4096, device_id=dev, path=p1)   # takes the free permit
+    _io_until(s, dev, lambda: _back(p1), 3.0, first="read")
+    _alternating(s, ios, dev)
+    s.idle(5.5)
+    _close_session(s, dev, [p0, p1])
+
+
+@scenario("unmap_6_12", "one path, a few IOs, unmapped as Linux 6.12 does it every time "
+          "(6.1 only when the client's later DREQs come after the server's close_path()): the "
+          "server answers the client's DREQ of cid 0 with its DREP, then closes the other cids "
+          "with DREQs of its own; one disconnect, started by the client, answered by the "
+          "server (basic: Linux 6.1's plain DREQ/DREP teardown)", ios=4)
+def _unmap_6_12(s, ios):
+    path, dev = _open_session(s)
+    _workload(s, ios // 2, ios - ios // 2, 0, dev)
+    s.idle(1.0)
+    s.rnbd_close(dev)
+    s.disconnect(path, crossed=True)
+
+
 @scenario("reconnect_timeout", "two paths, IO round-robin; the client's link of path 1 goes "
           "down for ~25 s (capture on the server's side): the server's heartbeat is "
           "retransmitted (go-back-N) until its QP gives up, the server closes path 1 (DREQs, "

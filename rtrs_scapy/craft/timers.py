@@ -115,14 +115,19 @@ class Timers:
         path.unacked = []
         self.disconnect(path, C, answered=False)
         self._schedule_reconnect(path)
+        self._fail_over_pending(path)
+
+    def _fail_over_pending(self, path):
+        """fail_all_outstanding_reqs() (rtrs-clt.c): the path's requests in permit order."""
         pending, path.pending = path.pending, []
-        for req in pending:
+        for req in sorted(pending, key=lambda r: r["buf_id"]):
             self._failover(req)
 
     def _server_path_error(self, path, cause):
         """The server gives up the path (close_path()): DREQs on every cid, sent again
         every CM_RETRY_INTERVAL while nobody answers.  The client, behind the same dead
-        link, gives up at the same moment (unseen) and reconnects later."""
+        link, gives up at the same moment (unseen), re-sends its requests still pending
+        on a live path and reconnects later."""
         self._event("path_error", path=path.index, cause=cause, side=S)
         path.hb_due = {C: None, S: None}
         path.unacked = []
@@ -130,6 +135,8 @@ class Timers:
         if path.silent is not None:
             path.dreq_tries = 0
             path.dreq_retry = self.t + CM_RETRY_INTERVAL + self._jitter(0.0, 0.05)
+        if path.silent == C:
+            self._fail_over_pending(path)
         self._schedule_reconnect(path)
 
     def _schedule_reconnect(self, path):

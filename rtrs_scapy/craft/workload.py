@@ -83,7 +83,9 @@ class RnbdWorkload:
         req = dict(t=round(t0, 6), path=path.index, cid=conn.cid, buf_id=buf,
                    dir=direction, data_len=data_len, usr_len=len(usr_bytes), op=label,
                    errno=0, desc=(sg.addr, sg.key) if sg else None, failover=False, lost=False,
-                   _usr=usr, _data=data, _sg=sg)
+                   _usr=usr, _data=data, _sg=sg,
+                   # the client's link is down: it never reached the wire (nor the server)
+                   _unsent=path.silent == C, _undelivered=False)
         if path.server_silent:
             self._unacked(path, C, packets, req=req, cid=conn.cid)
         self.requests.append(req)
@@ -92,7 +94,7 @@ class RnbdWorkload:
     def _send_response(self, path, conn, req, errno=0, reply=None):
         """The server's answer chain for ``req``; releases the permit
         (docs/PROTOCOL.md#which-operation-carries-what)."""
-        if path.server_silent:
+        if path.server_silent or req["_unsent"]:
             req["errno"] = None  # no answer; re-issued on another path when this one fails
             path.pending.append(req)
             return
@@ -100,23 +102,48 @@ class RnbdWorkload:
         buf = req["buf_id"]
         req["errno"] = errno
         with_inv = req["dir"] == "read" and req["desc"] is not None
+        packets = []
         if with_inv:
             if errno == 0 and req["data_len"]:
                 va, key = req["desc"]
                 data = reply if reply is not None else self.rng.randbytes(req["data_len"])
-                self._message(path, conn, S, "write", data, va=va, rkey=key)
-            self._message(path, conn, S, "send_inv", b"", ieth=req["desc"][1])
+                packets += self._message(path, conn, S, "write", data, va=va, rkey=key)
+            packets += self._message(path, conn, S, "send_inv", b"", ieth=req["desc"][1])
         imm = encode_io_rsp(buf, errno, with_invalidate=with_inv)
         if self.inval:
             entry = path.rbuf[buf]
             entry[1] = (entry[1] & ~0xFF) | ((entry[1] + 1) & 0xFF)
-            self._message(path, conn, S, "send_imm",
-                          bytes(RtrsMsgRkeyRsp(buf_id=buf, rkey=entry[1])), imm=imm)
+            packets += self._message(path, conn, S, "send_imm",
+                                     bytes(RtrsMsgRkeyRsp(buf_id=buf, rkey=entry[1])), imm=imm)
         else:
-            self._message(path, conn, S, "write_imm", b"", imm=imm)
+            packets += self._message(path, conn, S, "write_imm", b"", imm=imm)
+        if path.silent == C:
+            # the answer goes into the client's dead link: never acknowledged (go-back-N),
+            # never delivered; the client keeps the permit and re-sends the request
+            req["_undelivered"] = True
+            self._unacked(path, S, packets, req=req, cid=conn.cid)
+            path.pending.append(req)
+            return
         self._permits.discard(buf)
         if errno:
             self._event("io_error", path=path.index, errno=errno, op=req["op"])
+
+    def requests_only(self, ios, path=None, cid=None):
+        """Requests of several IOs in flight together, not answered yet (see
+        :meth:`answer`); ``ios`` as for :meth:`io_batch`."""
+        self._tick(self.t)
+        path, conn = self._pick(path, cid)
+        reqs = []
+        for io in ios:
+            reqs.extend(self._io_requests(path, conn, **io))
+            self.t += self._jitter(5e-5, 4e-4)
+        return reqs
+
+    def answer(self, req):
+        """The server's answer to a request of :meth:`requests_only`."""
+        path = self.paths[req["path"]]
+        self._send_response(path, path.conns[req["cid"]], req, errno=req.pop("_errno"))
+        self._gap()
 
     def _gap(self):
         self.t += self._jitter(0.0008, 0.006)

@@ -52,7 +52,7 @@ class Engine:
                 st.table, st.state, st.ring, st.head, st.tail, st.free, st.nfree,
                 st.counters, st.touched, self.rows, self.nr, self.arena, self.na, self.events,
                 self.ne,
-                packet_seq, st.sent, st.missing)
+                packet_seq, st.sent, st.missing, st.recent)
             if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
                 self.flush()
             if why == T.STOP_CM:

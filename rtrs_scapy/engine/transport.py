@@ -51,6 +51,7 @@ TAIL_CAP = 512       # a request's user header and trailer (RNBD OPEN: 264 + 4 B
 RING = 4             # packet locations kept per stream before their bytes are copied
 SENT = 64            # (psn, frame, stamp) of the last packets sent per stream, by psn
 WINDOW = 256         # PSNs behind the next expected one whose gaps a retransmission can fill
+RECENT = 1 << 16     # the stream that last sent a PSN, by PSN: an ACK finds its peer
 MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
 
 # stream state columns
@@ -208,11 +209,36 @@ def _no_acks(s):
     s[UNACKED_DUPS] = 0
 
 
+@njit
 def pair_streams(state, a, b):
     """The two directions of one connection: the ACKs that arrive on one acknowledge
     the packets of the other."""
     state[a, PEER], state[a, PEER_GEN] = b, state[b, GEN]
     state[b, PEER], state[b, PEER_GEN] = a, state[a, GEN]
+
+
+@njit
+def _unpaired(state, slot):
+    peer = state[slot, PEER]
+    return state[slot, CONN] < 0 and (peer < 0 or state[peer, GEN] != state[slot, PEER_GEN])
+
+
+@njit
+def _pair_by_ack(state, sent, recent, slot, psn, shi, slo, dhi, dlo):
+    """A positive ACK on stream ``slot`` whose connection the CM did not tell (the
+    handshake is not in the capture): the stream that sent ``psn`` from the ACK's
+    destination to its source, not paired either, is its reverse direction
+    (docs/PROTOCOL.md#stalls).  ``recent`` remembers which stream last sent each PSN
+    (modulo RECENT); the stream's own last SENT packets confirm it."""
+    other = recent[psn % RECENT]
+    if other < 0 or other == slot or not state[other, USED] or not _unpaired(state, other):
+        return False
+    o = state[other]
+    if sent[other, psn % SENT, 0] != psn or o[K_HI] != shi or o[K_LO] != slo \
+            or o[SRC_HI] != dhi or o[SRC_LO] != dlo:
+        return False
+    pair_streams(state, slot, other)
+    return True
 
 
 @njit
@@ -385,7 +411,7 @@ def _wants(send, imm):
 @compiled
 def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, head, tail,
         free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq, sent,
-        missing):
+        missing, recent):
     """Packets ``start`` … of a chunk (``packets``: capture.ib columns), appending to
     ``rows[nr:]``, ``arena[na:]`` and ``events[ne:]``; returns (next packet, why,
     rows, arena bytes, events, free slots)."""
@@ -433,6 +459,9 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             peer = state[slot, PEER]
             if syndrome & _AETH_KIND == 0:
                 state[slot, ACK_IN] = psn
+                if _unpaired(state, slot) and _pair_by_ack(state, sent, recent, slot, psn,
+                                                           shi, slo, dhi, dlo):
+                    peer = state[slot, PEER]
                 if peer >= 0 and state[peer, GEN] == state[slot, PEER_GEN]:
                     _acknowledged(state, sent, peer, psn, frame)
             if syndrome & _AETH_KIND == _AETH_NAK:
@@ -484,6 +513,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             s[NEXT_PSN] = (psn + 1) & PSN_MASK
             k = psn % SENT
             sent[slot, k, 0], sent[slot, k, 1], sent[slot, k, 2] = psn, frame, stamps[i]
+            recent[psn % RECENT] = slot
             if s[UNACKED_PSN] < 0:
                 s[UNACKED_PSN] = psn
             if s[UNACKED_PSN] == psn or s[UNACKED_FRAME] < 0:
@@ -652,6 +682,7 @@ class TransportState:
         self.ring = np.zeros((max_streams, RING, 2), dtype=np.int64)
         self.sent = np.full((max_streams, SENT, 3), -1, dtype=np.int64)
         self.missing = np.zeros((max_streams, WINDOW), dtype=np.uint8)   # PSNs a gap skipped
+        self.recent = np.full(RECENT, -1, dtype=np.int64)
         self.head = np.zeros((max_streams, HEAD_SEND), dtype=np.uint8)
         self.tail = np.zeros((max_streams, TAIL_CAP), dtype=np.uint8)
         self.free = np.arange(max_streams - 1, -1, -1, dtype=np.int64)

@@ -21,6 +21,7 @@ EVENT_STYLE = {
     "connect": ("#2ca02c", "triangle-up"), "reconnect": ("#17becf", "triangle-up"),
     "reconnect_failed": ("#d62728", "x"), "reject": ("#d62728", "square"),
     "disconnect": ("#9467bd", "triangle-down"), "outage": ("#7f7f7f", "square"),
+    "stall": ("#8c564b", "hourglass"),
     "heartbeat_gap": ("#bcbd22", "diamond"), "heartbeat_lost": ("#e377c2", "diamond"),
     "failover": ("#ff7f0e", "star"), "io_error": ("#d62728", "circle"),
     "first_io": ("#1f77b4", "circle"), "last_io": ("#1f77b4", "circle"),

@@ -19,7 +19,7 @@ MAX_LINES = 8
 MAX_BARS = 12
 #: marker shapes of figures.EVENT_STYLE in matplotlib's names
 MARKERS = {"triangle-up": "^", "triangle-down": "v", "x": "X", "square": "s",
-           "diamond": "D", "star": "*", "circle": "o"}
+           "diamond": "D", "star": "*", "circle": "o", "hourglass": "8"}
 #: a heatmap's colours go logarithmic beyond this many requests in one cell
 LOG_COLOURS_ABOVE = 50
 PLAIN = FuncFormatter(lambda v, _: "%g" % v)

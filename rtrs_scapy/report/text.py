@@ -502,6 +502,14 @@ def render_rnbd(session, out):
         if kind in control and (control[kind] is None or control[kind]["count"])]
     if shown:
         out.append("  RNBD control: " + ", ".join(shown))
+    failovers = rnbd.get("failovers") or {}
+    if failovers.get("failed_over"):
+        unseen = failovers.get("original_not_on_wire")
+        out.append("  RNBD IO failed over: %d%s, each counted once; executed twice on the "
+                   "server: %s" % (failovers["failed_over"],
+                                   " (%d with the original not on the wire)" % unseen
+                                   if unseen else "",
+                                   plural(failovers["executed_twice"], "write")))
     mix = _mix(rnbd.get("ops", {}))
     if mix:
         out.append("  " + mix)

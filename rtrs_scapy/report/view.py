@@ -23,8 +23,11 @@ LADDER_MESSAGES = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "
 #: at most this many ladder steps per path (a flapping path has thousands)
 MAX_LADDER_STEPS = 200
 #: event kinds in the order of their lanes; kinds not listed come after them
-EVENT_KINDS = ("connect", "reconnect", "reconnect_failed", "reject", "disconnect", "outage",
-               "heartbeat_gap", "heartbeat_lost", "failover", "io_error", "first_io", "last_io")
+EVENT_KINDS = ("connect", "reconnect", "reconnect_failed", "reject", "disconnect", "stall",
+               "outage", "heartbeat_gap", "heartbeat_lost", "failover", "io_error", "first_io",
+               "last_io")
+#: the lane of a failover whose original never reached the wire (analysis/failover.py)
+INFERRED_FAILOVER = "failover (original not on the wire)"
 #: kinds whose time a path stops carrying requests at (what ends a request never answered)
 DOWN_KINDS = ("disconnect", "outage", "heartbeat_lost", "reconnect_failed", "reject")
 
@@ -271,7 +274,12 @@ def _checked_paths(summary, model):
 
 
 def _lane(event):
-    """Disconnects by who started them, rejects by who sent them."""
+    """Disconnects by who started them, rejects by who sent them, stalls by who was not
+    acknowledged, failovers proven apart from inferred ones."""
+    if event["kind"] == "failover" and event.get("original") == "not on the wire":
+        return INFERRED_FAILOVER
+    if event["kind"] == "stall" and event.get("sender"):
+        return "stall (%s)" % event["sender"]
     if event["kind"] == "disconnect" and event.get("initiator"):
         return "disconnect (%s)" % event["initiator"]
     if event["kind"] == "reject" and event.get("sender"):

@@ -19,6 +19,8 @@ LIMITS = {
                                "keeps its tail)", ("plugin",)),
     "psns": (1024, "recent PSNs per QP stream, to link a retransmission to its original",
              ("plugin",)),
+    "answers": (64, "recent answers per QP stream, to tell which ones a go-back-N "
+                    "retransmission covers (failovers)", ("plugin",)),
     "cm": (4096, "CM transactions and communication ids", ("plugin", "analyzer")),
     "domains": (1024, "sessions and paths (pairing domains)", ("plugin",)),
     "idle_paths": (1024, "paths named by CM messages only, no traffic yet", ("analyzer",)),

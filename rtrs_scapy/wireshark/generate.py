@@ -120,6 +120,12 @@ EXPERTS = (
      "PROTOCOL", "NOTE"),
     ("cut", "rtrs.expert.cut", "Payload cut by the capture (snaplen): decoded from its headers",
      "UNDECODED", "NOTE"),
+    ("failover", "rtrs.expert.failover", "Request failed over from another path",
+     "SEQUENCE", "NOTE"),
+    ("response_not_delivered", "rtrs.expert.response_not_delivered",
+     "Response not delivered: the request was re-sent on another path", "SEQUENCE", "WARN"),
+    ("no_response", "rtrs.expert.no_response",
+     "No response: the request was re-sent on another path", "SEQUENCE", "WARN"),
 )
 
 

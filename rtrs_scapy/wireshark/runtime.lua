@@ -286,6 +286,7 @@ local function session_domain(paths_uuid)
   local d = bget(S.domains, key)
   if not d then
     d = new_domain(key, false)
+    d.answered = {}     -- buf_id -> its last answered request (failovers)
     bput(S.domains, key, d)
   end
   return d
@@ -318,6 +319,49 @@ local function set_queue_depth(d, qd, max_hdr)
   if max_hdr and max_hdr > 0 then d.max_hdr = max_hdr end
 end
 
+-- == failovers (docs/PROTOCOL.md#failover-from-the-wire) ==
+-- In a session named by its handshake (buf_ids are session-wide), a request of one
+-- path that takes the buf_id of another path's request is that request failed over:
+-- still unanswered (no_response), or answered with the same RNBD IO header repeated
+-- (response_not_delivered) when the server went back to a PSN at or before the
+-- answer's (go-back-N: it was not acknowledged in time; the retransmissions come after
+-- the copy, so this is decided when the frames are shown, after the first pass).  A request of the same path, or
+-- with another header, taking the buf_id ends the candidate.
+
+local function same_io(a, b)
+  local u, v = a.usr, b.usr
+  return a.usr_name == "io" and b.usr_name == "io" and u ~= nil and v ~= nil
+    and a.trailer == b.trailer and u.device_id == v.device_id and u.sector == v.sector
+    and u.bi_size == v.bi_size and u.rw == v.rw
+end
+
+local function note_failover(d, rec)
+  local buf = floor(rec.payload / 2 ^ d.mem_bits)
+  local q = d.pending[buf]
+  if q and q.path ~= rec.path then
+    rec.failover_of, q.no_response = q, rec
+  end
+  q = d.answered[buf]
+  d.answered[buf] = nil
+  if q and q.path ~= rec.path and same_io(q, rec) then
+    rec.resends, q.resent_in = q, rec
+  end
+end
+
+-- The request a copy re-sends, and the copy of a request, as far as the wire shows.
+local function failover_of(rec)
+  if rec.failover_of then return rec.failover_of end
+  local q = rec.resends
+  if q and q.response and q.response.unacked then return q end
+  return nil
+end
+
+local function resent_in(rec)
+  local copy = rec.resent_in
+  if copy and rec.response and rec.response.unacked then return copy end
+  return nil
+end
+
 -- A request (with its offset, nil for a partial one) or response of a domain,
 -- in capture order.
 local function feed(d, rec, offset)
@@ -330,7 +374,9 @@ local function feed(d, rec, offset)
     end
     if d.rule.mem_bits then settle(d) end
   elseif d.mem_bits then
+    if d.answered and rec.msg_id == nil then note_failover(d, rec) end
     QDEPTH.pair({ rec }, d.mem_bits, d.pending, link)
+    if d.answered and rec.request then d.answered[rec.msg_id] = rec.request end
   end
 end
 
@@ -526,6 +572,7 @@ local function classify_request(ctx, rec)
   end
   rec.kind, rec.number, rec.time, rec.payload = "request", ctx.number, ctx.time, ctx.payload
   rec.len, rec.reasm, rec.partial, rec.cut = ctx.len, ctx.reasm, ctx.partial, ctx.cut
+  rec.path = ctx.src
   if base > 0 then rec.base = base end
   local d = domain_of(ctx, true)
   claim(ctx, rec, d, "c2s")
@@ -543,6 +590,15 @@ local function classify_request(ctx, rec)
   return true
 end
 
+-- A go-back-N retransmission from ``psn``: the packets sent from ``psn`` on were not
+-- acknowledged when it went out, the answers among them included (the stream's last
+-- LIMITS.answers answers are kept for this).
+local function unacked_answers(st, psn, number)
+  for _, e in ipairs(st.answers or {}) do
+    if e.number < number and (e.psn - psn) % PSN_MOD < PSN_MOD / 2 then e.unacked = true end
+  end
+end
+
 -- IO_RSP: a zero-length RDMA WRITE with immediate, or an rkey_rsp SEND with immediate.
 local function classify_response(ctx, rec)
   rec.cut = ctx.cut
@@ -555,6 +611,11 @@ local function classify_response(ctx, rec)
   local d = domain_of(ctx, true)
   rec.kind, rec.number, rec.time = "response", ctx.number, ctx.time
   rec.msg_id = bit.band(ctx.payload, C.MSG_ID_MASK)
+  rec.psn = ctx.psn
+  local answers = ctx.st.answers or {}
+  ctx.st.answers = answers
+  answers[#answers + 1] = rec
+  if #answers > LIMITS.answers then table.remove(answers, 1) end
   claim(ctx, rec, d, "s2c")
   feed(d, rec)
   return true
@@ -767,6 +828,7 @@ local function first_pass_payload(tvb, pinfo, cut)
     ctx.len = cut.len
     if cut.lost > 0 then ctx.base, ctx.cut = cut.len, cut.lost end
   end
+  ctx.psn = psn
   local rec = {}
   local immfi = fx.immdt()
   if immfi and immfi.range:len() >= C.IMMDT_SIZE then rec.imm = immfi.range:uint() end
@@ -778,6 +840,7 @@ local function first_pass_payload(tvb, pinfo, cut)
   local delta = last and (psn - last) % PSN_MOD
   if orig or (delta and (delta == 0 or delta >= PSN_MOD / 2)) then
     if not (ctx.conn or (orig and S.frames[orig])) then return nil end
+    unacked_answers(st, psn, pinfo.number)
     return { kind = "retransmission", retrans_of = orig, conn = ctx.conn }
   end
   note_psn(st, psn, pinfo.number)
@@ -991,6 +1054,30 @@ local function render_message(tvb, pinfo, tree, t, rec)
   return "RTRS"
 end
 
+-- A copy (rtrs.failover_of) and an original re-sent (rtrs.no_response,
+-- rtrs.response_not_delivered).
+local function add_failover(t, rec)
+  local q = failover_of(rec)
+  if q then
+    local it = t:add(F.failover_of, q.number)
+    it:set_generated()
+    it:add_proto_expert_info(EF.failover, string.format("Failed over from frame %d", q.number))
+  end
+  if rec.no_response then
+    local it = t:add(F.no_response, rec.no_response.number)
+    it:set_generated()
+    it:add_proto_expert_info(EF.no_response, string.format(
+      "No response: re-sent in frame %d", rec.no_response.number))
+  end
+  local copy = resent_in(rec)
+  if copy then
+    local it = t:add(F.response_not_delivered, copy.number)
+    it:set_generated()
+    it:add_proto_expert_info(EF.response_not_delivered, string.format(
+      "Response not delivered: re-sent in frame %d", copy.number))
+  end
+end
+
 local function render_payload(tvb, pinfo, tree, rec)
   local t = tree:add(P_RTRS, tvb())
   local proto, info = "RTRS", nil
@@ -1023,6 +1110,14 @@ local function render_payload(tvb, pinfo, tree, rec)
   elseif kind == "invalidate" and rec.rkey then
     local ieth = fx.ieth()
     if ieth then t:add(F.rkey, ieth.range) end
+  end
+  if kind == "request" then add_failover(t, rec) end
+  if kind == "response" and rec.request and resent_in(rec.request) then
+    local it = t:add(F.response_not_delivered, resent_in(rec.request).number)
+    it:set_generated()
+    it:add_proto_expert_info(EF.response_not_delivered, string.format(
+      "Response not delivered: the request was re-sent in frame %d",
+      resent_in(rec.request).number))
   end
   if rec.data_for then t:add(F.data_for, rec.data_for):set_generated() end
   if rec.response then t:add(F.response_in, rec.response.number):set_generated() end
