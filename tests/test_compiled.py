@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from conftest import REPO, real_pcap
 from rtrs_scapy.analysis import warmup
 from rtrs_scapy.capture import jit
+from rtrs_scapy.capture.ib import ib_offset
 from rtrs_scapy.capture.jit import ENTRY_POINTS
 from rtrs_scapy.cli import main
 
@@ -131,3 +132,26 @@ def test_an_edit_anywhere_in_the_engine_compiles_again(tmp_path, monkeypatch):
     assert warmup.missing() == []
     monkeypatch.setattr(jit, "engine_sources_hash", lambda: jit.sources_hash(copy))
     assert len(warmup.missing()) == len(ENTRY_POINTS)
+
+
+def test_a_pipe_uses_the_code_compiled_at_install():
+    """Bytes from a pipe, a bytearray or a memoryview reach the engine as a file's mapped
+    bytes do, read-only uint8 (``jit.byte_array``): the one type the install compiled, so
+    a first ``cat capture | rtrs-dissect -`` compiles nothing."""
+    probe = (
+        "import sys\n"
+        "from numba.core import types\n"
+        "from rtrs_scapy.capture.ib import ib_offset\n"
+        "from rtrs_scapy.capture.jit import ENTRY_POINTS\n"
+        "from rtrs_scapy.cli import main\n"
+        "main(['summary', '-q', '-'], standalone_mode=False)\n"
+        "ib_offset(bytearray(open(sys.argv[1], 'rb').read()), 40, 100, 1)\n"
+        "buffers = [sig[0] for d in ENTRY_POINTS for sig in d.signatures\n"
+        "           if isinstance(sig[0], types.Array) and sig[0].dtype == types.uint8]\n"
+        "print(len(buffers), sum(b.mutable for b in buffers))\n")
+    capture = real_pcap("basic_inval")
+    with open(capture, "rb") as stdin:
+        run = subprocess.run([sys.executable, "-c", probe, str(capture)], stdin=stdin,
+                             capture_output=True, text=True, timeout=600, check=True)
+    buffers, writable = map(int, run.stdout.split()[-2:])
+    assert buffers > 0 and writable == 0

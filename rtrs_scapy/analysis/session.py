@@ -16,6 +16,7 @@ from scapy.sessions import DefaultSession
 
 from ..capture import ib
 from ..capture.files import Chunk
+from ..capture.jit import byte_array
 from ..engine import Engine
 from ..engine import transport as T
 from ..layers.ib import ImmDt
@@ -53,7 +54,7 @@ class RtrsSession(DefaultSession):
         return pkt
 
     def _feed(self, data, stamp, link_type):
-        buf = np.frombuffer(data, dtype=np.uint8)
+        buf = byte_array(data)
         one = np.array([0], dtype=np.int64)
         self.chunk = Chunk(data, buf, self.frame, one, np.array([len(data)], np.int64),
                            np.array([stamp], np.int64),

@@ -44,6 +44,7 @@ from . import records as R
 from . import sources
 from . import ib
 from .ib import decode_chunk
+from .jit import byte_array
 from .links import GEOMETRY
 from .links import link_name
 
@@ -322,7 +323,7 @@ class Capture:
     def _pcap(self, records):
         src = self._src
         data, end, base = src.data, src.end, src.base
-        buf = np.frombuffer(data, dtype=np.uint8)
+        buf = byte_array(data)
         pos = self._pos = 24
         big, nano, link = self._big, self._nano, self.link_type
         limit = min(max(MAX_RECORD, self.snaplen), MAX_BLOCK)
@@ -348,7 +349,7 @@ class Capture:
                 return
             data, pos, end = src.refill(pos, value)
             base = src.base
-            buf = np.frombuffer(data, dtype=np.uint8)
+            buf = byte_array(data)
             if end - pos >= value:
                 continue
             if value > 16:
@@ -363,7 +364,7 @@ class Capture:
     def _pcapng(self, records):
         src = self._src
         data, end, base = src.data, src.end, src.base
-        buf = np.frombuffer(data, dtype=np.uint8)
+        buf = byte_array(data)
         pos = 0
         big = self._big
         ifaces = _Interfaces()
@@ -382,7 +383,7 @@ class Capture:
             if why == R.NEED:
                 data, pos, end = src.refill(pos, value)
                 base = src.base
-                buf = np.frombuffer(data, dtype=np.uint8)
+                buf = byte_array(data)
                 if end - pos >= value:
                     continue
                 if value > 12:
@@ -404,7 +405,7 @@ class Capture:
                 if end - pos < blen:
                     data, pos, end = src.refill(pos, blen)
                     base = src.base
-                    buf = np.frombuffer(data, dtype=np.uint8)
+                    buf = byte_array(data)
                     if end - pos < blen:
                         self._problem("truncated_block", "block says %d bytes, %d left"
                                       % (blen, end - pos))

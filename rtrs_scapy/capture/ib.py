@@ -17,7 +17,7 @@ stop (docs/PROTOCOL.md#header-only-captures).
 import numpy as np
 from numba import njit
 
-from .jit import compiled
+from .jit import byte_array, compiled
 
 from ..layout import wire
 from .links import GEOMETRY, KIND_NAMES, MIRROR_COLUMN, _locate_one, address_bytes
@@ -191,7 +191,7 @@ def decode_chunk(buf, offs, caplens, links, origlens=None):
 def ib_offset(buf, start, end, link_type):
     """One frame: ``(kind, hdr_off, ib_end, src, dst)`` or None (kind "rocev2",
     "rocev1" or "ib"; ``hdr_off`` the BTH, GRH or LRH; addresses as bytes)."""
-    data = np.frombuffer(buf, dtype=np.uint8)
+    data = byte_array(buf)
     out = decode_chunk(data, np.array([start], dtype=np.int64),
                        np.array([end - start], np.int64), np.array([link_type], np.int64))
     if not out[0, P_KIND]:

@@ -25,6 +25,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 from numba import njit
 from numba.core import caching
 
@@ -98,6 +99,17 @@ class _ShippedCache(caching.FunctionCache):
         return any(key[1] == magic and key[-1] == sources
                    for index in (self._cache_file, self._shipped)
                    for key in index._load_index())
+
+
+def byte_array(data):
+    """``data`` (bytes, bytearray, memoryview, mmap) as the engine reads bytes: uint8 and
+    read-only, the one type its entry points are compiled for when installed (a writable
+    buffer, a pipe's chunk say, would have them compiled again on the user's first run)."""
+    array = np.frombuffer(data, dtype=np.uint8)
+    if array.flags.writeable:
+        array = array.view()
+        array.flags.writeable = False
+    return array
 
 
 def compiled(function):
