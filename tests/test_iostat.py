@@ -174,6 +174,24 @@ def test_unknown_device_lists_the_known_ones():
     assert {json.loads(line)["device"] for line in done.output.splitlines()} == {"/dev/ram1"}
 
 
+def test_a_device_by_the_client_s_name_from_its_kernel_log():
+    """The client's console names /dev/loop0 rnbd0 (its ``I/O error, dev rnbd0`` lines):
+    ``--device rnbd0`` with that log is ``--device /dev/loop0``; without it, rnbd0 is
+    unknown."""
+    capture = str(real_pcap("errors"))
+    log = str(real_pcap("errors").with_name("errors.client.log.gz"))
+    runner = CliRunner()
+    by_name = runner.invoke(main, ["iostat", capture, "--kernel-log", log, "--device", "rnbd0",
+                                   "--format", "json"])
+    by_path = runner.invoke(main, ["iostat", capture, "--device", "/dev/loop0",
+                                   "--format", "json"])
+    assert by_name.exit_code == by_path.exit_code == 0, by_name.output
+    assert by_name.stdout == by_path.stdout
+    assert {json.loads(line)["device"] for line in by_path.stdout.splitlines()} == \
+        {"/dev/loop0"}
+    assert runner.invoke(main, ["iostat", capture, "--device", "rnbd0"]).exit_code == 2
+
+
 @pytest.mark.parametrize("name", [entry[0] for entry in REAL_ALL])
 def test_parts_sum_to_wire(name, analyses):
     result, batches = analyses[name]

@@ -4,7 +4,8 @@ from the wire (docs/iostat.md)."""
 import click
 
 from ..report.iostat import BY
-from .common import analyze_capture, captures_argument, queue_depth_option, quiet_option
+from .common import analyze_capture, captures_argument, chosen, kernel_log_option, \
+    queue_depth_option, quiet_option, with_kernel_logs
 
 
 @click.command()
@@ -14,13 +15,15 @@ from .common import analyze_capture, captures_argument, queue_depth_option, quie
 @click.option("--by", type=click.Choice(BY), default="device", show_default=True,
               help="One line per RNBD device, RTRS path or session.")
 @click.option("--device", "devices", multiple=True, metavar="ID|NAME",
-              help="Only this RNBD device: its id or its path (/dev/ram0); repeatable; "
+              help="Only this RNBD device: its id, its path (/dev/ram0) or the client's "
+                   "name of it (rnbd0, from --kernel-log or --device-map); repeatable; "
                    "with --by device.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text",
               show_default=True, help="Text like iostat -x, JSON lines or CSV.")
 @quiet_option
 @queue_depth_option
-def iostat(captures, interval, by, devices, fmt, quiet, queue_depth):
+@kernel_log_option
+def iostat(captures, interval, by, devices, fmt, quiet, queue_depth, kernel_logs, device_map):
     """iostat -x of CAPTURES from the wire: per interval and device (or path,
     session) the IOs per second, kB/s, mean latency (await) and its 99th
     percentile, the server's mean time (srv_ms), the mean queue size (aqu-sz), the
@@ -37,6 +40,8 @@ def iostat(captures, interval, by, devices, fmt, quiet, queue_depth):
     batches = []
     result = analyze_capture(list(captures), quiet, keep_messages=False,
                              queue_depth=queue_depth, io_sink=batches.append)
+    with_kernel_logs(result.summary, kernel_logs, device_map)
+    devices = [_server_name(result.summary, value) for value in devices]
     try:
         records = view.records(result, batches, by=by, interval_s=interval, devices=devices)
     except view.UnknownDevice as exc:
@@ -52,3 +57,12 @@ def iostat(captures, interval, by, devices, fmt, quiet, queue_depth):
         click.echo(view.csv_text(records), nl=False)
     else:
         click.echo(view.text(records, by), nl=False)
+
+
+def _server_name(summary, wanted):
+    """The id or server path of the device ``wanted`` names (naming.py: also the
+    client's name); a usage error listing the devices when none."""
+    from ..analysis.naming import match_device
+    _, device_id, path, _ = chosen(match_device, "--device", summary["sessions"],
+                                 wanted)[0]
+    return path or str(device_id)
