@@ -5,7 +5,7 @@
 #
 # Works on a fresh Debian 12 machine (as root, or as a user with sudo) and from
 # any directory: installs tshark (with dumpcap), lua5.2 (luac5.2), chromium with
-# chromium-driver, tmux and python3-venv when missing, creates .venv in the
+# chromium-driver, tmux, man-db, prometheus and python3-venv when missing, creates .venv in the
 # repository root, installs the package with its test extra (which takes the scale one), runs
 # pytest.  The suite refuses skipped tests (tests/no_skips.py): whatever a test
 # needs is installed here.
