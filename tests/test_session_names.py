@@ -9,20 +9,12 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
 
 from conftest import real_pcap
-from rtrs_scapy.cli import main
+from test_tables_cli import run
 from watch_util import watch_jsonl
 
 ERRORS = real_pcap("errors")
-
-
-def run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), \
-        result.exception
-    return result
 
 
 @pytest.fixture(scope="module")

@@ -141,9 +141,12 @@ class RnbdWorkload:
 
     def answer(self, req):
         """The server's answer to a request of :meth:`requests_only`."""
+        self._respond(req)
+        self._gap()
+
+    def _respond(self, req):
         path = self.paths[req["path"]]
         self._send_response(path, path.conns[req["cid"]], req, errno=req.pop("_errno"))
-        self._gap()
 
     def _gap(self):
         self.t += self._jitter(0.0008, 0.006)
@@ -225,17 +228,12 @@ class RnbdWorkload:
         ``shuffle`` the server answers them in a random order (responses are not FIFO,
         docs/PROTOCOL.md#pairing-requests-and-responses).  ``ios``: dicts with the keyword
         arguments of :meth:`io`."""
-        self._tick(self.t)
-        path, conn = self._pick(path, cid)
-        reqs = []
-        for io in ios:
-            reqs.extend(self._io_requests(path, conn, **io))
-            self.t += self._jitter(5e-5, 4e-4)
+        reqs = self.requests_only(ios, path, cid)
         order = list(reqs)
         if shuffle:
             self.rng.shuffle(order)
         for req in order:
-            self._send_response(path, conn, req, errno=req.pop("_errno"))
+            self._respond(req)
         self._gap()
         return reqs
 
