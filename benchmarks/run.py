@@ -19,6 +19,10 @@ start-up included, with their peak RSS, the median of ``--repeat`` runs:
   on the first ``--tshark-packets``;
 * Scapy's ``PcapReader`` with full dissection and a dpkt record loop, on the first
   ``--sample`` packets (a full file would take hours for Scapy);
+* every command on the first size, side by side (``--commands``): messages (text
+  and JSON), export (all tables), report, iostat, watch (as fast as possible, and
+  replayed at the highest speed), each against the summary's time and the floor
+  (``cat``'s time over the command's: the share of the page cache's speed);
 * the cold start: ``rtrs-dissect --version`` and a summary of a 1,558-frame capture;
 * the stages in one process: records walked and decoded, the transport, the
   analysis.
@@ -50,10 +54,12 @@ CRAFT_LARGE = ["craft", "sequential", "-p", "pmtu=4096", "-p", "ios=1600", "--no
 SMALL = REPO / "pcaps" / "real" / "basic_inval.pcap"
 PYTHON = sys.executable
 DISSECT = str(Path(PYTHON).with_name("rtrs-dissect"))
+#: the command the per-command table runs (--dissect: another checkout's, for before/after)
+DISSECT_COMMAND = [DISSECT]
 
 
 def measure(argv, stdout=subprocess.DEVNULL):
-    """(seconds, peak RSS in MiB) of one child process."""
+    """(seconds, peak RSS in MiB, CPU seconds) of one child process."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -62,12 +68,19 @@ def measure(argv, stdout=subprocess.DEVNULL):
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError("%s failed: %s" % (argv[0], stderr.strip()[-500:]))
-    return elapsed, usage.ru_maxrss / 1024.0
+    return elapsed, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
 
 
 def median_run(argv, repeat):
+    """(median seconds, largest peak RSS) of ``repeat`` runs."""
+    return median_cpu_run(argv, repeat)[:2]
+
+
+def median_cpu_run(argv, repeat):
+    """(median seconds, largest peak RSS, median CPU seconds) of ``repeat`` runs."""
     runs = [measure(argv) for _ in range(repeat)]
-    return statistics.median(t for t, _ in runs), max(rss for _, rss in runs)
+    return (statistics.median(t for t, _, _ in runs), max(rss for _, rss, _ in runs),
+            statistics.median(cpu for _, _, cpu in runs))
 
 
 def capture(name, packets):
@@ -147,6 +160,43 @@ print(json.dumps({"walk_decode": walk, "transport": transport - walk,
 """
 
 
+def commands(path, scratch):
+    """(name, argv) of every command measured side by side on one capture."""
+    return [
+        ("summary", ["summary", str(path), "--format", "json", "-q"]),
+        ("messages", ["messages", str(path), "-q"]),
+        ("messages --format json", ["messages", str(path), "--format", "json", "-q"]),
+        ("export (all tables)", ["export", str(path), "-o", str(scratch / "tables"), "-q"]),
+        ("report", ["report", str(path), "-o", str(scratch / "report.html"), "-q"]),
+        ("iostat", ["iostat", str(path), "-q"]),
+        ("watch --jsonl", ["watch", str(path), "--jsonl"]),
+        ("watch --replay --speed 1e6 --jsonl",
+         ["watch", str(path), "--replay", "--speed", "1000000", "--jsonl"]),
+    ]
+
+
+def command_table(path, packets, repeat):
+    """Every command, whole processes, against the summary and the page-cache floor."""
+    floor = median_run(["cat", str(path)], repeat)[0]
+    scratch = OUT / "commands"
+    print("\n| command | packets | time | rate | CPU | peak RSS | × summary | share of the "
+          "page-cache floor |")
+    print("|---|---|---|---|---|---|---|---|")
+    summary = None
+    for name, argv in commands(path, scratch):
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
+        seconds, rss, cpu = median_cpu_run([*DISSECT_COMMAND, *argv], repeat)
+        summary = summary or seconds
+        print("| %s | %s | %.2f s | %s pkt/s | %.2f s | %.0f MiB | %.2f | %.0f %% |" % (
+            name, "{:,}".format(packets), seconds, "{:,.0f}".format(packets / seconds), cpu,
+            rss, seconds / summary, 100 * floor / seconds))
+        sys.stdout.flush()
+    shutil.rmtree(scratch, ignore_errors=True)
+    print("| floor: cat | %s | %.2f s | %s pkt/s | | | | 100 %% |" % (
+        "{:,}".format(packets), floor, "{:,.0f}".format(packets / floor)))
+
+
 def tshark_sample(path, packets):
     sample = OUT / ("%s_tshark_%d.pcap" % (path.stem, packets))
     if not sample.exists():
@@ -166,6 +216,11 @@ def table_row(tool, packets, seconds, rss, base_rate):
 
 def workload(name, args):
     python, dissect = PYTHON, DISSECT
+    if args.commands_only:
+        packets = args.packets[0]
+        print("\n%s, %s packets" % (name, "{:,}".format(packets)))
+        command_table(capture(name, packets), packets, args.repeat)
+        return
     print("\n%s (%s)\n" % (name, ", ".join("%s packets: %.0f MiB" % (
         "{:,}".format(n), capture(name, n).stat().st_size / 2 ** 20) for n in args.packets)))
     print("| tool | packets | time | rate | peak RSS | rtrs-dissect is faster by |")
@@ -180,8 +235,10 @@ def workload(name, args):
             seconds, rss = median_run(["taskset", "-c", "0", dissect, "summary", str(path),
                                        "--format", "json", "-q"], args.repeat)
             table_row("rtrs-dissect summary (1 core)", packets, seconds, rss, base)
-    packets = args.packets[0]          # the peers, against the first size
+    packets = args.packets[0]          # the commands and the peers, against the first size
     path = capture(name, packets)
+    if args.commands:
+        command_table(path, packets, args.repeat)
     base = packets / median_run([dissect, "summary", str(path), "--format", "json", "-q"],
                                 args.repeat)[0]
     seconds, rss = median_run(["cat", str(path)], args.repeat)
@@ -223,7 +280,16 @@ def main():
     parser.add_argument("--sample", type=int, default=20_000)
     parser.add_argument("--tshark-packets", type=int, default=300_000)
     parser.add_argument("--workloads", nargs="+", default=sorted(SOURCES), choices=SOURCES)
+    parser.add_argument("--commands", action=argparse.BooleanOptionalAction, default=True,
+                        help="every command side by side on the first size")
+    parser.add_argument("--commands-only", action="store_true",
+                        help="the commands' table alone (no summary rows, peers, stages)")
+    parser.add_argument("--dissect", nargs="+", default=None, metavar="ARGV",
+                        help="what runs rtrs-dissect in the commands' table, e.g. another "
+                             "checkout's: env PYTHONPATH=DIR python -m rtrs_scapy.cli")
     args = parser.parse_args()
+    if args.dissect:
+        DISSECT_COMMAND[:] = args.dissect
     OUT.mkdir(exist_ok=True)
     compile_package()
     dissect = DISSECT
