@@ -234,9 +234,8 @@ class IoBatch:
         cid = an.cid_of(rows[:, T.R_CONN])
         record = self.req_record[req]
         if an.records is not None:
-            for k, i in enumerate(req.tolist()):
-                self._record(k, rows, reqs, buf_id, offset, data_len, record, self.usr[i],
-                             header_only[k])
+            self._request_records(rows, reqs, buf_id, offset, data_len, record,
+                                  [self.usr[i] for i in req.tolist()], header_only)
         return {"sess": an.session_of(rpath), "key": buf_id, "frame": rows[:, T.R_LAST_FRAME],
                 "stamp": rows[:, T.R_LAST_TS], "first_frame": rows[:, T.R_LAST_FRAME],
                 "first_stamp": rows[:, T.R_LAST_TS], "path": rpath, "op": reqs["op"],
@@ -248,22 +247,30 @@ class IoBatch:
                 "request_first_ns": np.where(known, rows[:, T.R_FIRST_TS], -1),
                 "desc_key": reqs["desc_key"]}
 
-    def _record(self, k, rows, reqs, buf_id, offset, data_len, record, usr, header_only):
+    def _request_records(self, rows, reqs, buf_id, offset, data_len, record, usr,
+                         header_only):
+        """The message records of a batch of requests (their columns read once as
+        Python values: one numpy scalar per field and row costs more than the record)."""
         an = self.an
-        is_read = reqs["op"][k] == READ
-        if record[k] >= 0:
-            info = {"buf_id": int(buf_id[k]), "offset": int(offset[k]),
-                    "usr_len": int(reqs["usr_len"][k]), "data_len": int(data_len[k]),
-                    "sg_cnt": int(reqs["sg_cnt"][k]),
-                    "first_frame": int(rows[k, T.R_FIRST_FRAME])}
-            if header_only:      # the snaplen cut the trailer (null: unknown)
+        columns = zip(record.tolist(), (reqs["op"] == READ).tolist(), buf_id.tolist(),
+                      offset.tolist(), reqs["usr_len"].tolist(), data_len.tolist(),
+                      reqs["sg_cnt"].tolist(), rows[:, T.R_FIRST_FRAME].tolist(),
+                      header_only.tolist(), (reqs["offset"] < 0).tolist(),
+                      reqs["desc_addr"].tolist(), reqs["desc_key"].tolist(),
+                      reqs["desc_len"].tolist(), usr)
+        for (index, is_read, buf, off, usr_len, data, sg_cnt, first_frame, cut, partial,
+             desc_addr, desc_key, desc_len, user) in columns:
+            if index < 0:
+                continue
+            info = {"buf_id": buf, "offset": off, "usr_len": usr_len, "data_len": data,
+                    "sg_cnt": sg_cnt, "first_frame": first_frame}
+            if cut:      # the snaplen cut the trailer (null: unknown)
                 info.update(usr_len=None, data_len=None, sg_cnt=None, header_only=True)
-            elif reqs["offset"][k] < 0:
+            elif partial:
                 info["partial"] = True
-            if is_read and reqs["sg_cnt"][k]:
-                info["desc"] = {"addr": int(reqs["desc_addr"][k]),
-                                "key": int(reqs["desc_key"][k]), "len": int(reqs["desc_len"][k])}
-            an.records.request(int(record[k]), "read" if is_read else "write", info, usr)
+            if is_read and sg_cnt:
+                info["desc"] = {"addr": desc_addr, "key": desc_key, "len": desc_len}
+            an.records.request(index, "read" if is_read else "write", info, user)
 
     # -- responses -----------------------------------------------------------------
 
@@ -486,22 +493,23 @@ class IoBatch:
 
     def _records(self, rsp, rows, msg_id, errno, result, table, answered, latency):
         records = self.an.records
-        rkey = self.rsps["rkey_rsp"][rsp]
-        for k, index in enumerate(self.rsp_record[rsp].tolist()):
+        rsps = self.rsps
+        for index, msg, err, invalidate, rkey, rkey_buf_id, new_rkey in zip(
+                self.rsp_record[rsp].tolist(), msg_id.tolist(), errno.tolist(),
+                rsps["with_invalidate"][rsp].tolist(), rsps["rkey_rsp"][rsp].tolist(),
+                rsps["rkey_buf_id"][rsp].tolist(), rsps["rkey"][rsp].tolist()):
             if index < 0:
                 continue
-            fields = {"msg_id": int(msg_id[k]), "errno": int(errno[k]),
-                      "with_invalidate": bool(self.rsps["with_invalidate"][rsp][k])}
-            records.response(index, fields, {"buf_id": int(self.rsps["rkey_buf_id"][rsp][k]),
-                                             "rkey": int(self.rsps["rkey"][rsp][k])}
-                             if rkey[k] else None)
+            fields = {"msg_id": msg, "errno": err, "with_invalidate": bool(invalidate)}
+            records.response(index, fields, {"buf_id": rkey_buf_id, "rkey": new_rkey}
+                             if rkey else None)
         for j in np.flatnonzero(result.failover).tolist():
             if table["record"][j] >= 0:
                 records.list[int(table["record"][j])]["fields"]["failover_from"] = \
                     int(result.first_frame[j])
-        for k, j in zip(np.flatnonzero(answered).tolist(),
-                        result.response_request[answered].tolist()):
-            req_rec, rsp_rec = int(table["record"][j]), int(self.rsp_record[rsp][k])
+        req_of = result.response_request[answered]
+        for req_rec, rsp_rec, stamp, first in zip(
+                table["record"][req_of].tolist(), self.rsp_record[rsp][answered].tolist(),
+                rows[answered, T.R_LAST_TS].tolist(), result.first_stamp[req_of].tolist()):
             if req_rec >= 0 and rsp_rec >= 0:
-                records.pair(req_rec, rsp_rec, (int(rows[k, T.R_LAST_TS])
-                                                - int(result.first_stamp[j])) / 1e9)
+                records.pair(req_rec, rsp_rec, (stamp - first) / 1e9)

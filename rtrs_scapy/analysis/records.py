@@ -73,16 +73,18 @@ class Records:
         names = {D.K_HB_MSG: "hb_msg", D.K_HB_ACK: "hb_ack"}
         if self.wants(OTHER):
             self._others(rows)
-        for i in np.flatnonzero(rows[:, T.R_CONN] >= -1).tolist():   # not other protocols'
-            row = rows[i]
-            k = int(kind[i])
-            conn = an.conns[int(row[T.R_CONN])][0] if row[T.R_CONN] >= 0 else None
-            src = (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO]))
-            dst = (int(row[T.R_DST_HI]), int(row[T.R_DST_LO]))
-            frame, ts = int(row[T.R_LAST_FRAME]), int(row[T.R_LAST_TS]) / 1e9
-            qpn = int(row[T.R_QPN])
-            bound = row[T.R_CONN] >= 0 or k not in names   # heartbeats: CM-bound only
-            path = an.path_list[path_id[i]] if path_id[i] >= 0 and bound else None
+        mine = np.flatnonzero(rows[:, T.R_CONN] >= -1)   # not other protocols'
+        picked = rows[mine]
+        columns = zip(mine.tolist(), kind[mine].tolist(), path_id[mine].tolist(),
+                      *(picked[:, c].tolist() for c in (
+                          T.R_CONN, T.R_SRC_HI, T.R_SRC_LO, T.R_DST_HI, T.R_DST_LO,
+                          T.R_LAST_FRAME, T.R_LAST_TS, T.R_QPN, T.R_SLOT, T.R_GEN)))
+        for (i, k, pid, conn_id, src_hi, src_lo, dst_hi, dst_lo, frame, stamp, qpn, slot,
+             gen) in columns:
+            conn = an.conns[conn_id][0] if conn_id >= 0 else None
+            src, dst = (src_hi, src_lo), (dst_hi, dst_lo)
+            bound = conn_id >= 0 or k not in names   # heartbeats: CM-bound only
+            path = an.path_list[pid] if pid >= 0 and bound else None
             if k in names:
                 msg, fields = names[k], {}
             elif k == D.K_SEND:
@@ -91,13 +93,12 @@ class Records:
                 msg, fields = "pending", {}
             else:
                 continue
-            if msg is None or self.add(frame, ts, src, dst, qpn, conn, msg, fields,
+            if msg is None or self.add(frame, stamp / 1e9, src, dst, qpn, conn, msg, fields,
                                        path=path) is None:
                 continue
             index[i] = len(self.list) - 1
             if path is None:
-                self.pathless.append((index[i], int(row[T.R_SLOT]), int(row[T.R_GEN]), src,
-                                      dst))
+                self.pathless.append((index[i], slot, gen, src, dst))
         return index
 
     def _others(self, rows):

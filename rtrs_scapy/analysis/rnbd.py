@@ -4,6 +4,8 @@ For the rare ones: session info, open, close and their replies, and the RNBD
 header of a message record.  IO headers in bulk are read in decode.py.
 """
 
+import functools
+
 from ..spec.constants import (
     RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_MSG_OPEN, RNBD_MSG_OPEN_RSP, RNBD_MSG_SESS_INFO,
     RNBD_MSG_SESS_INFO_RSP, rnbd_msg_type, rnbd_rw_str, short_name,
@@ -21,6 +23,7 @@ REPLIES = (RNBD_MSG_SESS_INFO_RSP, RNBD_MSG_OPEN_RSP)
 _HDR = plan("RnbdMsgHdr")
 
 
+@functools.lru_cache(maxsize=256)
 def kind_name(kind):
     """'io', 'open', 'sess_info_rsp', … of an RNBD message type."""
     return short_name(rnbd_msg_type, kind, "RNBD_MSG_").lower()
@@ -36,10 +39,9 @@ def decode(data):
     A message cut short (the 28-byte IO header of a 32-bit client) is read as if
     zero-padded to its full size."""
     kind = message_type(data)
-    name = LAYOUTS.get(kind)
-    if name is None:
+    layout = _layout(kind)
+    if layout is None:
         return None
-    layout = plan(name)
     data = bytes(data)
     if len(data) < layout.size:
         data += b"\0" * (layout.size - len(data))
@@ -48,8 +50,19 @@ def decode(data):
               and not isinstance(v, bytes)}
     fields["msg"] = kind_name(kind)
     if kind == RNBD_MSG_IO and "rw" in fields:
-        fields["rw_str"] = rnbd_rw_str(fields["rw"])
+        fields["rw_str"] = _rw_str(fields["rw"])
     return fields
+
+
+@functools.lru_cache(maxsize=16)
+def _layout(kind):
+    name = LAYOUTS.get(kind)
+    return None if name is None else plan(name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _rw_str(rw):
+    return rnbd_rw_str(rw)
 
 
 def reply(data, length):

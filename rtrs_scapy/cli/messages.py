@@ -1,5 +1,6 @@
 """``rtrs-dissect messages`` and ``show``: message by message, frame by frame."""
 
+import itertools
 import json
 
 import click
@@ -72,12 +73,19 @@ def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, erro
     selected = view.select(session=session, kinds=msg_filter, errors=errors, device=device,
                            op=op, sectors=sectors, min_latency_us=min_latency)
     if fmt == "json":
-        for record in selected:
-            click.echo(json.dumps(view.as_json(record)))
+        _echo_batches(json.dumps(view.as_json(record)) for record in selected)
         return
     click.echo(HEADER.rstrip())
-    for record in selected:
-        click.echo(view.line(record))
+    _echo_batches(view.line(record) for record in selected)
+
+
+def _echo_batches(lines, size=4096):
+    """The lines, written a batch at a time (one write per line costs more than
+    making it)."""
+    batch = list(itertools.islice(lines, size))
+    while batch:
+        click.echo("\n".join(batch))
+        batch = list(itertools.islice(lines, size))
 
 
 @click.command()

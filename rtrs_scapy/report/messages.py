@@ -122,10 +122,6 @@ class MessageView:
             return rsp is not None and bool(rsp["fields"]["errno"])
         return False
 
-    def device_name(self, rec, device_id):
-        ref = self.session_of(rec)
-        return ref.devices.get(str(device_id)) if ref is not None else None
-
     # -- filters -----------------------------------------------------------------
 
     def select(self, session=None, kinds=(), errors=False, device=None, op=None,
@@ -208,8 +204,8 @@ class MessageView:
             "paths_uuid": ref.paths_uuid if ref else None,
             "sess_uuid": rec["sess_uuid"], "client": rec["client"], "server": rec["server"],
             "src": rec["src"], "dst": rec["dst"], "dst_qpn": rec["qpn"], "cid": rec["cid"],
-            "msg": rec["msg"], "fields": _json_fields(rec["msg"], rec["fields"]),
-            "rnbd": _json_rnbd(rec["rnbd"]), "paired_frame": rec["paired_frame"],
+            "msg": rec["msg"], "fields": json_fields(rec["msg"], rec["fields"]),
+            "rnbd": json_rnbd(rec["rnbd"]), "paired_frame": rec["paired_frame"],
             "latency_us": None if rec["latency"] is None else round(rec["latency"] * 1e6, 1),
         }
         if rec.get("rnbd_reply"):
@@ -227,15 +223,16 @@ class MessageView:
         text = "%6d  %-27s %11.6f  %-8s %-31s %7s %3s  %-10s %s" % (
             rec["frame"], utc_iso(rec["time"]), rec["time"] - self.first_ts, session or "-",
             "%s → %s" % (rec["src"], rec["dst"]), "0x%x" % rec["qpn"],
-            "-" if rec["cid"] is None else rec["cid"], rec["msg"], self.details(rec))
+            "-" if rec["cid"] is None else rec["cid"], rec["msg"], self.details(rec, ref))
         return text.rstrip()
 
-    def details(self, rec):
+    def details(self, rec, ref=False):
+        """The details column of a record (``ref``: its session, when known)."""
         fields = rec["fields"]
         msg = rec["msg"]
-        parts = DETAILS.get(msg, lambda f: [])(fields)
+        parts = DETAILS.get(msg, _nothing)(fields)
         if rec["rnbd"]:
-            parts.append(self._rnbd_text(rec))
+            parts.append(self._rnbd_text(rec, ref))
         if msg == "io_rsp":
             req = self.request_of.get(rec["frame"])
             if req is not None:
@@ -259,11 +256,12 @@ class MessageView:
                 parts.append("no response in the capture")
         return "  ".join(p for p in parts if p)
 
-    def _rnbd_text(self, rec):
+    def _rnbd_text(self, rec, ref=False):
         rnbd = rec["rnbd"]
         kind = rnbd["msg"]
         if kind == "io":
-            text = "RNBD %s %s" % (rnbd["rw_str"], self._device_text(rec, rnbd["device_id"]))
+            text = "RNBD %s %s" % (rnbd["rw_str"],
+                                   self._device_text(rec, rnbd["device_id"], ref))
             if has_sector(rnbd["rw"]):
                 text += " sector %d" % rnbd["sector"]
             if rnbd["bi_size"]:
@@ -277,16 +275,22 @@ class MessageView:
                     reply["device_id"], reply["nsectors"], size(reply["nsectors"] * SECTOR))
             return text
         if kind == "close":
-            return "RNBD CLOSE %s" % self._device_text(rec, rnbd["device_id"])
+            return "RNBD CLOSE %s" % self._device_text(rec, rnbd["device_id"], ref)
         if kind == "sess_info":
             reply = rec.get("rnbd_reply")
             return "RNBD SESS_INFO ver %d%s" % (
                 rnbd["ver"], " → ver %d" % reply["ver"] if reply else "")
         return "RNBD " + kind.upper()
 
-    def _device_text(self, rec, device_id):
-        name = self.device_name(rec, device_id)
+    def _device_text(self, rec, device_id, ref=False):
+        if ref is False:
+            ref = self.session_of(rec)
+        name = ref.devices.get(str(device_id)) if ref is not None else None
         return "dev %d%s" % (device_id, " (%s)" % name if name else "")
+
+
+def _nothing(fields):
+    return []
 
 
 def _path_key(item):
@@ -309,7 +313,8 @@ def _overlaps(rnbd, sectors):
     return max(first, sectors[0]) < min(end, sectors[1] + 1)
 
 
-def _json_fields(msg, fields):
+def json_fields(msg, fields):
+    """A record's fields as its JSON object shows them (names beside numbers)."""
     out = json_value(fields)
     if msg in ("conn_req", "conn_rsp", "conn_rej"):  # a REJ may carry a conn_rsp
         if "version" in out:
@@ -323,7 +328,8 @@ def _json_fields(msg, fields):
     return out
 
 
-def _json_rnbd(rnbd):
+def json_rnbd(rnbd):
+    """A record's RNBD header as its JSON object shows it (None without one)."""
     if rnbd is None:
         return None
     out = json_value(rnbd)

@@ -1,6 +1,8 @@
 """Small formatters shared by the renderers: sizes, times, errno and RNBD names,
 so that no Python representation (None, bytes, dicts) reaches the output."""
 
+import functools
+import math
 from datetime import datetime, timezone
 
 from ..spec.constants import (
@@ -23,8 +25,23 @@ def plural(count, word, words=None):
 
 
 def utc_iso(ts):
-    """Epoch seconds as UTC ISO 8601 with microseconds: 2026-11-29T12:34:56.123456Z."""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Epoch seconds as UTC ISO 8601 with microseconds: 2026-11-29T12:34:56.123456Z.
+
+    The date and time of a whole second are formatted once (message lines come many
+    per second); the microseconds are rounded as ``datetime.fromtimestamp`` does
+    (half to even, of the float's fraction)."""
+    fraction, whole = math.modf(ts)
+    micro = round(fraction * 1e6)
+    if micro >= 1000000:
+        whole, micro = whole + 1, micro - 1000000
+    elif micro < 0:
+        whole, micro = whole - 1, micro + 1000000
+    return "%s.%06dZ" % (_second_iso(int(whole)), micro)
+
+
+@functools.lru_cache(maxsize=4096)
+def _second_iso(second):
+    return datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def errno_text(errno):
@@ -76,12 +93,18 @@ def version_text(version):
     return "%d.%d" % (version >> 8, version & 0xFF)
 
 
+#: values json_value passes through as they are (most of a record's fields)
+_PLAIN = frozenset((int, float, str, bool, type(None)))
+
+
 def json_value(value):
     """Bytes as hex strings (recursively), everything else unchanged."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
     if isinstance(value, dict):
-        return {k: json_value(v) for k, v in value.items()}
+        return {k: v if type(v) in _PLAIN else json_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_value(v) for v in value]
     return value

@@ -9,7 +9,7 @@ import json
 
 import pyarrow as pa
 
-from ..report.messages import MessageView
+from ..report.messages import MessageView, json_fields, json_rnbd
 from ..report.words import has_sector
 from ..spec.constants import rnbd_op_name
 from .names import PATH_COLUMNS, path_names
@@ -111,31 +111,43 @@ def messages_tables(result, capture, rows_per_table=MESSAGE_ROWS):
     path_ids = {(path.sess_uuid or (path.client, path.server)): path.id
                 for path in result.analyzer.path_list}
     records = result.messages
+    table_schema = schema("messages")
     for start in range(0, len(records), rows_per_table):
         rows = [_message_row(view, rec, capture, path_ids)
                 for rec in records[start:start + rows_per_table]]
-        yield _table("messages", rows)
+        arrays = dict(zip(MESSAGE_COLUMNS, zip(*rows)))
+        yield pa.Table.from_arrays([pa.array(arrays[field.name], field.type)
+                                    for field in table_schema], schema=table_schema)
+
+
+#: the order of a ``messages`` row of _message_row
+MESSAGE_COLUMNS = ("capture", "frame", "time", "session", "paths_uuid", "sess_uuid", "client",
+                   "server", "path_id", "src", "dst", "dst_qpn", "cid", "msg", "buf_id",
+                   "errno", "rnbd_msg", "rnbd_op", "device_id", "sector", "bi_size",
+                   "paired_frame", "latency_us", "fields", "rnbd")
 
 
 def _message_row(view, rec, capture, path_ids):
-    """A ``messages`` row: the record's JSON object, flattened; a response gets the
-    RNBD columns of the request it answers."""
-    out = view.as_json(rec)
-    fields = out["fields"]
+    """A ``messages`` row (MESSAGE_COLUMNS): the record's JSON object, flattened; a
+    response gets the RNBD columns of the request it answers."""
+    ref = view.session_of(rec)
+    fields = json_fields(rec["msg"], rec["fields"])
     rnbd = view.rnbd_of(rec)
-    io = rnbd is not None and rnbd["msg"] == "io"
-    row = {key: out[key] for key in ("frame", "session", "paths_uuid", "sess_uuid", "client",
-                                     "server", "src", "dst", "dst_qpn", "cid", "msg",
-                                     "paired_frame", "latency_us")}
-    row.update(capture=capture, time=_ns(rec["time"]),
-               path_id=path_ids.get(rec["sess_uuid"] or (rec["client"], rec["server"])),
-               buf_id=fields.get("buf_id", fields.get("msg_id")),
-               errno=fields.get("errno"),
-               rnbd_msg=rnbd["msg"] if rnbd is not None else None,
-               rnbd_op=rnbd_op_name(rnbd["rw"]) if io else None,
-               device_id=rnbd.get("device_id") if rnbd is not None else None,
-               sector=rnbd["sector"] if io and has_sector(rnbd["rw"]) else None,
-               bi_size=rnbd["bi_size"] if io else None,
-               fields=json.dumps(fields, sort_keys=True),
-               rnbd=json.dumps(out["rnbd"], sort_keys=True) if out["rnbd"] else None)
-    return row
+    rnbd_msg = rnbd_op = device_id = sector = bi_size = None
+    if rnbd is not None:
+        rnbd_msg, device_id = rnbd["msg"], rnbd.get("device_id")
+        if rnbd_msg == "io":
+            rnbd_op, bi_size = rnbd_op_name(rnbd["rw"]), rnbd["bi_size"]
+            if has_sector(rnbd["rw"]):
+                sector = rnbd["sector"]
+    own = json_rnbd(rec["rnbd"])
+    latency = rec["latency"]
+    key = rec["sess_uuid"] or (rec["client"], rec["server"])
+    return (capture, rec["frame"], _ns(rec["time"]), ref.label if ref else None,
+            ref.paths_uuid if ref else None, rec["sess_uuid"], rec["client"], rec["server"],
+            path_ids.get(key), rec["src"], rec["dst"], rec["qpn"], rec["cid"], rec["msg"],
+            fields.get("buf_id", fields.get("msg_id")), fields.get("errno"), rnbd_msg,
+            rnbd_op, device_id, sector, bi_size, rec["paired_frame"],
+            None if latency is None else round(latency * 1e6, 1),
+            json.dumps(fields, sort_keys=True),
+            json.dumps(own, sort_keys=True) if own else None)
