@@ -68,5 +68,25 @@ def from_requests(table, index, outcome):
 
 
 def concat(batches):
-    """One batch from several (all columns)."""
-    return {name: np.concatenate([b[name] for b in batches]) for name in NAMES}
+    """One batch from several (the columns of the first)."""
+    return {name: np.concatenate([b[name] for b in batches]) for name in batches[0]}
+
+
+class Kept:
+    """An ``io_sink`` keeping only the ``names`` columns of each batch, for a view
+    that reads all the rows at the end (iostat); ``take()`` joins them column by
+    column, letting each batch's column go as it is copied (never two copies of
+    the whole)."""
+
+    def __init__(self, names=NAMES):
+        self.names = names
+        self.batches = []
+
+    def __call__(self, rows):
+        self.batches.append({name: rows[name] for name in self.names})
+
+    def take(self):
+        """The rows kept, one array per column."""
+        batches, self.batches = self.batches, []
+        return {name: np.concatenate([b.pop(name) for b in batches]) if batches
+                else np.zeros(0, dtype=np.int64) for name in self.names}

@@ -20,6 +20,12 @@ COUNTS = ("reads", "writes", "discards", "flushes")
 BYTES = ("read_bytes", "write_bytes", "discard_bytes", None)
 
 
+#: the IO row columns the view reads (the rest need not be kept, iorows.Kept)
+ROW_COLUMNS = ("time_ns", "path", "op", "bytes", "rnbd_op", "device_id", "bi_size",
+               "failed_over", "outcome", "response_ns", "latency_ns", "errno",
+               "request_first_ns", "response_first_ns", "data_first_ns", "data_last_ns",
+               "desc_key")
+
 #: lines of one table at most (intervals × groups): a capture whose stamps span years
 #: must not make one line per second of them
 MAX_LINES = 1_000_000

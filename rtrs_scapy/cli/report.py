@@ -11,12 +11,13 @@ def capture_view(captures, quiet, queue_depth, kernel_logs=(), device_map=()):
     """One analysis run (summary, IO rows, message records) as the report sees it;
     several captures are handed to the analyzer together; the kernel logs join the
     paths' timelines."""
+    from ..analysis.iorows import Kept
     from ..report.view import LADDER_MESSAGES, CaptureView
-    batches = []
+    kept = Kept()
     result = analyze_capture(list(captures), quiet, keep_messages=LADDER_MESSAGES,
-                             queue_depth=queue_depth, io_sink=batches.append)
+                             queue_depth=queue_depth, io_sink=kept)
     with_kernel_logs(result.summary, kernel_logs, device_map)
-    return CaptureView(result, batches)
+    return CaptureView(result, [kept.take()])
 
 
 @click.command()

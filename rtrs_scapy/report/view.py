@@ -226,8 +226,11 @@ class CaptureView:
         self.files = cap.get("files") or [cap["path"]]
         self.name = ", ".join(os.path.basename(f) for f in self.files)
         t0_ns = round(self.t0 * 1e9)
-        columns = iorows.concat(batches) if batches else {
-            name: np.zeros(0, dtype=np.int64) for name in iorows.NAMES}
+        if len(batches) == 1:        # already joined (iorows.Kept): no second copy
+            columns = batches[0]
+        else:
+            columns = iorows.concat(batches) if batches else {
+                name: np.zeros(0, dtype=np.int64) for name in iorows.NAMES}
         self.rows = Rows(columns, t0_ns)
         self._records = {}
         for rec in result.messages:
