@@ -5,6 +5,7 @@ Each is built from what the summary and ``rtrs-dissect messages --format json``
 say, so the tables and the JSON outputs cannot disagree.
 """
 
+import functools
 import json
 
 import pyarrow as pa
@@ -120,6 +121,11 @@ def messages_tables(result, capture, rows_per_table=MESSAGE_ROWS):
                                     for field in table_schema], schema=table_schema)
 
 
+#: json.dumps(value, sort_keys=True), without a new encoder per call
+_sorted_json = json.JSONEncoder(sort_keys=True).encode
+#: rnbd_op_name per rw value (a few distinct ones)
+_op_name = functools.lru_cache(maxsize=1024)(rnbd_op_name)
+
 #: the order of a ``messages`` row of _message_row
 MESSAGE_COLUMNS = ("capture", "frame", "time", "session", "paths_uuid", "sess_uuid", "client",
                    "server", "path_id", "src", "dst", "dst_qpn", "cid", "msg", "buf_id",
@@ -137,7 +143,7 @@ def _message_row(view, rec, capture, path_ids):
     if rnbd is not None:
         rnbd_msg, device_id = rnbd["msg"], rnbd.get("device_id")
         if rnbd_msg == "io":
-            rnbd_op, bi_size = rnbd_op_name(rnbd["rw"]), rnbd["bi_size"]
+            rnbd_op, bi_size = _op_name(rnbd["rw"]), rnbd["bi_size"]
             if has_sector(rnbd["rw"]):
                 sector = rnbd["sector"]
     own = json_rnbd(rec["rnbd"])
@@ -149,5 +155,4 @@ def _message_row(view, rec, capture, path_ids):
             fields.get("buf_id", fields.get("msg_id")), fields.get("errno"), rnbd_msg,
             rnbd_op, device_id, sector, bi_size, rec["paired_frame"],
             None if latency is None else round(latency * 1e6, 1),
-            json.dumps(fields, sort_keys=True),
-            json.dumps(own, sort_keys=True) if own else None)
+            _sorted_json(fields), _sorted_json(own) if own else None)
