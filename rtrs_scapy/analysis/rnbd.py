@@ -39,15 +39,14 @@ def decode(data):
     A message cut short (the 28-byte IO header of a 32-bit client) is read as if
     zero-padded to its full size."""
     kind = message_type(data)
-    layout = _layout(kind)
-    if layout is None:
+    reader = _reader(kind)
+    if reader is None:
         return None
+    size, names, read = reader
     data = bytes(data)
-    if len(data) < layout.size:
-        data += b"\0" * (layout.size - len(data))
-    fields = layout.decode(data, 0, len(data))
-    fields = {k: v for k, v in fields.items() if not k.startswith("__")
-              and not isinstance(v, bytes)}
+    if len(data) < size:
+        data += b"\0" * (size - len(data))
+    fields = dict(zip(names, read(data, 0)))
     fields["msg"] = kind_name(kind)
     if kind == RNBD_MSG_IO and "rw" in fields:
         fields["rw_str"] = _rw_str(fields["rw"])
@@ -55,9 +54,19 @@ def decode(data):
 
 
 @functools.lru_cache(maxsize=16)
-def _layout(kind):
+def _reader(kind):
+    """(size, names, read) of a message type: the fields a record shows (no padding,
+    no reserved bytes: a field's type is the same in every message), or None."""
     name = LAYOUTS.get(kind)
-    return None if name is None else plan(name)
+    if name is None:
+        return None
+    layout = plan(name)
+    if layout.layout.lists:
+        raise ValueError("%s: an RNBD message with a list is not read here" % name)
+    blank = layout.decode(bytes(layout.size), 0, layout.size)
+    names = tuple(k for k, v in blank.items() if not k.startswith("__")
+                  and not isinstance(v, bytes))
+    return layout.size, names, layout.reader(*names)
 
 
 @functools.lru_cache(maxsize=1024)
