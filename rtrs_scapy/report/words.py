@@ -104,6 +104,8 @@ def json_value(value):
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
     if isinstance(value, dict):
+        if _PLAIN.issuperset(map(type, value.values())):   # nothing to convert: a copy
+            return dict(value)
         return {k: v if type(v) in _PLAIN else json_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_value(v) for v in value]
