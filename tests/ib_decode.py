@@ -16,6 +16,7 @@ import functools
 import gzip
 import struct
 import subprocess
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -217,3 +218,22 @@ def decode(pcap, first):
         for req, rsp in pair_events([e for e, _n, _t in evs], bits):
             out.pairs[evs[rsp][1]] = (evs[req][1], evs[rsp][2] - evs[req][2])
     return out
+
+
+def in_flight_at(pcap, ends):
+    """{(client, server): requests in flight} at each time of ``ends`` (epoch seconds):
+    the requests of the whole capture sent by then whose response comes later or
+    never, as this decode finds them."""
+    frames = ib_frames(pcap)
+    wire = decode(pcap, 1)
+    answered = {req: rsp for rsp, (req, _seconds) in wire.pairs.items()}
+    requests = [((frames[r - 1].src, frames[r - 1].dst), frames[r - 1].time,
+                 frames[answered[r] - 1].time if r in answered else None)
+                for r in sorted(wire.reads | wire.writes)]
+    counts = []
+    for end in ends:
+        count = Counter()
+        for key, sent, answer in requests:
+            count[key] += sent <= end and (answer is None or answer > end)
+        counts.append(count)
+    return counts
