@@ -23,7 +23,6 @@ import argparse
 import json
 import pickle
 import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ sys.path.insert(0, str(REPO))
 from make_capture import build  # noqa: E402
 from run import measure  # noqa: E402
 from rtrs_scapy.capture import open_capture  # noqa: E402
+from rtrs_scapy.craft.capture_files import pcap_header, pcap_record  # noqa: E402
 
 DISSECT = str(REPO / ".venv" / "bin" / "rtrs-dissect")
 
@@ -52,10 +52,9 @@ def ring(source, folder, files, packets):
         for _no, ts, buf, s, e, link_type in cap:
             if out is None:
                 out = open(folder / ("ring%03d.pcap" % index), "wb")
-                out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, link_type))
+                out.write(pcap_header(link_type))
             sec = int(ts)
-            out.write(struct.pack("<IIII", sec, int(round((ts - sec) * 1e6)), e - s, e - s))
-            out.write(buf[s:e])
+            out.write(pcap_record(sec, int(round((ts - sec) * 1e6)), bytes(buf[s:e])))
             written += 1
             if written == cuts[index]:
                 out.close()

@@ -10,8 +10,13 @@ completes them in random order.  The capture starts at a cut: responses of
 earlier requests appear without theirs, and a request cut inside its message has
 no offset.  The expected answer is the truth where the visible traffic can tell
 (a nonzero buf_id answered, or offsets that leave one candidate); otherwise the
-rule's documented fallback.  tests/test_qdepth.py holds the Python rule to it,
-tests/test_lua_qdepth.py the plugin's runtime.lua.
+rule's documented fallback.  tests/test_qdepth.py holds the Python rule and the
+analyzer's pairing to it, tests/test_lua_qdepth.py the plugin's runtime.lua.
+
+Nothing here comes from the code under test: mem_bits, the candidates, the
+default and the queue depth of a mem_bits are the kernel's own formulas and
+constants (written out below), and the fallback's pairs come from the simple
+reference pairing of this script.
 """
 
 import argparse
@@ -24,14 +29,42 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from generated import write_or_check  # noqa: E402
-from rtrs_scapy.analysis.qdepth import (  # noqa: E402
-    CANDIDATES, DEFAULT_MEM_BITS, pair_events, queue_depth_of,
-)
-from rtrs_scapy.spec.imm import mem_bits  # noqa: E402
 
 OUT = REPO / "tests" / "vectors" / "qdepth.json"
 SIZES = (512, 4096, 8192, 16384, 65536, 126976)
 USR_LEN = 32
+# the kernel's rtrs-pri.h: MAX_IMM_PAYL_BITS 28, MAX_SESS_QUEUE_DEPTH 65535;
+# rtrs-srv.c: DEFAULT_SESS_QUEUE_DEPTH 512
+MAX_IMM_PAYL_BITS = 28
+MAX_SESS_QUEUE_DEPTH = 65535
+DEFAULT_SESS_QUEUE_DEPTH = 512
+
+
+def mem_bits(queue_depth):
+    """rtrs-srv.c map_cont_bufs(): chunk_bits = ilog2(queue_depth - 1) + 1 (ilog2(0)
+    is -1: fls(n) - 1), mem_bits = MAX_IMM_PAYL_BITS - chunk_bits."""
+    return MAX_IMM_PAYL_BITS - (queue_depth - 1).bit_length()
+
+
+def queue_depth_of(bits):
+    """The largest queue depth the kernel allows whose mem_bits are ``bits``."""
+    return min(1 << (MAX_IMM_PAYL_BITS - bits), MAX_SESS_QUEUE_DEPTH)
+
+
+CANDIDATES = tuple(range(mem_bits(MAX_SESS_QUEUE_DEPTH), mem_bits(1) + 1))
+DEFAULT_MEM_BITS = mem_bits(DEFAULT_SESS_QUEUE_DEPTH)
+
+
+def reference_pairs(events, bits):
+    """Each response with the latest request before it whose buf_id (payload >> bits)
+    is its msg_id and that no response took yet: (request index, response index)."""
+    waiting, pairs = {}, []
+    for i, event in enumerate(events):
+        if event[0] == "req":
+            waiting[event[1] >> bits] = i
+        elif event[1] in waiting:
+            pairs.append((waiting.pop(event[1]), i))
+    return pairs
 
 
 def simulate(rng, queue_depth, concurrency, ios, cut, partial_share):
@@ -74,7 +107,7 @@ def expected(bits, events, pairs):
         return {"mem_bits": bits, "source": "inferred", "pairs": pairs}
     chosen = min(consistent, key=lambda b: (abs(b - DEFAULT_MEM_BITS), -b))
     return {"mem_bits": chosen, "source": "assumed",
-            "pairs": [list(p) for p in pair_events([tuple(e) for e in events], chosen)]}
+            "pairs": [list(p) for p in reference_pairs(events, chosen)]}
 
 
 def vectors():

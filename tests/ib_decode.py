@@ -5,9 +5,10 @@ captures cut mid-session; tests/cut_points.py reads the situation at each cut of
 
 It reads tshark's opcode, immediate, destination QP, PSN, addresses, the CM REQ/REP
 QPNs, and the request bytes for the IO_REQ offset (the Scapy request layers); it drops
-duplicate PSNs (go-back-N), pairs by pairing domain (the session of a visible
-handshake, else the address pair) with rtrs_scapy/analysis/qdepth.py's rule and
-pair_events.  Its request count on a whole real capture is held to the capture's truth
+duplicate PSNs (go-back-N) and pairs by pairing domain (the session of a visible
+handshake, else the address pair) with a reference pairing of its own, under the
+handshake's queue depth or rtrs_scapy/analysis/qdepth.py's rule where none is
+visible.  Its request count on a whole real capture is held to the capture's truth
 (the kernel's requests on the wire, test_lua_midsession.py), so on a cut it is the
 kernel's count of the requests whose last packet remains.
 """
@@ -16,11 +17,12 @@ import functools
 import gzip
 import struct
 import subprocess
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from rtrs_scapy.analysis.qdepth import infer, pair_events
+from rtrs_scapy.analysis.qdepth import infer
 from rtrs_scapy.spec.imm import IMM_PAYLOAD_MASK, MSG_ID_MASK, mem_bits
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
 from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, request_class
@@ -159,6 +161,19 @@ def _handshake(frame, setups, known):
             known[(client, client_qpn)] = ("session", session)
 
 
+def _pairs(events, bits):
+    """Each response with the latest request before it whose buf_id (payload >> bits)
+    is its msg_id and that no response took yet
+    (docs/PROTOCOL.md#pairing-requests-and-responses)."""
+    waiting, pairs = {}, []
+    for i, event in enumerate(events):
+        if event[0] == "req":
+            waiting[event[1] >> bits] = i
+        elif event[1] in waiting:
+            pairs.append((waiting.pop(event[1]), i))
+    return pairs
+
+
 @functools.lru_cache(maxsize=None)
 def decode(pcap, first):
     """What the frames from ``first`` on say, without the plugin (not to be changed:
@@ -214,6 +229,25 @@ def decode(pcap, first):
             bits, qd, source = rule.mem_bits, rule.queue_depth, rule.source
         for _event, number, _t in evs:
             out.depth[number] = (qd, source)
-        for req, rsp in pair_events([e for e, _n, _t in evs], bits):
+        for req, rsp in _pairs([e for e, _n, _t in evs], bits):
             out.pairs[evs[rsp][1]] = (evs[req][1], evs[rsp][2] - evs[req][2])
     return out
+
+
+def in_flight_at(pcap, ends):
+    """{(client, server): requests in flight} at each time of ``ends`` (epoch seconds):
+    the requests of the whole capture sent by then whose response comes later or
+    never, as this decode finds them."""
+    frames = ib_frames(pcap)
+    wire = decode(pcap, 1)
+    answered = {req: rsp for rsp, (req, _seconds) in wire.pairs.items()}
+    requests = [((frames[r - 1].src, frames[r - 1].dst), frames[r - 1].time,
+                 frames[answered[r] - 1].time if r in answered else None)
+                for r in sorted(wire.reads | wire.writes)]
+    counts = []
+    for end in ends:
+        count = Counter()
+        for key, sent, answer in requests:
+            count[key] += sent <= end and (answer is None or answer > end)
+        counts.append(count)
+    return counts

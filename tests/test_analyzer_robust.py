@@ -3,12 +3,13 @@ result whatever the chunking (one record at a time, or all at once).
 A short budget here; scripts/fuzz.py runs the long campaign."""
 
 import random
-import struct
 
 import pytest
 
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.capture import open_capture
+from rtrs_scapy.craft import write_capture
+from rtrs_scapy.craft.encap import DLT_EN10MB
 
 PATTERNS = (b"\xff\xff", b"\x00\x00", b"\x02\x00", b"\x03\x00")
 
@@ -32,16 +33,6 @@ def mutate(frames, rng):
     return out
 
 
-def write_pcap(path, frames):
-    with open(path, "wb") as out:
-        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        for ts, data in frames:
-            sec = int(ts)
-            out.write(struct.pack("<IIII", sec, int(round((ts - sec) * 1e6)), len(data),
-                                  len(data)))
-            out.write(data)
-
-
 @pytest.mark.parametrize("seed", range(20))
 def test_mutated_capture_never_raises_and_chunking_changes_nothing(real_capture, seed,
                                                                     tmp_path):
@@ -49,7 +40,7 @@ def test_mutated_capture_never_raises_and_chunking_changes_nothing(real_capture,
     with open_capture(pcap) as cap:
         frames = [(ts, bytes(buf[s:e])) for _, ts, buf, s, e, _ in cap]
     mutated = tmp_path / "m.pcap"
-    write_pcap(mutated, mutate(frames, random.Random(seed)))
+    write_capture(mutated, mutate(frames, random.Random(seed)), DLT_EN10MB)
     whole = analyze(mutated, keep_messages=True)
     one_by_one = analyze(mutated, keep_messages=True, chunk_records=1)
     assert whole.summary == {**one_by_one.summary}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from ib_decode import decode, pcap_records
 from rtrs_scapy.cli import main
 
 SUMMARY_KEYS = {"capture", "sessions", "anomalies"}
@@ -123,9 +124,14 @@ def test_truncated_capture_gives_partial_summary_and_warning(real_capture, tmp_p
     assert "truncated" in result.stderr and "Traceback" not in result.stderr
     summary = json.loads(result.stdout)
     assert summary["capture"]["truncated"] is True
-    assert 0 < summary["capture"]["packets"] < 1558
+    _, offsets = pcap_records(pcap)       # the records the cut left whole, read apart
+    ends = [at + 16 + struct.unpack_from("<I", data, at + 8)[0] for at in offsets]
+    whole = [end for end in ends if end <= len(data) // 2 + 7]
+    (tmp_path / "whole.pcap").write_bytes(data[:whole[-1]])
+    wire = decode(tmp_path / "whole.pcap", 1)
+    assert summary["capture"]["packets"] == len(whole)
     (path,) = summary["sessions"][0]["paths"]
-    assert path["io"]["write"]["count"] > 0
+    assert path["io"]["write"]["count"] == len(wire.writes) > 0
 
 
 def test_usage_errors_exit_2(tmp_path):

@@ -28,7 +28,6 @@ the default, as documented: ``restricted`` says what the analyzer must then find
 """
 
 import functools
-import struct
 
 import pytest
 
@@ -38,6 +37,7 @@ from ib_decode import decode
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.qdepth import queue_depth_of
 from rtrs_scapy.capture import open_capture
+from rtrs_scapy.craft import write_capture
 from rtrs_scapy.spec.imm import mem_bits
 
 PAIRING_ANOMALIES = {"buf_id_reused", "unmatched_response", "offset_mismatch", "bad_trailer"}
@@ -60,14 +60,8 @@ def frames_of(pcap):
 
 
 def write_pcap(path, frames, link_type):
-    with open(path, "wb") as out:
-        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, link_type))
-        for ts, data in frames:
-            sec = int(ts)
-            usec = int(round((ts - sec) * 1e6))
-            if usec == 1000000:
-                sec, usec = sec + 1, 0
-            out.write(struct.pack("<IIII", sec, usec, len(data), len(data)) + data)
+    write_capture(path, frames, link_type)
+    return path
 
 
 def restricted(whole, first, assumed=None):

@@ -3,7 +3,6 @@ of files given in any order, a directory, the same traffic captured on two hosts
 Each gives the summary of the whole capture."""
 
 import random
-import struct
 import subprocess
 import sys
 
@@ -12,6 +11,8 @@ import pytest
 from conftest import REAL, REPO, real_pcap
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.capture import CaptureError, open_capture
+from rtrs_scapy.craft import write_capture
+from rtrs_scapy.craft.encap import DLT_EN10MB
 from rtrs_scapy.capture.inputs import open_inputs
 
 
@@ -21,15 +22,7 @@ def frames_of(pcap):
 
 
 def write_pcap(path, frames, shift=0.0):
-    with open(path, "wb") as out:
-        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        for ts, data in frames:
-            ts += shift
-            sec = int(ts)
-            usec = int(round((ts - sec) * 1e6))
-            if usec == 1000000:
-                sec, usec = sec + 1, 0
-            out.write(struct.pack("<IIII", sec, usec, len(data), len(data)) + data)
+    write_capture(path, [(ts + shift, data) for ts, data in frames], DLT_EN10MB)
     return path
 
 

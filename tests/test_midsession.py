@@ -2,22 +2,12 @@
 still yields the path and the IO of the remaining part, queue depth inferred
 (docs/PROTOCOL.md#captures-that-start-mid-session)."""
 
-import struct
 
 import pytest
 
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.capture import open_capture
-
-
-def write_pcap(path, frames, link_type):
-    with open(path, "wb") as out:
-        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, link_type))
-        for ts, data in frames:
-            sec = int(ts)
-            out.write(struct.pack("<IIII", sec, int(round((ts - sec) * 1e6)), len(data),
-                                  len(data)))
-            out.write(data)
+from rtrs_scapy.craft import write_capture
 
 
 def cut(src, dst, first_frame):
@@ -25,7 +15,7 @@ def cut(src, dst, first_frame):
     with open_capture(src) as cap:
         frames = [(ts, bytes(buf[s:e])) for no, ts, buf, s, e, _ in cap if no >= first_frame]
         link_type = cap.link_type
-    write_pcap(dst, frames, link_type)
+    write_capture(dst, frames, link_type)
     return len(frames)
 
 

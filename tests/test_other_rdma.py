@@ -24,6 +24,7 @@ from rtrs_scapy.layers.cm import AF_IB_SERVICE_ID, service_id
 from rtrs_scapy.report.text import render
 
 from conftest import REPO, real_pcap
+from test_plugin_vs_analyzer import analyzer_messages, plugin_messages, plugin_view
 from tshark_util import TSHARK, tshark_env
 
 LUA = REPO / "wireshark" / "rtrs.lua"
@@ -269,3 +270,27 @@ def test_plugin_leaves_other_protocols_to_wireshark(mixes, tmp_path):
     decoded = {name: sum(1 for r in without if name in r[1].split(":"))
                for name in TSHARK_NAME.values()}
     assert all(decoded.values()), decoded
+
+
+@pytest.mark.parametrize("first", [10, 100])
+def test_the_plugin_proves_rtrs_without_a_handshake_as_the_analyzer_does(tmp_path, first):
+    """docs/PROTOCOL.md#rtrs-without-a-handshake in both languages, on one capture:
+    basic_inval.pcap from frame ``first`` on (its CM handshake is frames 1–9; frame 100
+    is inside its IO) merged with random RDMA traffic between the same hosts (every
+    opcode one way; WRITE WITH IMMEDIATE of random immediates, addresses and keys the
+    other, with zero-length ones of response type among them): tshark with the plugin
+    shows the requests, responses, links, errnos and RNBD messages the analyzer finds,
+    all of them RTRS's frames."""
+    rtrs = frames_of(real_pcap("basic_inval"))[first - 1:]
+    noise = UlpCrafter(seed=5, start=rtrs[0][0] + 0.5)
+    noise.random_rc(CLIENT, SERVER, 400, qpns=NOISE_QPNS[:2])
+    noise.random_rc(SERVER, CLIENT, 400, qpns=NOISE_QPNS[2:],
+                    opcodes=["RDMA_WRITE_ONLY_WITH_IMMEDIATE"])
+    bare_responses = [f for f in noise.frames if len(f[1]) == BTH_AT + 12 + 16 + 4 + 4
+                      and f[1][BTH_AT + 28] >> 4 in (1, 2)]     # BTH, RETH, ImmDt, ICRC
+    assert bare_responses       # what a rule by the immediate's type alone would take
+    mix = Mix(tmp_path, rtrs, noise.frames, "no_rtrs_handshake.pcap")
+    shown, want = plugin_messages(plugin_view(mix.path)), analyzer_messages(mix.path)
+    for what in ("requests", "responses", "links", "errnos", "rnbd", "rkeys"):
+        assert shown[what] == want[what], what
+    assert want["requests"] and set(want["requests"]) | set(want["responses"]) <= set(mix.numbers)

@@ -1,6 +1,6 @@
 """``rtrs-dissect plot`` and ``report`` as files: images of every kind, PNG and
-SVG, of a real size and not blank; the HTML report one file that names nothing
-outside itself; usage errors exit 2."""
+SVG, of a real size, a PNG with every colour its figure asks for; the HTML report
+one file that names nothing outside itself; usage errors exit 2."""
 
 import functools
 import re
@@ -9,7 +9,10 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
+from matplotlib.collections import QuadMesh
+from matplotlib.colors import to_hex
 from PIL import Image
 
 from conftest import PROJECT_PCAPS, real_pcap
@@ -21,9 +24,6 @@ from rtrs_scapy.report.view import LADDER_MESSAGES, CaptureView, Selection
 CAPTURES = [real_pcap("errors"), real_pcap("multipath"), real_pcap("load"),
             PROJECT_PCAPS / "failover_inflight.pcap", PROJECT_PCAPS / "reconnect_timeout.pcap"]
 SVG = "{http://www.w3.org/2000/svg}"
-#: an image with fewer colours than this is blank or nearly (axes and text alone
-#: in black and white, anti-aliased, give a few dozen)
-MIN_COLOURS = 64
 MAX_REPORT_BYTES = 10 * 1024 * 1024
 
 
@@ -41,11 +41,30 @@ def cli(*args):
 
 
 def png_facts(path):
-    """(width, height, distinct colours) of a PNG."""
+    """(width, height, the set of its colours as #rrggbb) of a PNG."""
     with Image.open(path) as img:
         assert img.format == "PNG"
         colours = img.convert("RGB").getcolors(maxcolors=1 << 24)
-        return img.width, img.height, len(colours)
+        return img.width, img.height, {"#%02x%02x%02x" % rgb for _n, rgb in colours}
+
+
+def drawn_colours(fig):
+    """The colours a matplotlib figure asks to draw as #rrggbb: each visible line with
+    points, each opaque bar or patch, each opaque cell of a mesh (a colour bar's scale
+    left out)."""
+    wanted = set()
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        wanted |= {to_hex(line.get_color()) for line in ax.get_lines()
+                   if line.get_visible() and len(line.get_xdata())}
+        wanted |= {to_hex(patch.get_facecolor(), keep_alpha=False) for patch in ax.patches
+                   if patch.get_visible() and patch.get_alpha() in (None, 1)}
+        for mesh in ax.collections:
+            if isinstance(mesh, QuadMesh):
+                rgba = np.asarray(mesh.to_rgba(mesh.get_array().ravel())).reshape(-1, 4)
+                wanted |= {to_hex(c, keep_alpha=False) for c in rgba if c[3] == 1}
+    return wanted
 
 
 def svg_facts(path):
@@ -64,12 +83,15 @@ def svg_facts(path):
 @pytest.mark.parametrize("kind", sorted(plots.KINDS))
 @pytest.mark.parametrize("pcap", CAPTURES, ids=lambda p: p.name)
 def test_every_kind_is_a_png_with_something_drawn(pcap, kind, tmp_path):
+    """Every colour the figure asks for is among the image's pixels."""
     view = view_of(pcap)
     out = tmp_path / ("%s.png" % kind)
-    plots.save(plots.draw(kind, view, Selection(view)), out)
+    fig = plots.draw(kind, view, Selection(view))
+    wanted = drawn_colours(fig)
+    plots.save(fig, out)
     width, height, colours = png_facts(out)
     assert 600 <= width <= 4000 and 250 <= height <= 8000
-    assert colours >= MIN_COLOURS
+    assert wanted and wanted - colours == set()
 
 
 @pytest.mark.parametrize("kind", sorted(plots.KINDS))
@@ -94,19 +116,24 @@ def test_plot_command_writes_png_and_svg(tmp_path):
         done = cli("plot", name.split(".")[0], real_pcap("errors"), "-o", tmp_path / name, "-q")
         assert done.returncode == 0, done.stderr
         assert done.stdout == ""
-    assert png_facts(tmp_path / "timeline.png")[2] >= MIN_COLOURS
+    view = view_of(real_pcap("errors"))
+    wanted = drawn_colours(plots.draw("timeline", view, Selection(view)))
+    assert wanted and wanted - png_facts(tmp_path / "timeline.png")[2] == set()
     assert svg_facts(tmp_path / "ladder.svg")[2] >= 20
 
 
 def test_several_files_are_one_capture(tmp_path):
     """errors and multipath read as one: both sessions named lab1 (PROVENANCE.md) are
-    selected by the name, the multipath session's second path by its client."""
+    selected by the name, the multipath session's second path by its client; each
+    ladder drawn in the colours of errors.pcap's own ladder."""
+    view = view_of(real_pcap("errors"))
+    wanted = drawn_colours(plots.draw("ladder", view, Selection(view, session="lab1")))
     for option in (("--session", "lab1"), ("--path", "10.77.1.2")):
         out = tmp_path / ("%s.png" % option[0].strip("-"))
         done = cli("plot", "ladder", real_pcap("errors"), real_pcap("multipath"), *option,
                    "-o", out, "-q")
         assert done.returncode == 0, done.stderr
-        assert png_facts(out)[2] >= MIN_COLOURS
+        assert wanted and wanted - png_facts(out)[2] == set()
 
 
 @pytest.mark.parametrize("args,message", [

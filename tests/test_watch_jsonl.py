@@ -14,7 +14,7 @@ from datetime import datetime
 import pytest
 
 from conftest import REAL_PCAPS, real_pcap, real_truth
-from ib_decode import decode as decode_wire, ib_frames
+from ib_decode import in_flight_at
 from watch_util import (OPS, RTRS_DISSECT, interval_totals, record_stamps, summary,
                         summary_totals, watch_jsonl)
 
@@ -172,21 +172,15 @@ def test_in_flight_at_each_interval_end_is_the_wires(name):
     them (tests/ib_decode.py: tshark's InfiniBand fields and the Scapy layers), per
     client and server (errors.pcap holds three sessions between the same two hosts)."""
     pcap = real_pcap(name)
-    frames = ib_frames(pcap)
-    wire = decode_wire(pcap, 1)
-    answered = {req: rsp for rsp, (req, _seconds) in wire.pairs.items()}
-    requests = [((frames[r - 1].src, frames[r - 1].dst), frames[r - 1].time,
-                 frames[answered[r] - 1].time if r in answered else None)
-                for r in sorted(wire.reads | wire.writes)]
-    shown, want = [], []
-    for interval in watch_jsonl("--interval", "0.01", pcap):
-        end = parse_time(interval["time"])
+    intervals = watch_jsonl("--interval", "0.01", pcap)
+    shown = []
+    for interval in intervals:
         paths = Counter()
         for path in interval["paths"]:
             paths[(path["client"], path["server"])] += path["inflight"]
         shown.append(dict(paths))
-        want.append({key: sum(1 for k, sent, answer in requests if k == key and sent <= end
-                              and (answer is None or answer > end)) for key in paths})
+    wire = in_flight_at(pcap, [parse_time(i["time"]) for i in intervals])
+    want = [{key: counts[key] for key in paths} for paths, counts in zip(shown, wire)]
     assert shown == want
     assert any(any(counts.values()) for counts in want)
 

@@ -1,5 +1,6 @@
 """``watch --prometheus``: scraped over HTTP on 127.0.0.1 during a replay; at the
-end its counters equal the summary of the capture."""
+end its counters equal the summary of the capture; its requests in flight at the end of
+a capture cut mid-IO those of a decode without the analyzer (tests/ib_decode.py)."""
 
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import real_pcap
+from ib_decode import ib_frames, in_flight_at, pcap_records
 from watch_util import RTRS_DISSECT, free_port, summary
 
 SCRAPE_EVERY = 0.3
@@ -42,11 +44,12 @@ def expected(summary_json):
     return out
 
 
-def test_exporter_scraped_during_a_replay_equals_the_summary():
-    capture = real_pcap("errors")
+def exporter_scrapes(*args):
+    """(scrapes while the input lasted, the scrape after it ended) of ``rtrs-dissect
+    watch --prometheus 127.0.0.1:PORT ARGS``, stopped by SIGINT then."""
     port = free_port()
-    proc = subprocess.Popen([RTRS_DISSECT, "watch", "--replay", "--speed", "15",
-                             "--prometheus", "127.0.0.1:%d" % port, str(capture)],
+    proc = subprocess.Popen([RTRS_DISSECT, "watch", "--prometheus", "127.0.0.1:%d" % port,
+                             *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ended = threading.Event()
 
@@ -65,12 +68,18 @@ def test_exporter_scraped_during_a_replay_equals_the_summary():
                 during.append(scrape(port))
             except OSError:       # not listening yet
                 continue
-        assert ended.is_set(), "the replay did not end"
+        assert ended.is_set(), "the input did not end"
         final = scrape(port)
     finally:
         proc.send_signal(signal.SIGINT)
         code = proc.wait(30)
     assert code == 0
+    return during, final
+
+
+def test_exporter_scraped_during_a_replay_equals_the_summary():
+    capture = real_pcap("errors")
+    during, final = exporter_scrapes("--replay", "--speed", "15", capture)
     # counters grew during the replay, never went back
     series = [total(s, "rtrs_requests_total") for s in during] + [
         total(final, "rtrs_requests_total")]
@@ -140,3 +149,17 @@ def test_retransmissions_counter_of_failover_equals_the_summary():
     for (session, path), want in paths.items():
         assert total(final, "rtrs_retransmissions_total", session=session, path=path) == \
             want["transport"]["retransmissions"]
+
+
+def test_requests_in_flight_at_the_end_are_the_wires(tmp_path):
+    """The first 20,000 frames of load.pcap.gz end with two requests sent and not yet
+    answered: the exporter's ``rtrs_inflight_requests`` after the input ended is the
+    count of a decode without the analyzer (tests/ib_decode.py)."""
+    data, offsets = pcap_records(real_pcap("load"))
+    head = tmp_path / "load_20000.pcap"
+    head.write_bytes(data[:offsets[20_000]])
+    _during, final = exporter_scrapes(head)
+    (wire,) = in_flight_at(head, [ib_frames(head)[-1].time])
+    assert {path: total(final, "rtrs_inflight_requests", path="%s->%s" % path)
+            for path in wire} == dict(wire)
+    assert sum(wire.values()) == 2

@@ -1,15 +1,18 @@
 """The terminal view of ``watch`` under tmux (80×24): each session and path with
-the interval's figures, the keys s, p, Enter, and q that quits."""
+the interval's figures (the requests in flight those of a decode without the
+analyzer, tests/ib_decode.py), the keys s, p, Enter, and q that quits."""
 
 import os
 import re
 import shlex
 import subprocess
 import time
+from datetime import datetime
 
 import pytest
 
 from conftest import real_pcap
+from ib_decode import in_flight_at
 from watch_util import RTRS_DISSECT, summary, watch_jsonl
 
 EXIT_MARK = "WATCH-EXIT="
@@ -81,11 +84,14 @@ def test_screen_shows_sessions_paths_and_interval_figures(tmux):
         assert re.search(r"^%s\s*$" % session, text, re.M)
     assert "SESSION / PATH" in text and "INFL/QD" in text
     shown = by_time[STATUS.search(text).group(1)]
+    (wire,) = in_flight_at(capture, [datetime.fromisoformat(
+        shown["time"].replace("Z", "+00:00")).timestamp()])
     for name, cells in path_rows(text).items():
         state, reads, writes, _mbs, _lat, inflight, queue_depth = cells
         interval = next(p for p in shown["paths"] if "%s→%s" % (p["client"], p["server"]) == name)
         assert (int(reads), int(writes)) == (interval["read"]["count"], interval["write"]["count"])
         assert queue_depth == str(paths[name][1]["queue_depth"])
+        assert int(inflight) == wire[tuple(name.split("→"))]
         assert state in ("up", "closed")
 
     term.keys("s")

@@ -14,15 +14,25 @@ PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
 SNAPLEN = 262144
 
 
+def pcap_header(linktype, snaplen=SNAPLEN):
+    """The classic pcap file header (little-endian, microsecond stamps): the one
+    every pcap the crafters write starts with."""
+    return struct.pack("<IHHiIII", PCAP_MAGIC_USEC, 2, 4, 0, 0, snaplen, linktype)
+
+
+def pcap_record(sec, usec, data):
+    """A pcap record of ``data``, whole (captured length = original length)."""
+    return struct.pack("<IIII", sec, usec, len(data), len(data)) + data
+
+
 def _pcap_bytes(frames, linktype):
-    out = [struct.pack("<IHHiIII", PCAP_MAGIC_USEC, 2, 4, 0, 0, SNAPLEN, linktype)]
+    out = [pcap_header(linktype)]
     for t, data in frames:
         sec = int(t)
         usec = int(round((t - sec) * 1e6))
         if usec >= 1000000:
             sec, usec = sec + 1, usec - 1000000
-        out.append(struct.pack("<IIII", sec, usec, len(data), len(data)))
-        out.append(data)
+        out.append(pcap_record(sec, usec, data))
     return b"".join(out)
 
 

@@ -24,6 +24,8 @@ from ..spec.imm import encode_io_rsp
 from ..layers.cm import CMReq, CmaIpHdr, MAD, service_id
 from ..layers.ib import BTH, DETH, ImmDt, RETH, ROCEV2_PORT, opcode_value
 from ..layers.rtrs import RtrsMsgConnReq
+from .capture_files import pcap_header, pcap_record
+from .encap import DLT_EN10MB
 
 CLIENT, SERVER = "10.66.0.2", "10.66.0.1"
 
@@ -110,11 +112,9 @@ def write_hostile(kind, n, path):
 
 def write_pcap(path, frames):
     with open(path, "wb") as out:
-        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        out.write(pcap_header(DLT_EN10MB, snaplen=65535))
         for i, frame in enumerate(frames):
-            out.write(struct.pack("<IIII", 1800000000 + i // 1000, (i % 1000) * 1000,
-                                  len(frame), len(frame)))
-            out.write(frame)
+            out.write(pcap_record(1800000000 + i // 1000, (i % 1000) * 1000, frame))
     return path
 
 

@@ -10,14 +10,14 @@ not recomputed: the analyzer does not check them.  A copy is patched as whole
 columns, so a 10 M-packet file is written at disk speed.
 """
 
-import struct
 import uuid
 
 import numpy as np
 
 from ..capture import open_capture
+from .capture_files import pcap_header, pcap_record
+from .encap import DLT_EN10MB
 
-ETHERNET = 1
 IPV4_ADDRESSES = (14 + 12, 14 + 16)   # source and destination after an untagged Ethernet header
 RECORD_HEADER = 16
 
@@ -46,17 +46,17 @@ def repeat_capture(src, dst, packets, uuids=()):
         raise ValueError("%s holds no frames" % src)
     sizes = np.array([len(data) for _ts, data in frames], dtype=np.int64)
     starts = np.concatenate(([0], np.cumsum(sizes + RECORD_HEADER)[:-1]))
-    base = np.frombuffer(b"".join(struct.pack("<IIII", 0, 0, len(data), len(data)) + data
-                                  for _ts, data in frames), dtype=np.uint8)
+    base = np.frombuffer(b"".join(pcap_record(0, 0, data) for _ts, data in frames),
+                         dtype=np.uint8)
     stamps = np.array([ts for ts, _data in frames]) - frames[0][0]
     span = stamps[-1] + 1.0
-    ipv4 = starts[[link_type == ETHERNET and data[12:14] == b"\x08\x00"
+    ipv4 = starts[[link_type == DLT_EN10MB and data[12:14] == b"\x08\x00"
                    for _ts, data in frames]] + RECORD_HEADER
     tagged = np.array([at + 14 for raw in uuids for at in _find_all(base.tobytes(), raw)],
                       dtype=np.int64)
     written = 0
     with open(dst, "wb") as out:
-        out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, link_type))
+        out.write(pcap_header(link_type))
         copy = 0
         while written < packets:
             take = min(len(frames), packets - written)

@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 
+from ..analysis.inflight import Steps
+
 #: the RTRS operation of an IO row (iorows.py: 1 read, 2 write)
 RTRS_OPS = (("read", 1), ("write", 2))
 #: per-bucket latency percentiles (nearest rank, like the summary's)
@@ -79,12 +81,11 @@ def grouped_percentiles(group, values, groups):
 
 
 def in_flight(starts, ends, buckets):
-    """The most requests in flight at once in each bucket: +1 at each request, -1 at
-    its end (a response leaves before a request of the same instant enters)."""
-    times = np.concatenate([starts, ends])
-    steps = np.concatenate([np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)])
-    order = np.lexsort((steps, times))
-    times, level = times[order], np.cumsum(steps[order])
+    """The most requests in flight at once in each bucket, by the one in-flight rule
+    (``analysis.inflight.Steps``: +1 at each request, -1 at its end, a response
+    leaving before a request of the same instant enters)."""
+    steps = Steps.of(starts, ends)
+    times, level = steps.time, steps.count
     idx = buckets.index(times)
     peak = np.zeros(buckets.count, dtype=np.int64)
     np.maximum.at(peak, idx, level)

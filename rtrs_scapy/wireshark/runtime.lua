@@ -19,6 +19,7 @@ local fx = {
   destqp = Field.new("infiniband.bth.destqp"),
   psn = Field.new("infiniband.bth.psn"),
   padcnt = Field.new("infiniband.bth.padcnt"),
+  reth_va = Field.new("infiniband.reth.va"),
   reth_rkey = Field.new("infiniband.reth.r_key"),
   reth_len = Field.new("infiniband.reth.dmalen"),
   immdt = Field.new("infiniband.immdt"),
@@ -599,15 +600,26 @@ local function unacked_answers(st, psn, number)
   end
 end
 
+-- An RDMA WRITE WITH IMMEDIATE of no data to address 0 with rkey 0: how RTRS sends its
+-- responses and heartbeats, a form that proves a stream without a handshake
+-- (docs/PROTOCOL.md#rtrs-without-a-handshake; decode.bare_immediates in Python).
+local function bare_immediate(ctx)
+  if ctx.op ~= OP.RDMA_WRITE_ONLY_WITH_IMMEDIATE or ctx.len ~= 0 or ctx.cut then return false end
+  local va, dmalen = value_of(fx.reth_va), value_of(fx.reth_len)
+  return va ~= nil and tostring(va) == "0" and dmalen == 0 and ctx.rkey == 0
+end
+
 -- IO_RSP: a zero-length RDMA WRITE with immediate, or an rkey_rsp SEND with immediate.
+-- On a stream without a handshake only a response in RTRS's form counts: a bare
+-- immediate, or an rkey_rsp for the buf_id the immediate names.
 local function classify_response(ctx, rec)
   rec.cut = ctx.cut
+  local proven = false
   if not ctx.cut and ctx.len == SIZE.rkey_rsp and peek_rtrs_type(ctx.tvb, 0) == C.RTRS_MSG_RKEY_RSP then
     rec.send = "rkey_rsp"
+    proven = READ.rkey_rsp(ctx.tvb, 0).buf_id == bit.band(ctx.payload, C.MSG_ID_MASK)
   end
-  if not (ctx.conn or rec.send or (ctx.len == 0 and ctx.op == OP.RDMA_WRITE_ONLY_WITH_IMMEDIATE)) then
-    return false
-  end
+  if not (ctx.conn or proven or bare_immediate(ctx)) then return false end
   local d = domain_of(ctx, true)
   rec.kind, rec.number, rec.time = "response", ctx.number, ctx.time
   rec.msg_id = bit.band(ctx.payload, C.MSG_ID_MASK)
@@ -633,7 +645,7 @@ local function classify_with_imm(ctx, rec)
   elseif kind == C.RTRS_IO_RSP_IMM or kind == C.RTRS_IO_RSP_W_INV_IMM then
     return classify_response(ctx, rec)
   elseif kind == C.RTRS_HB_MSG_IMM or kind == C.RTRS_HB_ACK_IMM then
-    if not ctx.conn and (ctx.payload ~= 0 or ctx.len ~= 0) then return false end
+    if not ctx.conn and (ctx.payload ~= 0 or not bare_immediate(ctx)) then return false end
     rec.kind, rec.conn = "heartbeat", ctx.conn
     if not ctx.conn then rec.dom = domain_of(ctx, true) end
     return true
