@@ -16,7 +16,7 @@ stop (docs/PROTOCOL.md#header-only-captures).
 
 import numpy as np
 
-from .jit import byte_array, compiled, helper, read_only
+from .jit import byte_array, compiled, copy_into, helper, read_only
 
 from ..layout import wire
 from .links import GEOMETRY, KIND_NAMES, MIRROR_COLUMN, _locate_one, address_bytes
@@ -107,7 +107,7 @@ def _locate_cut(buf, start, caplen, origlen, link, g, out, i):
     from a copy of the captured bytes followed by zeros, the lengths they give are held
     against the original length."""
     copy = np.zeros(caplen + CUT_PAD, dtype=np.uint8)
-    copy[:caplen] = buf[start:start + caplen]
+    copy_into(copy[:caplen], buf[start:start + caplen])
     _locate_one(read_only(copy), 0, origlen, link, g, out, i)
     if out[i, P_KIND] != 0:
         out[i, P_HDR] += start

@@ -24,7 +24,10 @@ argument types.  numba types a constant (a header field's index, a loop counter'
 first value ``0``) as a literal of its value, and would compile a helper again, with
 everything it calls, for each literal a caller passes: :func:`helper` compiles it
 for the plain types only, and :func:`read_only` gives a scratch copy the type of
-the buffers the engine reads, so that the byte readers are compiled once.
+the buffers the engine reads, so that the byte readers are compiled once.  numba's
+slice assignment (``a[i:j] = b[k:l]``) brings along code that formats its shape
+error's message, compiled into every entry point that assigns one:
+:func:`copy_into` does the same copy without it.
 """
 
 import hashlib
@@ -147,6 +150,18 @@ def read_only(typingctx, array):
     def codegen(context, builder, signature, args):
         return impl_ret_borrowed(context, builder, result, args[0])
     return result(array), codegen
+
+
+@helper
+def copy_into(dst, src):
+    """``dst[:] = src`` for 1-D arrays (``src`` of one element fills ``dst``), a
+    ValueError when their lengths do not fit."""
+    n, m = dst.shape[0], src.shape[0]
+    if m != n and m != 1:
+        raise ValueError("copy_into: the lengths differ")
+    step = 1 if m == n else 0
+    for k in range(n):
+        dst[k] = src[k * step]
 
 
 def compiled(function):

@@ -30,7 +30,7 @@ quarter is evicted (counted; a message in progress there is lost).
 
 import numpy as np
 
-from ..capture.jit import compiled, helper
+from ..capture.jit import compiled, copy_into, helper
 from ..layout import wire
 from ..capture.ib import (
     C_ACK, C_CNP, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
@@ -298,13 +298,13 @@ def _carry(tail, tail_len, slot, buf, off, n):
     returns the new carry length."""
     cap = tail.shape[1]
     if n >= cap:
-        tail[slot, :] = buf[off + n - cap:off + n]
+        copy_into(tail[slot, :], buf[off + n - cap:off + n])
         return cap
     if tail_len + n > cap:
         keep = cap - n
-        tail[slot, :keep] = tail[slot, tail_len - keep:tail_len].copy()
+        copy_into(tail[slot, :keep], tail[slot, tail_len - keep:tail_len].copy())
         tail_len = keep
-    tail[slot, tail_len:tail_len + n] = buf[off:off + n]
+    copy_into(tail[slot, tail_len:tail_len + n], buf[off:off + n])
     return tail_len + n
 
 
@@ -360,7 +360,7 @@ def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
     w = at
     if from_carry:
         tl = state[slot, M_TAIL_LEN]
-        arena[w:w + from_carry] = tail[slot, tl - from_carry:tl]
+        copy_into(arena[w:w + from_carry], tail[slot, tl - from_carry:tl])
         w += from_carry
     skip = max(0, in_ring - (want - from_carry))
     for k in range(count):
@@ -368,7 +368,7 @@ def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
         if skip >= ln:
             skip -= ln
             continue
-        arena[w:w + ln - skip] = buf[o + skip:o + ln]
+        copy_into(arena[w:w + ln - skip], buf[o + skip:o + ln])
         w += ln - skip
         skip = 0
     return w - at
@@ -383,7 +383,7 @@ def _keep(state, ring, head, tail, slot, buf, off, n_vis, cut):
     have = s[M_HEAD_LEN]
     if have < s[M_HEAD_CAP] and n_vis:
         take = min(n_vis, s[M_HEAD_CAP] - have)
-        head[slot, have:have + take] = buf[off:off + take]
+        copy_into(head[slot, have:have + take], buf[off:off + take])
         s[M_HEAD_LEN] = have + take
     if cut:
         s[M_HEAD_CAP] = s[M_HEAD_LEN]
@@ -589,12 +589,12 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             take = min(n_vis, want_head)
             row[R_HEAD_OFF] = na
             row[R_HEAD_LEN] = take
-            arena[na:na + take] = buf[p_start:p_start + take]
+            copy_into(arena[na:na + take], buf[p_start:p_start + take])
             na += take
             take = 0 if cut else min(n_bytes, want_tail)
             row[R_TAIL_OFF] = na
             row[R_TAIL_LEN] = take
-            arena[na:na + take] = buf[p_end - take:p_end]
+            copy_into(arena[na:na + take], buf[p_end - take:p_end])
             na += take
         else:
             seq = s[M_SEQ]
@@ -612,7 +612,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             take = min(s[M_HEAD_LEN], want_head)
             row[R_HEAD_OFF] = na
             row[R_HEAD_LEN] = take
-            arena[na:na + take] = head[slot, :take]
+            copy_into(arena[na:na + take], head[slot, :take])
             na += take
             take = _tail_bytes(state, ring, tail, slot, buf, arena, na,
                                min(want_tail, s[M_LEN]))
