@@ -135,10 +135,12 @@ class _Helper(CPUDispatcher):
 
 
 def helper(function):
-    """``@njit`` for a function the entry points call: compiled once per plain argument
-    types, not once per literal value passed to it (see the module's docstring)."""
+    """``@njit`` for a function only jitted code calls: compiled once per plain argument
+    types, not once per literal value passed to it (see the module's docstring), and
+    without the wrappers that would let Python call it."""
     return _Helper(py_func=function, locals={},
-                   targetoptions={"nopython": True, "boundscheck": None})
+                   targetoptions={"nopython": True, "boundscheck": None,
+                                  "no_cpython_wrapper": True, "no_cfunc_wrapper": True})
 
 
 @intrinsic

@@ -208,12 +208,14 @@ def _no_acks(s):
     s[UNACKED_DUPS] = 0
 
 
-@helper
 def pair_streams(state, a, b):
     """The two directions of one connection: the ACKs that arrive on one acknowledge
-    the packets of the other."""
+    the packets of the other (Python calls it, the compiled loop :func:`_pair_streams`)."""
     state[a, PEER], state[a, PEER_GEN] = b, state[b, GEN]
     state[b, PEER], state[b, PEER_GEN] = a, state[a, GEN]
+
+
+_pair_streams = helper(pair_streams)
 
 
 @helper
@@ -236,7 +238,7 @@ def _pair_by_ack(state, sent, recent, slot, psn, shi, slo, dhi, dlo):
     if sent[other, psn % SENT, 0] != psn or o[K_HI] != shi or o[K_LO] != slo \
             or o[SRC_HI] != dhi or o[SRC_LO] != dlo:
         return False
-    pair_streams(state, slot, other)
+    _pair_streams(state, slot, other)
     return True
 
 
