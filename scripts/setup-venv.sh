@@ -45,6 +45,6 @@ ensure_venv() {
         touch "$stamp"
     fi
     # the engine's machine code, compiled here once rather than on the first capture
-    # (docs/install.md): about 90 s the first time, a second once it is there
+    # (docs/install.md): about 30 s the first time, a second once it is there
     .venv/bin/rtrs-dissect compile >&2
 }

@@ -12,8 +12,10 @@ import subprocess
 import sys
 import zipfile
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
+from numba import njit
 
 from conftest import REPO, real_pcap
 from rtrs_scapy.analysis import warmup
@@ -155,3 +157,49 @@ def test_a_pipe_uses_the_code_compiled_at_install():
                              capture_output=True, text=True, timeout=600, check=True)
     buffers, writable = map(int, run.stdout.split()[-2:])
     assert buffers > 0 and writable == 0
+
+
+def test_a_helper_is_compiled_once_for_the_literals_and_buffers_its_callers_pass():
+    """Constants, a counter's first value 0 and a scratch copy made read-only reach a
+    helper as one signature (numba alone compiles one per literal value and per
+    writability): the compile stays the size of the code."""
+    @jit.helper
+    def weigh(buf, at, scale):
+        return np.int64(buf[at]) * scale
+
+    @njit
+    def total(buf):
+        scratch = np.zeros(4, dtype=np.uint8)
+        scratch[0] = 7
+        n = 0
+        for at in range(buf.shape[0]):
+            n += weigh(buf, at, 3) + weigh(buf, 0, 5)
+        return n + weigh(jit.read_only(scratch), 0, 2)
+
+    data = jit.byte_array(bytes([1, 2, 3]))
+    assert total(data) == sum(3 * b + 5 * 1 for b in (1, 2, 3)) + 14
+    assert len(weigh.signatures) == 1
+
+
+@njit
+def _copy_into(dst, src):
+    jit.copy_into(dst, src)
+
+
+@pytest.mark.parametrize("dst_len, src_len", [(4, 4), (4, 1), (0, 0), (1, 1), (0, 1)])
+def test_copy_into_copies_as_slice_assignment_does(dst_len, src_len):
+    """numpy's slice assignment is the referee: equal lengths copy, one element fills."""
+    src = np.arange(10, 10 + src_len, dtype=np.uint8)
+    expected, got = np.zeros(dst_len, np.uint8), np.zeros(dst_len, np.uint8)
+    expected[:] = src
+    _copy_into(got, src)
+    assert got.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("dst_len, src_len", [(3, 4), (4, 2), (1, 0)])
+def test_copy_into_refuses_lengths_slice_assignment_refuses(dst_len, src_len):
+    src = np.arange(10, 10 + src_len, dtype=np.uint8)
+    with pytest.raises(ValueError):
+        np.zeros(dst_len, np.uint8)[:] = src
+    with pytest.raises(ValueError):
+        _copy_into(np.zeros(dst_len, np.uint8), src)

@@ -15,9 +15,8 @@ stop (docs/PROTOCOL.md#header-only-captures).
 """
 
 import numpy as np
-from numba import njit
 
-from .jit import byte_array, compiled
+from .jit import byte_array, compiled, copy_into, helper, read_only
 
 from ..layout import wire
 from .links import GEOMETRY, KIND_NAMES, MIRROR_COLUMN, _locate_one, address_bytes
@@ -94,7 +93,7 @@ FIELDS = np.array([
  F_BTH_SIZE, F_ICRC) = range(12)
 
 
-@njit
+@helper
 def _be(buf, p, n):
     v = np.int64(0)
     for k in range(n):
@@ -102,21 +101,21 @@ def _be(buf, p, n):
     return v
 
 
-@njit
+@helper
 def _locate_cut(buf, start, caplen, origlen, link, g, out, i):
     """A record cut by the snaplen, located as if it were whole: the headers are read
     from a copy of the captured bytes followed by zeros, the lengths they give are held
     against the original length."""
     copy = np.zeros(caplen + CUT_PAD, dtype=np.uint8)
-    copy[:caplen] = buf[start:start + caplen]
-    _locate_one(copy, 0, origlen, link, g, out, i)
+    copy_into(copy[:caplen], buf[start:start + caplen])
+    _locate_one(read_only(copy), 0, origlen, link, g, out, i)
     if out[i, P_KIND] != 0:
         out[i, P_HDR] += start
         out[i, P_BTH] += start
         out[i, P_END] += start
 
 
-@njit
+@helper
 def decode_one(buf, start, caplen, origlen, link, g, optable, fields, out, i):
     """Row ``i`` of the packet columns: where the IB packet is, and its headers."""
     if origlen > caplen:

@@ -18,6 +18,16 @@ numba keys its cache on the entry point's own file, but the machine code also
 holds the helpers it calls and the constants it reads from other modules: the
 key here adds a hash of every source the engine is compiled from
 (:data:`ENGINE_PACKAGES`), so an edit anywhere in them compiles again.
+
+The helpers the entry points call are compiled with them, once per distinct
+argument types.  numba types a constant (a header field's index, a loop counter's
+first value ``0``) as a literal of its value, and would compile a helper again, with
+everything it calls, for each literal a caller passes: :func:`helper` compiles it
+for the plain types only, and :func:`read_only` gives a scratch copy the type of
+the buffers the engine reads, so that the byte readers are compiled once.  numba's
+slice assignment (``a[i:j] = b[k:l]``) brings along code that formats its shape
+error's message, compiled into every entry point that assigns one:
+:func:`copy_into` does the same copy without it.
 """
 
 import hashlib
@@ -26,8 +36,11 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numba.core import caching
+from numba.core.imputils import impl_ret_borrowed
+from numba.core.registry import CPUDispatcher
+from numba.extending import intrinsic
 
 #: every compiled entry point (called from Python), for :func:`missing`
 ENTRY_POINTS = []
@@ -110,6 +123,47 @@ def byte_array(data):
         array = array.view()
         array.flags.writeable = False
     return array
+
+
+class _Helper(CPUDispatcher):
+    """A dispatcher whose jitted callers get the overload for their arguments' plain
+    (non-literal) types."""
+
+    def get_call_template(self, args, kws):
+        return super().get_call_template(tuple(types.unliteral(a) for a in args),
+                                         {k: types.unliteral(v) for k, v in kws.items()})
+
+
+def helper(function):
+    """``@njit`` for a function only jitted code calls: compiled once per plain argument
+    types, not once per literal value passed to it (see the module's docstring), and
+    without the wrappers that would let Python call it."""
+    return _Helper(py_func=function, locals={},
+                   targetoptions={"nopython": True, "boundscheck": None,
+                                  "no_cpython_wrapper": True, "no_cfunc_wrapper": True})
+
+
+@intrinsic
+def read_only(typingctx, array):
+    """``array`` (jitted code only) typed as read-only, like the buffers :func:`byte_array`
+    gives: the same data, and helpers that read it are not compiled again for it."""
+    result = array.copy(readonly=True)
+
+    def codegen(context, builder, signature, args):
+        return impl_ret_borrowed(context, builder, result, args[0])
+    return result(array), codegen
+
+
+@helper
+def copy_into(dst, src):
+    """``dst[:] = src`` for 1-D arrays (``src`` of one element fills ``dst``), a
+    ValueError when their lengths do not fit."""
+    n, m = dst.shape[0], src.shape[0]
+    if m != n and m != 1:
+        raise ValueError("copy_into: the lengths differ")
+    step = 1 if m == n else 0
+    for k in range(n):
+        dst[k] = src[k * step]
 
 
 def compiled(function):

@@ -25,9 +25,9 @@ frame's ``mirror`` code: the kind, and its session, VNI, key or label.
 import socket
 
 import numpy as np
-from numba import njit
 
 from ..layout import wire
+from .jit import helper
 
 NONE, ROCEV2, ROCEV1, IB = 0, 1, 2, 3
 KIND_NAMES = {ROCEV2: "rocev2", ROCEV1: "rocev1", IB: "ib"}
@@ -127,7 +127,7 @@ MIRRORS = {
 }
 
 
-@njit
+@helper
 def _uint(buf, p, geo, at):
     """The field described at geo[at:at+4] of the header at p (big-endian)."""
     v = np.int64(0)
@@ -136,12 +136,12 @@ def _uint(buf, p, geo, at):
     return (v >> geo[at + 2]) & ((np.int64(1) << geo[at + 3]) - 1)
 
 
-@njit
+@helper
 def _be16(buf, p):
     return (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
 
 
-@njit
+@helper
 def _be64(buf, p):
     v = np.uint64(0)
     for i in range(8):
@@ -149,12 +149,12 @@ def _be64(buf, p):
     return v
 
 
-@njit
+@helper
 def _v4(buf, p):
     return V4_MAPPED | np.uint64(_be16(buf, p) << 16 | _be16(buf, p + 2))
 
 
-@njit
+@helper
 def _grh(buf, p, end, g):
     """(end of the IB packet, or -1) of a GRH at p that carries a BTH."""
     grh_size = g[G_GRH]
@@ -167,7 +167,7 @@ def _grh(buf, p, end, g):
     return p + grh_size + paylen
 
 
-@njit
+@helper
 def _lrh(buf, p, end, g, out, i):
     """Native IB: LRH (and GRH) at p."""
     lrh_size, grh_size, min_packet = g[G_LRH], g[G_GRH], g[G_BTH] + g[G_ICRC]
@@ -193,7 +193,7 @@ def _lrh(buf, p, end, g, out, i):
     out[i, 7] = _uint(buf, p, g, G_DLID)
 
 
-@njit
+@helper
 def _ether(buf, p, end):
     """(after the Ethernet header at p and its VLAN tags, its EtherType; -1 if cut)."""
     if end - p < 14:
@@ -202,7 +202,7 @@ def _ether(buf, p, end):
     return _vlans(buf, p + 14, end, et)
 
 
-@njit
+@helper
 def _vlans(buf, p, end, et):
     """(after the VLAN tags at p, the EtherType they carry; -1 if cut)."""
     while et == VLAN_A or et == VLAN_B or et == VLAN_C:
@@ -213,13 +213,13 @@ def _vlans(buf, p, end, et):
     return p, et
 
 
-@njit
+@helper
 def _mirror(kind, ident):
     """A tunnel's mirror code: its kind and id (-1: none)."""
     return kind + ((ident + 1) << MIRROR_ID_SHIFT)
 
 
-@njit
+@helper
 def _gre(buf, p, end, g):
     """(after the GRE header at p and what it carries up to the next EtherType, that
     EtherType or -1 when not followed, the mirror code) (RFC 2784, 2890; ERSPAN:
@@ -261,7 +261,7 @@ def _gre(buf, p, end, g):
     return q, et, code
 
 
-@njit
+@helper
 def _geneve(buf, p, end, g):
     """(after the Geneve header at p and its options, the EtherType of what it carries
     or -1 when not followed, the mirror code) (RFC 8926)."""
@@ -275,7 +275,7 @@ def _geneve(buf, p, end, g):
     return q, proto, code
 
 
-@njit
+@helper
 def _mpls(buf, p, end, g):
     """(after the label stack at p, the EtherType guessed from the version nibble of
     what its bottom label carries, IPv4 or IPv6, or -1; the mirror code: the top
@@ -298,7 +298,7 @@ def _mpls(buf, p, end, g):
     return p, -1, 0
 
 
-@njit
+@helper
 def _ethertype(buf, p, end, et, g, out, i):
     """The IB packet in what EtherType ``et`` at p carries, through at most MAX_TUNNELS
     tunnels; the innermost IP header's addresses are the frame's."""
@@ -396,7 +396,7 @@ def _ethertype(buf, p, end, et, g, out, i):
     out[i, MIRROR_COLUMN] = mirror
 
 
-@njit
+@helper
 def _locate_one(buf, start, end, link, g, out, i):
     if link == 197:                             # ERF: Ethernet or InfiniBand records
         kind = _erf_type(buf, start, end)
@@ -428,7 +428,7 @@ def _locate_one(buf, start, end, link, g, out, i):
         _lrh(buf, start, end, g, out, i)
 
 
-@njit
+@helper
 def _erf_type(buf, start, end):
     """ERF record type, -1 when the header or its extension headers are cut."""
     if end - start < 16 or _erf_payload(buf, start, end) < 0:
@@ -436,7 +436,7 @@ def _erf_type(buf, start, end):
     return np.int64(buf[start + 8]) & 0x7F
 
 
-@njit
+@helper
 def _erf_payload(buf, start, end):
     """After the 16-byte ERF header and its extension headers (-1: cut)."""
     if end - start < 16:

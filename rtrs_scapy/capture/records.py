@@ -16,9 +16,8 @@ into a refill or a problem (see files.py).
 """
 
 import numpy as np
-from numba import njit
 
-from .jit import compiled
+from .jit import compiled, helper
 
 from .ib import decode_one
 
@@ -41,13 +40,13 @@ NS = 1_000_000_000
 AHEAD = 2048       # bytes ahead of the walk that are loaded early
 
 
-@njit
+@helper
 def _ahead(buf, p, end):
     """A load the CPU issues early (its value is kept, so it is not optimised away)."""
     return np.int64(buf[min(p + AHEAD, end - 1)])
 
 
-@njit
+@helper
 def u32(buf, p, big):
     if big:
         return ((np.int64(buf[p]) << 24) | (np.int64(buf[p + 1]) << 16)
@@ -56,14 +55,14 @@ def u32(buf, p, big):
             | (np.int64(buf[p + 2]) << 16) | (np.int64(buf[p + 3]) << 24))
 
 
-@njit
+@helper
 def u16(buf, p, big):
     if big:
         return (np.int64(buf[p]) << 8) | np.int64(buf[p + 1])
     return np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8)
 
 
-@njit
+@helper
 def _pcap_header(buf, p):
     """A pcap global header at ``p`` (8 bytes there): a magic, then version 2.4,
     in either byte order.  A record header looks like it only when stamped at one
@@ -108,7 +107,7 @@ def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, origle
     return n, pos, FULL, 0, touched
 
 
-@njit
+@helper
 def _stamp(units, mode, exp, offset_ns):
     """Interface timestamp units -> ns: resolution 10**-exp (mode 10) or 2**-exp."""
     if mode == 10:

@@ -29,9 +29,8 @@ quarter is evicted (counted; a message in progress there is lost).
 """
 
 import numpy as np
-from numba import njit
 
-from ..capture.jit import compiled
+from ..capture.jit import compiled, copy_into, helper
 from ..layout import wire
 from ..capture.ib import (
     C_ACK, C_CNP, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
@@ -102,7 +101,7 @@ G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_TOUCHED, G_CUT_MADS, G_CUT_
 _AETH_NAK, _AETH_RNR, _AETH_KIND = 0x60, 0x20, 0x60
 
 
-@njit
+@helper
 def _hash(hi, lo, qpn, mask):
     h = np.uint64(hi) * np.uint64(0x9E3779B97F4A7C15)
     h ^= np.uint64(lo) + np.uint64(0x632BE59BD9B4E019) + (h << np.uint64(6)) + (h >> np.uint64(2))
@@ -111,7 +110,7 @@ def _hash(hi, lo, qpn, mask):
     return np.int64(h & np.uint64(mask))
 
 
-@njit
+@helper
 def _find(table, state, hi, lo, qpn):
     mask = table.shape[0] - 1
     h = _hash(hi, lo, qpn, mask)
@@ -150,7 +149,7 @@ def rebuild(table, state):
             table[h] = slot
 
 
-@njit
+@helper
 def _evict(table, state, free, nfree, counters):
     """Free the least recently used quarter of the streams (their per-stream
     counters are lost, the eviction is counted); returns the free count."""
@@ -171,7 +170,7 @@ def _evict(table, state, free, nfree, counters):
     return nfree
 
 
-@njit
+@helper
 def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_lo, frame,
           missing):
     """A new stream in a free slot (evicting when none is left); returns (slot, nfree)."""
@@ -202,28 +201,30 @@ def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_
 NO_ACKS = (ACK_IN, PEER, ACKED_PSN, ACKED_FRAME, UNACKED_PSN, UNACKED_FRAME)
 
 
-@njit
+@helper
 def _no_acks(s):
     for column in NO_ACKS:
         s[column] = -1
     s[UNACKED_DUPS] = 0
 
 
-@njit
 def pair_streams(state, a, b):
     """The two directions of one connection: the ACKs that arrive on one acknowledge
-    the packets of the other."""
+    the packets of the other (Python calls it, the compiled loop :func:`_pair_streams`)."""
     state[a, PEER], state[a, PEER_GEN] = b, state[b, GEN]
     state[b, PEER], state[b, PEER_GEN] = a, state[a, GEN]
 
 
-@njit
+_pair_streams = helper(pair_streams)
+
+
+@helper
 def _unpaired(state, slot):
     peer = state[slot, PEER]
     return state[slot, CONN] < 0 and (peer < 0 or state[peer, GEN] != state[slot, PEER_GEN])
 
 
-@njit
+@helper
 def _pair_by_ack(state, sent, recent, slot, psn, shi, slo, dhi, dlo):
     """A positive ACK on stream ``slot`` whose connection the CM did not tell (the
     handshake is not in the capture): the stream that sent ``psn`` from the ACK's
@@ -237,11 +238,11 @@ def _pair_by_ack(state, sent, recent, slot, psn, shi, slo, dhi, dlo):
     if sent[other, psn % SENT, 0] != psn or o[K_HI] != shi or o[K_LO] != slo \
             or o[SRC_HI] != dhi or o[SRC_LO] != dlo:
         return False
-    pair_streams(state, slot, other)
+    _pair_streams(state, slot, other)
     return True
 
 
-@njit
+@helper
 def _acknowledged(state, sent, slot, psn, frame):
     """A positive ACK with ``psn`` for the packets of stream ``slot``: everything up to
     it is acknowledged; the first packet not acknowledged is the one after it (found
@@ -264,7 +265,7 @@ def _acknowledged(state, sent, slot, psn, frame):
         s[UNACKED_FRAME] = -1
 
 
-@njit
+@helper
 def _skipped(s, missing, slot, expected, count):
     """A gap: ``count`` PSNs from ``expected`` not in the capture (the last WINDOW of
     them remembered, for a retransmission to fill); the message in progress is lost."""
@@ -275,7 +276,7 @@ def _skipped(s, missing, slot, expected, count):
     s[SYNCED] = 0
 
 
-@njit
+@helper
 def _event(events, ne, kind, frame, slot, state, a, b, qpn, dhi, dlo, shi, slo):
     row = events[ne]
     row[E_KIND] = kind
@@ -293,23 +294,23 @@ def _event(events, ne, kind, frame, slot, state, a, b, qpn, dhi, dlo, shi, slo):
     return ne + 1
 
 
-@njit
+@helper
 def _carry(tail, tail_len, slot, buf, off, n):
     """The carry of a stream followed by buf[off:off+n], last TAIL_CAP bytes kept;
     returns the new carry length."""
     cap = tail.shape[1]
     if n >= cap:
-        tail[slot, :] = buf[off + n - cap:off + n]
+        copy_into(tail[slot, :], buf[off + n - cap:off + n])
         return cap
     if tail_len + n > cap:
         keep = cap - n
-        tail[slot, :keep] = tail[slot, tail_len - keep:tail_len].copy()
+        copy_into(tail[slot, :keep], tail[slot, tail_len - keep:tail_len].copy())
         tail_len = keep
-    tail[slot, tail_len:tail_len + n] = buf[off:off + n]
+    copy_into(tail[slot, tail_len:tail_len + n], buf[off:off + n])
     return tail_len + n
 
 
-@njit
+@helper
 def _ring_push(state, ring, tail, slot, buf, off, n):
     """Remember a packet of the message in progress; older packets' bytes move to
     the carry only when the ring is full and they still belong to the tail."""
@@ -350,7 +351,7 @@ def materialize(buf, state, ring, tail):
             state[slot, M_RING_N] = 0
 
 
-@njit
+@helper
 def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
     """Copy the last ``want`` bytes of the message (carry + ring) to arena[at:]."""
     count = state[slot, M_RING_N]
@@ -361,7 +362,7 @@ def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
     w = at
     if from_carry:
         tl = state[slot, M_TAIL_LEN]
-        arena[w:w + from_carry] = tail[slot, tl - from_carry:tl]
+        copy_into(arena[w:w + from_carry], tail[slot, tl - from_carry:tl])
         w += from_carry
     skip = max(0, in_ring - (want - from_carry))
     for k in range(count):
@@ -369,13 +370,13 @@ def _tail_bytes(state, ring, tail, slot, buf, arena, at, want):
         if skip >= ln:
             skip -= ln
             continue
-        arena[w:w + ln - skip] = buf[o + skip:o + ln]
+        copy_into(arena[w:w + ln - skip], buf[o + skip:o + ln])
         w += ln - skip
         skip = 0
     return w - at
 
 
-@njit
+@helper
 def _keep(state, ring, head, tail, slot, buf, off, n_vis, cut):
     """The captured bytes of a packet of the message in progress: its head grows while
     nothing was cut before; a cut packet ends the head, and its tail starts afresh
@@ -384,7 +385,7 @@ def _keep(state, ring, head, tail, slot, buf, off, n_vis, cut):
     have = s[M_HEAD_LEN]
     if have < s[M_HEAD_CAP] and n_vis:
         take = min(n_vis, s[M_HEAD_CAP] - have)
-        head[slot, have:have + take] = buf[off:off + take]
+        copy_into(head[slot, have:have + take], buf[off:off + take])
         s[M_HEAD_LEN] = have + take
     if cut:
         s[M_HEAD_CAP] = s[M_HEAD_LEN]
@@ -395,7 +396,7 @@ def _keep(state, ring, head, tail, slot, buf, off, n_vis, cut):
         _ring_push(state, ring, tail, slot, buf, off, n_vis)
 
 
-@njit
+@helper
 def _wants(send, imm):
     """(head bytes, tail bytes) the analysis reads of a completed message."""
     if imm >= 0:
@@ -590,12 +591,12 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             take = min(n_vis, want_head)
             row[R_HEAD_OFF] = na
             row[R_HEAD_LEN] = take
-            arena[na:na + take] = buf[p_start:p_start + take]
+            copy_into(arena[na:na + take], buf[p_start:p_start + take])
             na += take
             take = 0 if cut else min(n_bytes, want_tail)
             row[R_TAIL_OFF] = na
             row[R_TAIL_LEN] = take
-            arena[na:na + take] = buf[p_end - take:p_end]
+            copy_into(arena[na:na + take], buf[p_end - take:p_end])
             na += take
         else:
             seq = s[M_SEQ]
@@ -613,7 +614,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             take = min(s[M_HEAD_LEN], want_head)
             row[R_HEAD_OFF] = na
             row[R_HEAD_LEN] = take
-            arena[na:na + take] = head[slot, :take]
+            copy_into(arena[na:na + take], head[slot, :take])
             na += take
             take = _tail_bytes(state, ring, tail, slot, buf, arena, na,
                                min(want_tail, s[M_LEN]))
