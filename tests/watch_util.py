@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from click.testing import CliRunner
+
 from once_per_run import once_per_run
+from rtrs_scapy.cli import main
 
 RTRS_DISSECT = str(Path(sys.executable).with_name("rtrs-dissect"))
 OPS = ("read", "write")
@@ -21,6 +24,16 @@ def watch_jsonl(*args, stdin=None, timeout=600):
                           capture_output=True, timeout=timeout)
     assert done.returncode == 0, done.stderr.decode()
     return [json.loads(line) for line in done.stdout.decode().splitlines()]
+
+
+def watch_jsonl_in_process(*args):
+    """The same intervals from the same command run in this process (click's runner):
+    for a sweep of many captures, without a Python start and the engine's load per
+    capture (test_cut_outputs.py); the command's own process, pipes and signals are
+    the other watch tests'."""
+    done = CliRunner().invoke(main, ["watch", "--jsonl", *map(str, args)])
+    assert done.exit_code == 0, (done.output, done.exception)
+    return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def summary(path):
