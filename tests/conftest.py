@@ -144,8 +144,8 @@ SHARED_WORK = {
 
 #: the groups (shared_work_scope) that take longest, longest first: a worker is handed
 #: the first one still waiting before any other, so that no long group starts last and
-#: leaves the other worker idle (longest processing time first).  Seconds measured with
-#: ``--durations`` on 2 workers (docs/tests.md#how-it-is-kept-fast), the longest ~100.
+#: leaves the other worker idle (longest processing time first), in the order of their
+#: time in ``pytest --durations`` (docs/tests.md#how-it-is-kept-fast).
 LONGEST_FIRST = (
     "tests/test_compiled.py",                         # a wheel built: the engine compiled
     "tests/test_docs_pages.py",
