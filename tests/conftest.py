@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import once_per_run
 from installed import missing
 
 _absent = missing()
@@ -73,6 +74,16 @@ REAL_ALL = real_captures()
 REAL = [entry for entry in REAL_ALL if entry[0] in BASIC]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _once_per_run_folder(tmp_path_factory, worker_id):
+    """tests/once_per_run.py keeps its results where every worker of this run finds
+    them: the run's folder, which holds each worker's own."""
+    base = tmp_path_factory.getbasetemp()
+    once_per_run.folder = base if worker_id == "master" else base.parent
+    yield
+    once_per_run.folder = None
+
+
 @pytest.fixture(autouse=True)
 def _debug_dissector():
     old = conf.debug_dissector
@@ -93,13 +104,14 @@ SHARED_WORK = {
     "test_capture_loss": "module",       # the uncut captures read and analysed once
     "test_corpus_referee": "param",      # tshark + the analyzer, per capture
     "test_craft": "param",               # a real capture and its crafted twin, per capture
-    # where the captures are cut (tests/cut_points.py: tshark's fields of each capture,
-    # load.pcap.gz's too, and the decode of each cut), cut and decoded
-    "test_cut_outputs": "cuts",
-    "test_cut_points": "cuts",
-    "test_cuts": "cuts",
-    "test_linking": "cuts",
-    "test_lua_midsession": "cuts",
+    # the cut sweeps: where the captures are cut (tests/cut_points.py: tshark's fields of
+    # each capture and the situations of its cuts) is worked out once per run
+    # (tests/once_per_run.py), the whole captures' records and the cuts once per module
+    "test_cut_outputs": "module",
+    "test_cut_points": "module",
+    "test_cuts": "module",
+    "test_linking": "module",
+    "test_lua_midsession": "module",
     "test_dask": "module",               # a Dask cluster; load.pcap.gz as a ring buffer
     "test_docs_pages": "module",         # each page's commands run once
     "test_failover": "module",           # summaries and tshark's CM rows, per capture
@@ -119,15 +131,41 @@ SHARED_WORK = {
     "test_tshark_crafted": "module",     # the crafted frames and their pcaps
     "test_tshark_diff": "module",        # Scapy and tshark, per capture
     "test_wireshark_diff": "module",     # Scapy and tshark + the plugin, per capture
-    # the summaries of the captures watch reads (watch_util.summary: once per worker)
-    "test_watch_inputs": "watch",
-    "test_watch_jsonl": "watch",
-    "test_watch_memory": "watch",
-    "test_watch_prometheus": "watch",
-    "test_watch_screen": "watch",
+    # the summaries of the captures watch reads: watch_util.summary, once per run
+    "test_watch_inputs": "module",
+    "test_watch_jsonl": "module",
+    "test_watch_memory": "module",
+    "test_watch_prometheus": "module",
+    "test_watch_screen": "module",
     "test_real_captures": "module",      # the Scapy decode, per capture
     "test_scapy_untouched": "module",    # a fresh Scapy in a subprocess
 }
+
+
+#: the groups (shared_work_scope) that take longest, longest first: a worker is handed
+#: the first one still waiting before any other, so that no long group starts last and
+#: leaves the other worker idle (longest processing time first), in the order of their
+#: time in ``pytest --durations`` (docs/tests.md#how-it-is-kept-fast).
+LONGEST_FIRST = (
+    "tests/test_compiled.py",                         # a wheel built: the engine compiled
+    "tests/test_docs_pages.py",
+    "tests/test_plugin_vs_analyzer.py::[failover]",   # tshark + the plugin, 190k frames
+    "tests/test_wireshark_diff.py",
+    "tests/test_watch_jsonl.py",
+    "tests/test_failover.py",
+    "tests/test_plugin_vs_analyzer.py::[load]",
+    "tests/test_cut_outputs.py",
+    "tests/test_report_browser.py",
+    "tests/test_tables.py",
+    "tests/test_dask.py",
+    "tests/test_plugin_vs_analyzer.py::[deep]",
+    "tests/test_craft.py::test_corpus_up_to_date",
+    "tests/test_lua_midsession.py",
+    "tests/test_craft.py::[sequential]",
+    "tests/test_cuts.py",
+    "tests/test_lua_hostile.py::[cm_reqs]",
+    "tests/test_hostile.py::[io_rsps]",
+)
 
 
 def shared_work_scope(nodeid):
@@ -160,6 +198,14 @@ def pytest_xdist_make_scheduler(config, log):
             if scope == nodeid:     # no xdist_group mark
                 scope = shared_work_scope(nodeid) or nodeid
             return scope
+
+        def _assign_work_unit(self, node):
+            """The longest group still waiting first (LONGEST_FIRST), then the others
+            in xdist's order (the most tests first)."""
+            longest = next((g for g in LONGEST_FIRST if g in self.workqueue), None)
+            if longest is not None:
+                self.workqueue.move_to_end(longest, last=False)
+            super()._assign_work_unit(node)
 
     return SharedWorkScheduling(config, log)
 

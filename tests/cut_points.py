@@ -29,7 +29,6 @@ A cut is at its situation's last frame: the shortest remainder, the cheapest run
 """
 
 import bisect
-import functools
 from dataclasses import dataclass
 
 from rtrs_scapy.spec.imm import decode as decode_imm
@@ -37,6 +36,7 @@ from rtrs_scapy.spec.imm import decode as decode_imm
 from ib_decode import (
     ACK, CM_REJ, CM_REP, CM_REQ, FIRST, LAST, MIDDLE, PSN_MOD, REQUEST_OPS, decode, ib_frames,
 )
+from once_per_run import once_per_run
 
 SEND_OPS = set(range(0x00, 0x06))   # RC SEND FIRST … ONLY WITH IMMEDIATE
 IMM_IO_REQ, IMM_IO_RSP, IMM_IO_RSP_W_INV, IMM_HB_MSG, IMM_HB_ACK = 0, 1, 2, 8, 9
@@ -114,7 +114,7 @@ def situations(pcap, with_depth=True, firsts=None):
     return _situations(pcap, with_depth, firsts)
 
 
-@functools.lru_cache(maxsize=None)
+@once_per_run
 def _situations(pcap, with_depth, firsts):
     frames = ib_frames(pcap)
     count = len(frames)
@@ -232,7 +232,7 @@ def cover(found, feature, seen=frozenset(), keep=()):
 CM_NAMES = {0x10: "REQ", 0x12: "REJ", 0x13: "REP", 0x14: "RTU", 0x15: "DREQ", 0x16: "DREP"}
 
 
-@functools.lru_cache(maxsize=None)
+@once_per_run
 def cm_situations(pcap):
     """{(cut through, left): [first frames]} of every cut ``f`` > 1 of ``pcap``, as the CM
     exchange tells it: a CM exchange is a connect (REQ, then REP and RTU, or REJ) or a

@@ -27,6 +27,7 @@ from rtrs_scapy.spec.imm import IMM_PAYLOAD_MASK, MSG_ID_MASK, mem_bits
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
 from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, request_class
 
+from once_per_run import once_per_run
 from tshark_util import TSHARK, tshark_env
 
 PSN_MOD = 1 << 24
@@ -94,9 +95,10 @@ def _int(text):
     return int(text, 0) if text else None
 
 
-@functools.lru_cache(maxsize=None)
+@once_per_run
 def ib_frames(pcap):
-    """Every frame of the whole capture as tshark's own dissectors show it."""
+    """Every frame of the whole capture as tshark's own dissectors show it (one tshark
+    run per capture and test run: the cut sweeps and test_failover.py read it)."""
     cmd = [TSHARK, "-n", "-r", str(pcap), "--disable-protocol", "rpcordma",
            "-T", "fields", "-E", "occurrence=f"]
     for f in IB_FIELDS:

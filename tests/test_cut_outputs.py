@@ -27,7 +27,7 @@ from rtrs_scapy.report.html import render
 from rtrs_scapy.report.view import CaptureView
 from rtrs_scapy.tables.export import export
 from test_cuts import OPS, restricted, whole_of, write_pcap
-from watch_util import interval_totals, watch_jsonl
+from watch_util import interval_totals, watch_jsonl_in_process
 
 CAPTURES = ("errors", "multipath", "basic_inval")
 
@@ -100,7 +100,7 @@ def test_the_ios_table_of_a_cut_capture_holds_its_requests(cuts, tmp_path):
 
 def test_watch_intervals_of_a_cut_capture_add_up_to_its_requests(cuts):
     for name, first, path, want in cuts:
-        totals = interval_totals(watch_jsonl(path))
+        totals = interval_totals(watch_jsonl_in_process(path))
         for op in OPS:
             assert sum(t[op][0] for t in totals.values()) == want["count"][op], (name, first)
             assert sum(t[op][1] for t in totals.values()) == want["bytes"][op], (name, first)

@@ -1,7 +1,6 @@
 """What the watch tests share: running ``rtrs-dissect``, reading its JSON lines,
 totals of a summary."""
 
-import functools
 import gzip
 import json
 import socket
@@ -9,6 +8,11 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+
+from click.testing import CliRunner
+
+from once_per_run import once_per_run
+from rtrs_scapy.cli import main
 
 RTRS_DISSECT = str(Path(sys.executable).with_name("rtrs-dissect"))
 OPS = ("read", "write")
@@ -22,14 +26,25 @@ def watch_jsonl(*args, stdin=None, timeout=600):
     return [json.loads(line) for line in done.stdout.decode().splitlines()]
 
 
+def watch_jsonl_in_process(*args):
+    """The same intervals from the same command run in this process (click's runner):
+    for a sweep of many captures, without a Python start and the engine's load per
+    capture (test_cut_outputs.py); the command's own process, pipes and signals are
+    the other watch tests'."""
+    done = CliRunner().invoke(main, ["watch", "--jsonl", *map(str, args)])
+    assert done.exit_code == 0, (done.output, done.exception)
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
 def summary(path):
     """``rtrs-dissect summary --format json`` of ``path``: run once per file (as it is
-    now: path, size, time) in a worker, a fresh copy for each caller."""
+    now: path, size, time) in a test run (tests/once_per_run.py: the watch modules may go
+    to either worker), a fresh copy for each caller."""
     stat = Path(path).stat()
     return json.loads(_summary_text(str(path), stat.st_size, stat.st_mtime_ns))
 
 
-@functools.lru_cache(maxsize=None)
+@once_per_run
 def _summary_text(path, _size, _mtime_ns):
     done = subprocess.run([RTRS_DISSECT, "summary", "--format", "json", "-q", path],
                           capture_output=True, check=True, timeout=600)
