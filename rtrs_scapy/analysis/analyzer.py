@@ -29,6 +29,7 @@ from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
 from .io import IoBatch, acknowledged, per_id
 from .linking import link_reconnected
+from .settling import SettleQueue
 from .model import Path, Session
 from .inflight import InFlight
 from .qdepth import MemBitsInference
@@ -100,6 +101,7 @@ class Analyzer:
         self.failover_first_stamp = {}
         self.held_rows = {}         # frame -> IO row of an answer not acknowledged (yet)
         self.request_log = failover.RequestLog()
+        self.settle_queue = SettleQueue(self)     # IO batches settled in capture order
         self.control_reads = {}        # desc key -> (path id, RNBD fields, record index)
         self.opens_asked = {}          # OPEN request frame -> the device path it names
         self.naks = []                 # (frame, syndrome, conn, slot, gen) of AETH NAKs
@@ -233,6 +235,7 @@ class Analyzer:
         waiting, path.waiting = path.waiting, []
         for batch in waiting:
             batch.settle_path(path)
+        self.settle_queue.drain()
 
     def bind_connection(self, conn):
         """After a REP: packets to the server QP are client→server and vice versa.
