@@ -517,8 +517,8 @@ def test_real_failover_cut_before_the_failover(tmp_path, first):
     """failover.pcap cut after the handshakes: the two paths are linked into one session
     by the failovers (and path 10.77.1.2 by its failed reconnects), the streams paired by
     their ACKs; path 10.77.0.2 has the kernel's failover_cnt, the same failovers as the
-    whole capture (frames shifted by the cut), path 10.77.1.2 the same stall and outage
-    start, both the same disconnects."""
+    whole capture (frames shifted by the cut), path 10.77.1.2 the same stall (with its
+    retransmissions) and outage start, both the same disconnects."""
     shift = first - 1
     whole = {p["client"]: p for p in paths_of(summary_of(REAL_PCAP["failover"]))}
     summary = analyze(str(_cut_pcap(REAL_PCAP["failover"], tmp_path / "cut.pcap", first)),
@@ -543,6 +543,10 @@ def test_real_failover_cut_before_the_failover(tmp_path, first):
     assert (at(stall["frame"]), stall["sender"], stall["psn"], at(stall["acked_frame"])) == \
         (want["frame"], want["sender"], want["psn"], want["acked_frame"]) == \
         (22153, "server", 12725535, 22151)
+    # the heartbeat stream, never acknowledged so never paired, counts on its path too
+    assert stall["retransmissions"] == want["retransmissions"] == \
+        paths["10.77.1.2"]["transport"]["retransmissions"] == \
+        whole["10.77.1.2"]["transport"]["retransmissions"]
     (outage,) = paths["10.77.1.2"]["outages"]
     assert at(outage["down_frame"]) == 22153
     for client, path in paths.items():
