@@ -23,12 +23,14 @@ not found.  Such failovers are counted (``failovers``) and listed apart
 import numpy as np
 
 from ..spec.constants import RNBD_MSG_IO
+from ..spec.limits import limit
 
 from .io import HEADER, count_failover, failover_record
 from .linking import merge_sessions
 
-#: IO rows kept for this rule (the newest; the run of one failure is far shorter)
-KEEP = 1 << 20
+#: IO rows kept for this rule (the newest; the run of one failure is far shorter), as
+#: many as the plugin keeps requests per session
+KEEP = limit("failover_log")
 COLUMNS = ("frame", "time_ns", "path", "buf_id", "outcome", "response_ns", "response_frame",
            "sector",
            "bi_size", "rnbd_op", "op", "device_id", "rnbd_type")
