@@ -716,6 +716,7 @@ class Analyzer:
             if path.inference is not None:
                 path.inference.finish()
                 self.decided(path)
+        self.settle_queue.drain()
         self.traffic()
         self._tie_heartbeat_streams()
         self._harvest()
