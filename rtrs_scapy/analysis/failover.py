@@ -124,7 +124,8 @@ def infer(an, session):
 def late_copies(an):
     """Answers not acknowledged whose copy on another path was settled before them: a
     path without a handshake whose queue depth rule decided late (at the end of the
-    capture) pairs its IO after the other paths'.  The copy is the first later request of
+    capture) pairs its IO after the other paths' once more than settling.HOLD requests
+    and responses waited for it.  The copy is the first later request of
     another path with the original's buf_id and RNBD header, as io.py finds it in capture
     order; the two paths are then one session (linking.link_by_failover).  The copy's IO
     row went out before: only its original's says so (``failed_over``)."""
