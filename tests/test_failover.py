@@ -520,8 +520,8 @@ def test_real_failover_cut_before_the_failover(tmp_path, first):
     """failover.pcap cut after the handshakes: the two paths are linked into one session
     by the failovers (and path 10.77.1.2 by its failed reconnects), the streams paired by
     their ACKs; path 10.77.0.2 has the kernel's failover_cnt, the same failovers as the
-    whole capture (frames shifted by the cut), path 10.77.1.2 the same stall and outage
-    start, both the same disconnects."""
+    whole capture (frames shifted by the cut), path 10.77.1.2 the same stall (with its
+    retransmissions) and outage start, both the same disconnects."""
     shift = first - 1
     whole = {p["client"]: p for p in paths_of(summary_of(REAL_PCAP["failover"]))}
     summary = analyze(str(_cut_pcap(REAL_PCAP["failover"], tmp_path / "cut.pcap", first)),
@@ -546,6 +546,10 @@ def test_real_failover_cut_before_the_failover(tmp_path, first):
     assert (at(stall["frame"]), stall["sender"], stall["psn"], at(stall["acked_frame"])) == \
         (want["frame"], want["sender"], want["psn"], want["acked_frame"]) == \
         (22153, "server", 12725535, 22151)
+    # the heartbeat stream, never acknowledged so never paired, counts on its path too
+    assert stall["retransmissions"] == want["retransmissions"] == \
+        paths["10.77.1.2"]["transport"]["retransmissions"] == \
+        whole["10.77.1.2"]["transport"]["retransmissions"]
     (outage,) = paths["10.77.1.2"]["outages"]
     assert at(outage["down_frame"]) == 22153
     for client, path in paths.items():
@@ -555,3 +559,99 @@ def test_real_failover_cut_before_the_failover(tmp_path, first):
              for d in whole[client]["disconnects"]]
     assert summary["sessions"][0]["rnbd"]["failovers"] == {
         "failed_over": 8, "original_not_on_wire": 4, "executed_twice": 0}
+
+
+# -- failover.pcap header-only or cut mid-session: the same IO rows --------------------
+
+#: what the headers prove of an IO row (the RNBD header, the READ data's rkey and the
+#: cid are in the cut payloads or handshakes); frames are shifted by a cut's start
+ROW_PROOF = ("time_ns", "op", "buf_id", "bytes", "outcome", "response_ns", "latency_ns",
+             "errno", "failed_over", "delivered", "response_first_ns")
+ROW_FRAMES = ("frame", "response_frame", "failover_from", "failover_of")
+#: (snaplen, first frame): cut by editcap to 128 and 256 bytes (the handshake lost), and
+#: from frame 22000 on (117 frames before the first original: path 10.77.1.2's queue
+#: depth rule decides only at the end of the capture), also at 128 bytes
+ROW_CUTS = ((128, 1), (256, 1), (0, 22000), (128, 22000))
+
+
+def _rows(pcap):
+    """The IO rows of a capture by frame, and its summary."""
+    from rtrs_scapy.analysis import iorows
+    batches = []
+    result = analyze(str(pcap), keep_messages=False, io_sink=batches.append)
+    rows = iorows.concat(batches)
+    return {int(f): k for k, f in enumerate(rows["frame"].tolist())}, rows, result.summary
+
+
+@pytest.fixture(scope="module")
+def uncut_rows():
+    return _rows(REAL_PCAP["failover"])
+
+
+@pytest.mark.parametrize("snaplen,first", ROW_CUTS, ids=["s%d-f%d" % c for c in ROW_CUTS])
+def test_real_failover_cut_rows_equal_the_uncut(uncut_rows, tmp_path, snaplen, first):
+    """The failed-over IOs' rows of a cut capture are those of the whole capture: each
+    copy's latency from its original's first send (the ~0.41 s the workload saw, not the
+    copy's own 1-42 ms) and ``failover_of`` its original, the original ``failed_over`` and
+    not delivered; so is every other row whose request is whole in the cut.  Referees:
+    the uncut capture, the kernel's failover_cnt and the workload's log (truth.json)."""
+    src = REAL_PCAP["failover"]
+    if first > 1:
+        src = _cut_pcap(src, tmp_path / "mid.pcap", first)
+    if snaplen:
+        src = subprocess.run(["editcap", "-F", "pcap", "-s", str(snaplen), str(src),
+                              str(tmp_path / "cut.pcap")], check=True) and tmp_path / "cut.pcap"
+    index, rows, summary = _rows(src)
+    whole_index, whole, whole_summary = uncut_rows
+    shift = first - 1
+    assert summary["capture"]["cut_records"] > 0 if snaplen else True
+    taker = {p["client"]: p for p in paths_of(summary)}["10.77.0.2"]
+    (kernel,) = [stats["rdma"]["failover_cnt"] for (_, client, _), stats
+                 in kernel_paths(REAL_TRUTH["failover"]).items() if client == "10.77.0.2"]
+    copies = [f for f in taker["failover_list"] if f["original_frame"] is not None]
+    assert taker["failovers"] == kernel == 8 and len(copies) == 4
+    waits = sorted(REAL_TRUTH["failover"]["ios"], key=lambda io: io["t1"] - io["t0"])
+    slow = {(io["off"] // 512, io["size"]): io["t1"] - io["t0"] for io in waits[-8:]}
+    whole_copies = {f["frame"]: f for p in paths_of(whole_summary) for f in p["failover_list"]}
+    for f in copies:
+        copy, original = index[f["frame"]], index[f["original_frame"]]
+        want = whole_copies[f["frame"] + shift]
+        assert rows["failover_of"][copy] + shift == want["original_frame"]
+        assert (rows["failed_over"][original], rows["delivered"][original]) == (1, 0)
+        assert rows["latency_ns"][copy] / 1e3 == pytest.approx(want["wait_us"])
+        # the wire's wait lies within what the workload measured around it
+        assert 0.36 < rows["latency_ns"][copy] / 1e9 <= slow[want["sector"], want["bi_size"]]
+    whole_at = [whole_index[f + shift] for f in rows["frame"][rows["partial"] == 0].tolist()]
+    mine = rows["partial"] == 0
+    for column in ROW_PROOF:
+        assert rows[column][mine].tolist() == whole[column][whole_at].tolist(), column
+    for column in ROW_FRAMES:
+        moved = [f + shift if f >= 0 else f for f in rows[column][mine].tolist()]
+        assert moved == whole[column][whole_at].tolist(), column
+
+
+def test_real_failover_rows_wait_within_a_bound(tmp_path, monkeypatch):
+    """What waits for an undecided queue depth is bounded (settling.HOLD): beyond it the
+    decided paths settle (their rows go out before the end of the capture), and the
+    summary still finds the failovers at the end."""
+    from rtrs_scapy.analysis import analyzer, settling
+    monkeypatch.setattr(settling, "HOLD", 256)
+    held, closing, before_end = [], [], []
+    add, close = settling.SettleQueue.add, analyzer.Analyzer.close
+
+    def watched(queue, batch):
+        add(queue, batch)
+        held.append(queue.held)
+
+    def closed(an):
+        closing.append(True)
+        return close(an)
+    monkeypatch.setattr(settling.SettleQueue, "add", watched)
+    monkeypatch.setattr(analyzer.Analyzer, "close", closed)
+    summary = analyze(str(_cut_pcap(REAL_PCAP["failover"], tmp_path / "mid.pcap", 22000)),
+                      keep_messages=False,
+                      io_sink=lambda rows: before_end.append(len(rows["frame"]) * (not closing))
+                      ).summary
+    assert max(held) <= 256 and sum(before_end) > 5000
+    taker = {p["client"]: p for p in paths_of(summary)}["10.77.0.2"]
+    assert taker["failovers"] == 8 and taker["failovers_unseen"] == 4

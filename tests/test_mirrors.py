@@ -198,7 +198,8 @@ def _roce_frame(plain):
 
 def test_ip_in_gre_and_geneve_mpls_in_gre_vlan_inside(plain):
     """The rarer paths: IP straight in GRE and in Geneve, an MPLS stack in GRE, a VLAN tag
-    on the inner frame; each located, its outermost tunnel named."""
+    on the inner frame, VXLAN on Linux's port 8472; each located, its outermost tunnel
+    named."""
     frame = _roce_frame(plain)
     packet = strip_ethernet(frame)
     cases = [
@@ -209,6 +210,9 @@ def test_ip_in_gre_and_geneve_mpls_in_gre_vlan_inside(plain):
          {"encapsulation": "gre"}),
         (ether(0x0800, ipv4(17, udp(4789, vxlan(3, tagged(frame, 30)))), vlan=20),
          {"encapsulation": "vxlan", "vni": 3}),
+        # Linux's vxlan default port (drivers/net/vxlan: the udp_port module parameter,
+        # 8472, used when `ip link add … type vxlan` has no dstport)
+        (ether(0x0800, ipv4(17, udp(8472, vxlan(4, frame)))), {"encapsulation": "vxlan", "vni": 4}),
     ]
     kinds, codes = _located([wrapped for wrapped, _entry in cases])
     assert kinds == [1] * len(cases)

@@ -67,6 +67,7 @@ local LIMITS = {
   answers = 64,  -- recent answers per QP stream, to tell which ones a go-back-N retransmission covers (failovers)
   cm = 4096,  -- CM transactions and communication ids
   domains = 1024,  -- sessions and paths (pairing domains)
+  failover_log = 1048576,  -- requests per session kept for the failovers whose original never reached the wire (their permit order)
   reads = 4096,  -- READ requests per domain awaiting their data or invalidation
 }
 -- IB opcodes (rtrs_scapy.layers.ib)
@@ -241,6 +242,7 @@ F.request_before_capture = ProtoField.bool("rtrs.request_before_capture", "Reque
 F.failover_of = ProtoField.framenum("rtrs.failover_of", "Failed over: re-sends the request in", base.NONE)
 F.response_not_delivered = ProtoField.framenum("rtrs.response_not_delivered", "Response not delivered (retransmitted): request re-sent in", base.NONE)
 F.no_response = ProtoField.framenum("rtrs.no_response", "No response: request re-sent in", base.NONE)
+F.failover_unseen = ProtoField.string("rtrs.failover_unseen", "Failed over from the path (original not on the wire, the kernel's permit order)")
 F.cm_rej_reason = ProtoField.uint16("rtrs.cm.rej_reason", "CM reject reason", base.DEC, VS.cm_rej_reasons)
 F.cm_sender = ProtoField.string("rtrs.cm.sender", "Sent by")
 F.limit_table = ProtoField.string("rtrs.limit.table", "State table at its limit")
@@ -258,7 +260,7 @@ P_RTRS.fields = {
   F.imm_msg_id, F.imm_errno, F.queue_depth, F.queue_depth_source, F.mem_bits, F.cid,
   F.msg_len, F.fragment_of, F.retransmission_of, F.request_in, F.response_in, F.response_time,
   F.data_for, F.rkey, F.partial, F.request_before_capture, F.failover_of, F.response_not_delivered,
-  F.no_response, F.cm_rej_reason, F.cm_sender, F.limit_table, F.limit_evicted,
+  F.no_response, F.failover_unseen, F.cm_rej_reason, F.cm_sender, F.limit_table, F.limit_evicted,
 }
 P_RNBD.fields = {
   F.sess_info, F.sess_info_type, F.sess_info_padding, F.sess_info_ver, F.sess_info_reserved, F.sess_info_rsp,
@@ -291,7 +293,8 @@ EF.cut = ProtoExpert.new("rtrs.expert.cut", "Payload cut by the capture (snaplen
 EF.failover = ProtoExpert.new("rtrs.expert.failover", "Request failed over from another path", expert.group.SEQUENCE, expert.severity.NOTE)
 EF.response_not_delivered = ProtoExpert.new("rtrs.expert.response_not_delivered", "Response not delivered: the request was re-sent on another path", expert.group.SEQUENCE, expert.severity.WARN)
 EF.no_response = ProtoExpert.new("rtrs.expert.no_response", "No response: the request was re-sent on another path", expert.group.SEQUENCE, expert.severity.WARN)
-P_RTRS.experts = { EF.short, EF.errno, EF.cm_reject, EF.bad_magic, EF.unknown_imm, EF.psn_gap, EF.no_trailer, EF.inferred, EF.assumed, EF.offset_conflict, EF.partial, EF.before_capture, EF.limit, EF.cut, EF.failover, EF.response_not_delivered, EF.no_response }
+EF.failover_unseen = ProtoExpert.new("rtrs.expert.failover_unseen", "Request failed over from another path, its original not on the wire (permit order)", expert.group.SEQUENCE, expert.severity.NOTE)
+P_RTRS.experts = { EF.short, EF.errno, EF.cm_reject, EF.bad_magic, EF.unknown_imm, EF.psn_gap, EF.no_trailer, EF.inferred, EF.assumed, EF.offset_conflict, EF.partial, EF.before_capture, EF.limit, EF.cut, EF.failover, EF.response_not_delivered, EF.no_response, EF.failover_unseen }
 
 -- == SIZE: fixed bytes of each message (before a counted list) ==
 local SIZE = {
@@ -1318,6 +1321,8 @@ local function session_domain(paths_uuid)
   if not d then
     d = new_domain(key, false)
     d.answered = {}     -- buf_id -> its last answered request (failovers)
+    -- its requests, for the copies whose original never reached the wire
+    d.requests = bounded("requests kept for the failover order rule", LIMITS.failover_log)
     bput(S.domains, key, d)
   end
   return d
@@ -1368,6 +1373,8 @@ end
 
 local function note_failover(d, rec)
   local buf = floor(rec.payload / 2 ^ d.mem_bits)
+  rec.buf = buf
+  bput(d.requests, rec.number, rec)
   local q = d.pending[buf]
   if q and q.path ~= rec.path then
     rec.failover_of, q.no_response = q, rec
@@ -1391,6 +1398,71 @@ local function resent_in(rec)
   local copy = rec.resent_in
   if copy and rec.response and rec.response.unacked then return copy end
   return nil
+end
+
+-- The copies whose original never reached the wire (kind original_not_on_wire), by the
+-- kernel's order of one failure's copies (analysis/failover.py): within a run of proven
+-- copies of one failed path (gaps up to 1 s), a request of another path of the session
+-- sent after the failed path's last request before the run and before the run's last
+-- copy, its buf_id above those of the proven copies before it and below those after it
+-- and none of theirs, the last of its buf_id.  Known once the first pass is complete.
+local function fits(run, rec)
+  for _, p in ipairs(run) do
+    if p.number == rec.number or p.buf == rec.buf then return false end
+    if (p.number < rec.number and p.buf >= rec.buf)
+        or (p.number > rec.number and p.buf <= rec.buf) then return false end
+  end
+  return true
+end
+
+local function infer_unseen(d)
+  d.unseen_done = true
+  local reqs = {}
+  for _, m in ipairs({ d.requests.old, d.requests.young }) do
+    for _, r in pairs(m) do reqs[#reqs + 1] = r end
+  end
+  table.sort(reqs, function(a, b) return a.number < b.number end)
+  local runs = {}
+  for _, r in ipairs(reqs) do
+    local q = failover_of(r)
+    if q then
+      local run = runs[#runs]
+      local last = run and run[#run]
+      if last and last.failed == q.path and r.time - last.time <= 1.0 then
+        run[#run + 1] = r
+      else
+        runs[#runs + 1] = { r }
+      end
+      r.failed = q.path
+    end
+  end
+  for _, run in ipairs(runs) do
+    local ascending = true
+    for k = 2, #run do
+      if run[k].buf < run[k - 1].buf then ascending = false end
+    end
+    if ascending then
+      local failed, first, last, start = run[1].failed, run[1].number, run[#run].number, -1
+      for _, r in ipairs(reqs) do
+        if r.path == failed and r.number < first then start = r.number end
+      end
+      local chosen = {}
+      for _, r in ipairs(reqs) do
+        if r.number > start and r.number < last and r.path ~= failed and fits(run, r) then
+          chosen[r.buf] = r
+        end
+      end
+      for _, r in pairs(chosen) do r.unseen_from = failed end
+    end
+  end
+end
+
+-- The failed path of a copy whose original never reached the wire, or nil.
+local function unseen_from(rec)
+  local d = rec.dom or (rec.conn and rec.conn.dom)
+  if not (S.finished and d and d.requests) then return nil end
+  if not d.unseen_done then infer_unseen(d) end
+  return rec.unseen_from
 end
 
 -- A request (with its offset, nil for a partial one) or response of a domain,
@@ -2110,6 +2182,13 @@ local function add_failover(t, rec)
     it:set_generated()
     it:add_proto_expert_info(EF.no_response, string.format(
       "No response: re-sent in frame %d", rec.no_response.number))
+  end
+  local failed = unseen_from(rec)
+  if failed then
+    local it = t:add(F.failover_unseen, failed)
+    it:set_generated()
+    it:add_proto_expert_info(EF.failover_unseen, string.format(
+      "Failed over from %s, original not on the wire (the kernel's permit order)", failed))
   end
   local copy = resent_in(rec)
   if copy then

@@ -29,6 +29,7 @@ from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
 from .io import IoBatch, acknowledged, per_id
 from .linking import link_reconnected
+from .settling import SettleQueue
 from .model import Path, Session
 from .inflight import InFlight
 from .qdepth import MemBitsInference
@@ -100,6 +101,7 @@ class Analyzer:
         self.failover_first_stamp = {}
         self.held_rows = {}         # frame -> IO row of an answer not acknowledged (yet)
         self.request_log = failover.RequestLog()
+        self.settle_queue = SettleQueue(self)     # IO batches settled in capture order
         self.control_reads = {}        # desc key -> (path id, RNBD fields, record index)
         self.opens_asked = {}          # OPEN request frame -> the device path it names
         self.naks = []                 # (frame, syndrome, conn, slot, gen) of AETH NAKs
@@ -233,6 +235,7 @@ class Analyzer:
         waiting, path.waiting = path.waiting, []
         for batch in waiting:
             batch.settle_path(path)
+        self.settle_queue.drain()
 
     def bind_connection(self, conn):
         """After a REP: packets to the server QP are client→server and vice versa.
@@ -713,7 +716,9 @@ class Analyzer:
             if path.inference is not None:
                 path.inference.finish()
                 self.decided(path)
+        self.settle_queue.drain()
         self.traffic()
+        self._tie_heartbeat_streams()
         self._harvest()
         self._unmatched()
         for frame, syndrome, conn, slot, gen in self.naks:
@@ -764,16 +769,34 @@ class Analyzer:
                                                   "device", "sector", "bi_size")}
             path.events.append(dict(event, kind="io_error"))
 
+    def _tie_heartbeat_streams(self):
+        """A stream without its handshake that carried heartbeats only is its path's, by
+        their addresses (as its heartbeats are counted, below): its transport counters
+        count there too (docs/PROTOCOL.md#stalls)."""
+        gens = self.engine.streams.state[:, T.GEN]
+        for stream, _, _, src, dst, _ in self.unattributed:
+            if stream not in self.stream_paths and gens[stream[0]] == stream[1]:
+                path = self.path_between(src, dst)
+                if path is not None:
+                    self.stream_paths[stream] = (path.id, src == path.client_raw)
+
     def _harvest(self):
         """Per-stream transport counters, summed into their paths; the packets the
-        capture lost (docs/PROTOCOL.md#capture-loss) also for the whole capture."""
+        capture lost (docs/PROTOCOL.md#capture-loss) also for the whole capture.  A
+        stream that no ACK paired with its reverse one adds its retransmissions to a
+        stall its sender's paired streams prove, and starts none."""
         st = self.engine.streams.state
+        unpaired = []
         for slot in np.flatnonzero(st[:, T.USED]).tolist():
             s = st[slot]
             path = self._harvest_slot(slot, s, s[T.CONN])
-            if path is not None and s[T.UNACKED_FRAME] >= 0 and s[T.UNACKED_DUPS] > 0 \
-                    and s[T.PEER] >= 0:
-                self._stall(path, s, slot)
+            if path is not None and s[T.UNACKED_FRAME] >= 0 and s[T.UNACKED_DUPS] > 0:
+                if s[T.PEER] >= 0:
+                    self._stall(path, s, slot)
+                else:
+                    unpaired.append((path, s, slot))
+        for path, s, slot in unpaired:
+            self._stall(path, s, slot, proven=False)
 
     def _harvest_slot(self, slot, s, owner):
         """The counters of the stream in ``slot`` (state row ``s``) to ``owner`` (an
@@ -814,7 +837,7 @@ class Analyzer:
             self.anomaly_log.counts["unmatched_response"] += \
                 path.unmatched - len(path.unmatched_examples)
 
-    def _stall(self, path, s, slot):
+    def _stall(self, path, s, slot, proven=True):
         """A stream whose sender retransmitted a packet the peer never acknowledged: the
         link stalled at that packet's first transmission (docs/PROTOCOL.md#stalls).  One
         per direction, the earliest.  The stream is paired with its reverse one (by the
@@ -830,14 +853,17 @@ class Analyzer:
                  "acked_frame": int(s[T.ACKED_FRAME]) if s[T.ACKED_FRAME] >= 0 else None}
         for k, old in enumerate(path.stalls):
             if old["sender"] == sender:
+                if not proven and stall["frame"] < old["frame"]:
+                    return
                 if stall["frame"] < old["frame"]:
                     stall["retransmissions"] += old["retransmissions"]
                     path.stalls[k] = stall
                 else:
                     old["retransmissions"] += stall["retransmissions"]
                 return
-        path.stalls.append(stall)
-        path.stalls.sort(key=lambda x: x["frame"])
+        if proven:
+            path.stalls.append(stall)
+            path.stalls.sort(key=lambda x: x["frame"])
 
     def path_between(self, src, dst):
         """The first path with these two endpoints (either direction)."""

@@ -23,12 +23,14 @@ not found.  Such failovers are counted (``failovers``) and listed apart
 import numpy as np
 
 from ..spec.constants import RNBD_MSG_IO
+from ..spec.limits import limit
 
 from .io import HEADER, count_failover, failover_record
 from .linking import merge_sessions
 
-#: IO rows kept for this rule (the newest; the run of one failure is far shorter)
-KEEP = 1 << 20
+#: IO rows kept for this rule (the newest; the run of one failure is far shorter), as
+#: many as the plugin keeps requests per session
+KEEP = limit("failover_log")
 COLUMNS = ("frame", "time_ns", "path", "buf_id", "outcome", "response_ns", "response_frame",
            "sector",
            "bi_size", "rnbd_op", "op", "device_id", "rnbd_type")
@@ -122,7 +124,8 @@ def infer(an, session):
 def late_copies(an):
     """Answers not acknowledged whose copy on another path was settled before them: a
     path without a handshake whose queue depth rule decided late (at the end of the
-    capture) pairs its IO after the other paths'.  The copy is the first later request of
+    capture) pairs its IO after the other paths' once more than settling.HOLD requests
+    and responses waited for it.  The copy is the first later request of
     another path with the original's buf_id and RNBD header, as io.py finds it in capture
     order; the two paths are then one session (linking.link_by_failover).  The copy's IO
     row went out before: only its original's says so (``failed_over``)."""

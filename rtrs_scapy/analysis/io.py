@@ -3,7 +3,8 @@ latencies and errors, path by path once the path's queue depth is known.
 
 A path without a handshake feeds its requests and responses to its queue depth
 rule (qdepth.py) and keeps them here until the rule decides
-(docs/PROTOCOL.md#queue-depth-inference); everything else is settled at once.
+(docs/PROTOCOL.md#queue-depth-inference); the batches settle in capture order
+(settling.py).
 """
 
 import numpy as np
@@ -13,7 +14,7 @@ from ..engine import transport as T
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
 from . import iorows, pairing, rnbd
-from .linking import link_by_failover
+from .linking import link_by_failover, link_undelivered, unlinked
 
 OPS = ("read", "write")
 READ, WRITE = 1, 2
@@ -96,7 +97,6 @@ class IoBatch:
                                                                          dtype=np.int64)
         self._control_reads()
         self._rkeys()
-        self.waiting = set()
         self.settled = set()
         self.not_delivered = []     # response records whose answer never arrived
 
@@ -136,25 +136,24 @@ class IoBatch:
                     path.always_invalidate = False
 
     def run(self):
+        """Feed the queue depth rules of the undecided paths, then settle in capture
+        order (settling.py)."""
         paths = self.an.path_list
-        involved = np.unique(np.concatenate((self.req_path, self.rsp_path))).tolist()
-        for pid in involved:
+        self.involved = np.unique(np.concatenate((self.req_path, self.rsp_path))).tolist()
+        self.size = len(self.req_path) + len(self.rsp_path)
+        for pid in self.involved:
             if paths[pid].inference is not None:
                 self._wait(paths[pid])
-        ready = [p for p in involved if p not in self.waiting and p not in self.settled]
-        self._settle(ready)
+        self.an.settle_queue.add(self)
 
     def _wait(self, path):
-        """Feed the path's queue depth rule in capture order; keep the rows until
-        it decides."""
+        """Feed the path's queue depth rule in capture order."""
         rule = path.inference
         mine_req = np.flatnonzero(self.req_path == path.id)
         mine_rsp = np.flatnonzero(self.rsp_path == path.id)
         frames = np.concatenate((self.req_rows[mine_req, T.R_LAST_FRAME],
                                  self.rsp_rows[mine_rsp, T.R_LAST_FRAME]))
         payload = self.req_rows[:, T.R_IMM] & IMM_PAYLOAD_MASK
-        self.waiting.add(path.id)
-        path.waiting.append(self)
         for k in np.argsort(frames, kind="stable").tolist():
             if rule.decided:
                 break
@@ -170,10 +169,10 @@ class IoBatch:
             self.an.decided(path)
 
     def settle_path(self, path):
-        self.waiting.discard(path.id)
-        self._settle([path.id])
+        self.settle([path.id])
 
-    def _settle(self, pids):
+    def settle(self, pids):
+        """Count and pair the requests and responses of the paths ``pids``, together."""
         pids = [p for p in pids if p not in self.settled]
         if not pids:
             return
@@ -386,14 +385,18 @@ class IoBatch:
                                           rows[ans, T.R_GEN], rows[ans, T.R_PSN])
         unacked = np.flatnonzero(delivered == 0)
         sess = table["sess"]
-        # only the requests that may re-send one of them: their (session, buf_id)
+        # only the requests that may re-send one of them: their (session, buf_id), or
+        # their buf_id alone while a session without a handshake may be linked by it
         combined = (sess << 32) | table["key"]
         keys = [(s << 32) | k for s, k in waiting]
         keys += combined[result.response_request[unacked]].tolist()
         if not keys:
             return delivered
         new = np.arange(first_new, len(table["key"]))
-        new = new[np.isin(combined[new], keys)]
+        if unlinked(an):
+            new = new[np.isin(table["key"][new], [k & 0xFFFFFFFF for k in keys])]
+        else:
+            new = new[np.isin(combined[new], keys)]
         events = [(int(rows[k, T.R_LAST_FRAME]), 0, k) for k in unacked.tolist()]
         events += [(int(table["frame"][j]), 1, j) for j in new.tolist()]
         for frame, is_request, x in sorted(events):
@@ -409,6 +412,9 @@ class IoBatch:
                                  int(rows[x, T.R_PSN]))}
                 continue
             entry = waiting.get((int(sess[x]), int(table["key"][x])))
+            if entry is None and link_undelivered(an, table, x, HEADER):
+                waiting = an.undelivered       # the sessions are one now: renamed keys
+                entry = waiting.get((int(sess[x]), int(table["key"][x])))
             if entry is None or frame < entry["response_frame"]:
                 continue      # (a path whose queue depth rule decided late: earlier IO)
             del waiting[(int(sess[x]), int(table["key"][x]))]

@@ -199,6 +199,36 @@ def link_by_failover(an, new, header):
     return merged
 
 
+def unlinked(an):
+    """Whether two sessions may still prove to be one (one of them without a handshake)."""
+    return len(an.sessions) > 1 and any(s.paths_uuid is None for s in an.sessions.values())
+
+
+def link_undelivered(an, table, x, header):
+    """Request ``x`` of a pairing table re-sends an answer not acknowledged of another
+    session (same buf_id and ``header`` columns, another path), one of the two sessions
+    without a handshake: they are one (as ``link_by_failover``, for an original paired
+    in the same batch as its copy).  ``table["sess"]`` follows; returns whether merged."""
+    paths = an.path_list
+    key, path = int(table["key"][x]), int(table["path"][x])
+    mine = paths[path].session
+    for (_, other_key), entry in an.undelivered.items():
+        old = entry["request"]
+        other = paths[old["path"]].session
+        if other_key != key or old["path"] == path or other is mine \
+                or None not in (other.paths_uuid, mine.paths_uuid) \
+                or any(old[c] != table[c][x] for c in header):
+            continue
+        keep, gone = (other, mine) if other.paths_uuid is not None \
+            or mine.paths_uuid is None else (mine, other)
+        old_id, new_id = an.session_ids.get(gone), an.session_ids.get(keep)
+        merge_sessions(an, keep, gone)
+        if None not in (old_id, new_id):
+            table["sess"][table["sess"] == old_id] = new_id
+        return True
+    return False
+
+
 def merge_sessions(an, keep, gone):
     """``gone``'s paths, RNBD view and pairing key into ``keep``: one session."""
     if gone is keep:

@@ -43,7 +43,7 @@ GRE_PROTO_TEB, GRE_PROTO_ERSPAN, GRE_PROTO_ERSPAN3 = wire.GRE_PROTO_TEB, \
     wire.GRE_PROTO_ERSPAN, wire.GRE_PROTO_ERSPAN3
 ERSPAN2_VERSION, ERSPAN3_VERSION = wire.ERSPAN2_VERSION, wire.ERSPAN3_VERSION
 ETH_P_MPLS_UC, ETH_P_MPLS_MC = wire.ETHERTYPE_MPLS
-VXLAN_PORT, GENEVE_PORT = wire.VXLAN_PORT, wire.GENEVE_PORT
+(VXLAN_PORT, VXLAN_LINUX_PORT), GENEVE_PORT = wire.VXLAN_PORT, wire.GENEVE_PORT
 GENEVE_PROTO_ETHER, GENEVE_OPTION_UNIT = wire.GENEVE_PROTO_ETHER, wire.GENEVE_OPTION_UNIT
 ERF_TYPE_ETH, ERF_TYPE_INFINIBAND = 2, 21
 #: tunnels skipped in one frame at most: deeper nesting (a GRE loop) is not located
@@ -373,7 +373,7 @@ def _ethertype(buf, p, end, et, g, out, i):
             found = True
             break
         end = u + ulen
-        if port == VXLAN_PORT:
+        if port == VXLAN_PORT or port == VXLAN_LINUX_PORT:
             if end - u - 8 < g[G_VXLAN]:
                 return
             code = _mirror(MIRROR_VXLAN, _uint(buf, u + 8, g, G_VXLAN_VNI))

@@ -31,8 +31,10 @@ HEADERS = {
     "MPLS": MPLS(),
 }
 
-#: VXLAN's IANA port; Scapy binds others too (VXLAN-GPE, Linux's 8472, Cisco ACI)
-VXLAN_IANA_PORT = 4789
+#: VXLAN's IANA port and Linux's default (the vxlan driver's udp_port parameter, used
+#: when ``ip link add … type vxlan`` has no ``dstport``); Scapy binds others too
+#: (VXLAN-GPE, Cisco ACI)
+VXLAN_IANA_PORT, VXLAN_LINUX_PORT = 4789, 8472
 #: MPLS multicast (RFC 5332); Scapy binds the unicast EtherType only
 ETHERTYPE_MPLS_MULTICAST = 0x8848
 #: Geneve's Opt Len counts 4-byte words (RFC 8926, section 3.4)
@@ -63,7 +65,8 @@ def constants():
         "ERSPAN2_VERSION": ERSPAN_II().ver,
         "ERSPAN3_VERSION": ERSPAN_III().ver,
         "ETHERTYPE_MPLS": (mpls_unicast, ETHERTYPE_MPLS_MULTICAST),
-        "VXLAN_PORT": bound(UDP, VXLAN, "dport", VXLAN_IANA_PORT),
+        "VXLAN_PORT": (bound(UDP, VXLAN, "dport", VXLAN_IANA_PORT),
+                       bound(UDP, VXLAN, "dport", VXLAN_LINUX_PORT)),
         "GENEVE_PORT": bound(UDP, GENEVE, "dport"),
         "GENEVE_PROTO_ETHER": bound(GENEVE, Ether, "proto"),
         "GENEVE_OPTION_UNIT": GENEVE_OPTION_UNIT,

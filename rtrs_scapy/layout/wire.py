@@ -31,7 +31,7 @@ GRE_PROTO_ERSPAN = 35006
 GRE_PROTO_ERSPAN3 = 8939
 GRE_PROTO_TEB = 25944
 IP_PROTO_GRE = 47
-VXLAN_PORT = 4789
+VXLAN_PORT = (4789, 8472)
 
 #: tunnel header -> (size of its fixed part, {field: (offset, size, shift, width)})
 TUNNELS = {}

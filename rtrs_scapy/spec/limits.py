@@ -26,6 +26,9 @@ LIMITS = {
     "idle_paths": (1024, "paths named by CM messages only, no traffic yet", ("analyzer",)),
     "paths": (16384, "paths with traffic (each keeps its counters to the end)",
               ("analyzer",)),
+    "failover_log": (1048576, "requests per session kept for the failovers whose original "
+                              "never reached the wire (their permit order)",
+                     ("plugin",)),
     "reads": (4096, "READ requests per domain awaiting their data or invalidation",
               ("plugin",)),
     "requests": (65536, "requests awaiting their response, all paths", ("analyzer",)),

@@ -126,6 +126,9 @@ EXPERTS = (
      "Response not delivered: the request was re-sent on another path", "SEQUENCE", "WARN"),
     ("no_response", "rtrs.expert.no_response",
      "No response: the request was re-sent on another path", "SEQUENCE", "WARN"),
+    ("failover_unseen", "rtrs.expert.failover_unseen",
+     "Request failed over from another path, its original not on the wire (permit order)",
+     "SEQUENCE", "NOTE"),
 )
 
 

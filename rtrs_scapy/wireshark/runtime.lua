@@ -288,6 +288,8 @@ local function session_domain(paths_uuid)
   if not d then
     d = new_domain(key, false)
     d.answered = {}     -- buf_id -> its last answered request (failovers)
+    -- its requests, for the copies whose original never reached the wire
+    d.requests = bounded("requests kept for the failover order rule", LIMITS.failover_log)
     bput(S.domains, key, d)
   end
   return d
@@ -338,6 +340,8 @@ end
 
 local function note_failover(d, rec)
   local buf = floor(rec.payload / 2 ^ d.mem_bits)
+  rec.buf = buf
+  bput(d.requests, rec.number, rec)
   local q = d.pending[buf]
   if q and q.path ~= rec.path then
     rec.failover_of, q.no_response = q, rec
@@ -361,6 +365,71 @@ local function resent_in(rec)
   local copy = rec.resent_in
   if copy and rec.response and rec.response.unacked then return copy end
   return nil
+end
+
+-- The copies whose original never reached the wire (kind original_not_on_wire), by the
+-- kernel's order of one failure's copies (analysis/failover.py): within a run of proven
+-- copies of one failed path (gaps up to 1 s), a request of another path of the session
+-- sent after the failed path's last request before the run and before the run's last
+-- copy, its buf_id above those of the proven copies before it and below those after it
+-- and none of theirs, the last of its buf_id.  Known once the first pass is complete.
+local function fits(run, rec)
+  for _, p in ipairs(run) do
+    if p.number == rec.number or p.buf == rec.buf then return false end
+    if (p.number < rec.number and p.buf >= rec.buf)
+        or (p.number > rec.number and p.buf <= rec.buf) then return false end
+  end
+  return true
+end
+
+local function infer_unseen(d)
+  d.unseen_done = true
+  local reqs = {}
+  for _, m in ipairs({ d.requests.old, d.requests.young }) do
+    for _, r in pairs(m) do reqs[#reqs + 1] = r end
+  end
+  table.sort(reqs, function(a, b) return a.number < b.number end)
+  local runs = {}
+  for _, r in ipairs(reqs) do
+    local q = failover_of(r)
+    if q then
+      local run = runs[#runs]
+      local last = run and run[#run]
+      if last and last.failed == q.path and r.time - last.time <= 1.0 then
+        run[#run + 1] = r
+      else
+        runs[#runs + 1] = { r }
+      end
+      r.failed = q.path
+    end
+  end
+  for _, run in ipairs(runs) do
+    local ascending = true
+    for k = 2, #run do
+      if run[k].buf < run[k - 1].buf then ascending = false end
+    end
+    if ascending then
+      local failed, first, last, start = run[1].failed, run[1].number, run[#run].number, -1
+      for _, r in ipairs(reqs) do
+        if r.path == failed and r.number < first then start = r.number end
+      end
+      local chosen = {}
+      for _, r in ipairs(reqs) do
+        if r.number > start and r.number < last and r.path ~= failed and fits(run, r) then
+          chosen[r.buf] = r
+        end
+      end
+      for _, r in pairs(chosen) do r.unseen_from = failed end
+    end
+  end
+end
+
+-- The failed path of a copy whose original never reached the wire, or nil.
+local function unseen_from(rec)
+  local d = rec.dom or (rec.conn and rec.conn.dom)
+  if not (S.finished and d and d.requests) then return nil end
+  if not d.unseen_done then infer_unseen(d) end
+  return rec.unseen_from
 end
 
 -- A request (with its offset, nil for a partial one) or response of a domain,
@@ -1080,6 +1149,13 @@ local function add_failover(t, rec)
     it:set_generated()
     it:add_proto_expert_info(EF.no_response, string.format(
       "No response: re-sent in frame %d", rec.no_response.number))
+  end
+  local failed = unseen_from(rec)
+  if failed then
+    local it = t:add(F.failover_unseen, failed)
+    it:set_generated()
+    it:add_proto_expert_info(EF.failover_unseen, string.format(
+      "Failed over from %s, original not on the wire (the kernel's permit order)", failed))
   end
   local copy = resent_in(rec)
   if copy then
