@@ -20,7 +20,8 @@ from test_wireshark_diff import LUA, tshark_fields
 from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.parts import map_file, reduce_parts
-from rtrs_scapy.capture.ib import P_KIND, P_MIRROR, decode_chunk
+from rtrs_scapy.capture.columns import P_KIND, P_MIRROR
+from rtrs_scapy.capture.ib import decode_chunk
 from rtrs_scapy.capture.links import mirror_entry
 from rtrs_scapy.report import html
 from rtrs_scapy.report.text import render

@@ -15,7 +15,7 @@ from collections import Counter, OrderedDict
 
 import numpy as np
 
-from ..capture.ib import P_KIND, P_MIRROR
+from ..capture.columns import P_KIND, P_MIRROR
 from ..capture.links import address_text, mirror_codes
 from ..spec.constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
 from ..engine import mads

@@ -42,7 +42,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..capture.ib import P_DST_HI, P_DST_LO, P_SRC_HI, P_SRC_LO, P_START, P_STOP
+from ..capture.columns import P_DST_HI, P_DST_LO, P_SRC_HI, P_SRC_LO, P_START, P_STOP
 from ..spec.constants import (
     HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F,
     RTRS_PROTO_VER_MAJOR, errno_name,

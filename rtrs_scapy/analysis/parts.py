@@ -30,7 +30,7 @@ from typing import List
 import numpy as np
 
 from ..capture import open_capture
-from ..capture.ib import P_MIRROR
+from ..capture.columns import P_MIRROR
 from ..capture.links import mirror_codes
 from ..capture.files import CutRecords
 from ..engine import Engine, mads

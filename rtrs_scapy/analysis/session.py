@@ -14,7 +14,7 @@ from scapy.compat import raw
 from scapy.config import conf
 from scapy.sessions import DefaultSession
 
-from ..capture import ib
+from ..capture import columns
 from ..capture.files import Chunk
 from ..capture.jit import byte_array
 from ..engine import Engine
@@ -92,7 +92,7 @@ class RtrsSession(DefaultSession):
 
     def _payload(self, data):
         packets = self.chunk.packets
-        return data[int(packets[0, ib.P_START]):int(packets[0, ib.P_STOP])]
+        return data[int(packets[0, columns.P_START]):int(packets[0, columns.P_STOP])]
 
     def _path_of(self, records):
         for record in records:

@@ -42,7 +42,7 @@ import numpy as np
 
 from . import records as R
 from . import sources
-from . import ib
+from . import columns, ib
 from .ib import decode_chunk
 from .jit import byte_array
 from .links import GEOMETRY
@@ -88,7 +88,7 @@ class Chunk:
     ``buf`` is the buffer as a uint8 array (``data`` the object behind it, kept
     alive); record ``i`` is ``buf[offs[i]:offs[i] + caplens[i]]``, frame number
     ``first_frame + i``, captured at ``stamps[i]`` ns, with link type ``links[i]``;
-    ``packets`` holds its IB headers (a row per record, ib.P_* columns), from ``decoded()``;
+    ``packets`` holds its IB headers (a row per record, columns.P_*), from ``decoded()``;
     ``origlens[i]`` is the record's length on the wire (above ``caplens[i]`` when the
     snaplen cut it; None: every record whole).
     """
@@ -486,7 +486,7 @@ def _columns(records):
     """The walk's output: record offsets, captured and original lengths, stamps, link
     types, packet columns."""
     return tuple(np.empty(records, np.int64) for _ in range(5)) + (
-        np.empty((records, ib.P_COLUMNS), np.int64),)
+        np.empty((records, columns.P_COLUMNS), np.int64),)
 
 
 class CutRecords:

@@ -19,7 +19,10 @@ import numpy as np
 from .jit import byte_array, compiled, copy_into, helper, read_only
 
 from ..layout import wire
-from .links import GEOMETRY, KIND_NAMES, MIRROR_COLUMN, _locate_one, address_bytes
+from .columns import (P_BTH, P_COLUMNS, P_DMALEN, P_DST_HI, P_DST_LO, P_END, P_HDR, P_IETH,
+                      P_IMM, P_KIND, P_OPCODE, P_PSN, P_QPN, P_RKEY, P_SRC_HI, P_SRC_LO,
+                      P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, P_VIS)
+from .links import GEOMETRY, KIND_NAMES, _locate_one, address_bytes
 
 # opcode classes and positions in a message
 C_UNKNOWN, C_OTHER, C_DATA, C_ACK, C_UD_SEND, C_CNP, C_FOREIGN = range(7)
@@ -27,11 +30,6 @@ P_NONE, P_FIRST, P_MIDDLE, P_LAST, P_ONLY = range(5)
 # opcode table columns
 T_CLASS, T_POS, T_SEND, T_EXT, T_RETH, T_IMM, T_IETH, T_AETH = range(8)
 
-# packet columns
-(P_KIND, P_HDR, P_BTH, P_END, P_SRC_HI, P_SRC_LO, P_DST_HI, P_DST_LO, P_STATUS, P_OPCODE,
- P_QPN, P_PSN, P_START, P_STOP, P_IMM, P_IETH, P_RKEY, P_VA, P_DMALEN, P_SYNDROME,
- P_MIRROR, P_VIS, P_COLUMNS) = range(23)
-assert P_MIRROR == MIRROR_COLUMN
 # packet status
 S_OK, S_SHORT, S_HEADERS, S_UNKNOWN, S_CUT = range(5)   # short: < BTH + ICRC; headers: beyond
 # the end; cut: the BTH is captured, its extension headers (or a MAD's end) are not

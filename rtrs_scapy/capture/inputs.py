@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from .files import CHUNK_RECORDS, Capture, CaptureError, CutRecords, open_capture
-from .ib import P_BTH, P_KIND, P_VIS
+from .columns import P_BTH, P_KIND, P_VIS
 from .jit import compiled
 
 #: two copies of a frame on different hosts are at most this far apart (seconds),

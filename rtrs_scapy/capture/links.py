@@ -27,6 +27,8 @@ import socket
 import numpy as np
 
 from ..layout import wire
+from .columns import (P_BTH, P_DST_HI, P_DST_LO, P_END, P_HDR, P_KIND, P_MIRROR, P_SRC_HI,
+                      P_SRC_LO)
 from .jit import helper
 
 NONE, ROCEV2, ROCEV1, IB = 0, 1, 2, 3
@@ -116,8 +118,6 @@ assert len(GEOMETRY) == 128
 (MIRROR_NONE, MIRROR_ERSPAN1, MIRROR_ERSPAN2, MIRROR_ERSPAN3, MIRROR_GRE_TEB, MIRROR_GRE,
  MIRROR_VXLAN, MIRROR_GENEVE, MIRROR_MPLS) = range(9)
 MIRROR_ID_SHIFT = 8
-#: the locator's output columns: kind, IB header, BTH, IB end, addresses (0 to 7), mirror
-MIRROR_COLUMN = 20
 #: kind -> (its name in the summary, the name of its id)
 MIRRORS = {
     MIRROR_ERSPAN1: ("erspan1", None), MIRROR_ERSPAN2: ("erspan2", "session"),
@@ -183,14 +183,14 @@ def _lrh(buf, p, end, g, out, i):
         return
     if ib_end - bth < min_packet or ib_end > end:
         return
-    out[i, 0] = IB
-    out[i, 1] = p
-    out[i, 2] = bth
-    out[i, 3] = ib_end
-    out[i, 4] = np.int64(LID_HI)
-    out[i, 5] = _uint(buf, p, g, G_SLID)
-    out[i, 6] = np.int64(LID_HI)
-    out[i, 7] = _uint(buf, p, g, G_DLID)
+    out[i, P_KIND] = IB
+    out[i, P_HDR] = p
+    out[i, P_BTH] = bth
+    out[i, P_END] = ib_end
+    out[i, P_SRC_HI] = np.int64(LID_HI)
+    out[i, P_SRC_LO] = _uint(buf, p, g, G_SLID)
+    out[i, P_DST_HI] = np.int64(LID_HI)
+    out[i, P_DST_LO] = _uint(buf, p, g, G_DLID)
 
 
 @helper
@@ -342,15 +342,15 @@ def _ethertype(buf, p, end, et, g, out, i):
             if ib_end < 0 or ib_end - p - g[G_GRH] < min_packet:
                 return
             sgid, dgid = p + g[G_SGID], p + g[G_DGID]
-            out[i, 0] = ROCEV1
-            out[i, 1] = p
-            out[i, 2] = p + g[G_GRH]
-            out[i, 3] = ib_end
-            out[i, 4] = np.int64(_be64(buf, sgid))
-            out[i, 5] = np.int64(_be64(buf, sgid + 8))
-            out[i, 6] = np.int64(_be64(buf, dgid))
-            out[i, 7] = np.int64(_be64(buf, dgid + 8))
-            out[i, MIRROR_COLUMN] = mirror
+            out[i, P_KIND] = ROCEV1
+            out[i, P_HDR] = p
+            out[i, P_BTH] = p + g[G_GRH]
+            out[i, P_END] = ib_end
+            out[i, P_SRC_HI] = np.int64(_be64(buf, sgid))
+            out[i, P_SRC_LO] = np.int64(_be64(buf, sgid + 8))
+            out[i, P_DST_HI] = np.int64(_be64(buf, dgid))
+            out[i, P_DST_LO] = np.int64(_be64(buf, dgid + 8))
+            out[i, P_MIRROR] = mirror
             return
         elif et == ETH_P_MPLS_UC or et == ETH_P_MPLS_MC:
             p, et, code = _mpls(buf, p, end, g)
@@ -385,15 +385,15 @@ def _ethertype(buf, p, end, et, g, out, i):
     if not found or ulen < 8 + min_packet:     # not RoCEv2, nested deeper than MAX_TUNNELS
         return
     ib_end = u + ulen
-    out[i, 0] = ROCEV2
-    out[i, 1] = u + 8
-    out[i, 2] = u + 8
-    out[i, 3] = ib_end
-    out[i, 4] = np.int64(src_hi)
-    out[i, 5] = np.int64(src_lo)
-    out[i, 6] = np.int64(dst_hi)
-    out[i, 7] = np.int64(dst_lo)
-    out[i, MIRROR_COLUMN] = mirror
+    out[i, P_KIND] = ROCEV2
+    out[i, P_HDR] = u + 8
+    out[i, P_BTH] = u + 8
+    out[i, P_END] = ib_end
+    out[i, P_SRC_HI] = np.int64(src_hi)
+    out[i, P_SRC_LO] = np.int64(src_lo)
+    out[i, P_DST_HI] = np.int64(dst_hi)
+    out[i, P_DST_LO] = np.int64(dst_lo)
+    out[i, P_MIRROR] = mirror
 
 
 @helper

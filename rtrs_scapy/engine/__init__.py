@@ -17,7 +17,7 @@ MAD.
 
 import numpy as np
 
-from ..capture import ib
+from ..capture import columns, ib
 from ..spec.limits import limit
 from . import transport as T
 
@@ -104,6 +104,6 @@ def mads(chunk, packets, first, last):
     for i in range(first, last):
         column = packets[i].tolist()
         yield (chunk.first_frame + i, int(chunk.stamps[i]),
-               (column[ib.P_SRC_HI], column[ib.P_SRC_LO]),
-               (column[ib.P_DST_HI], column[ib.P_DST_LO]), chunk.data,
-               column[ib.P_START], column[ib.P_STOP])
+               (column[columns.P_SRC_HI], column[columns.P_SRC_LO]),
+               (column[columns.P_DST_HI], column[columns.P_DST_LO]), chunk.data,
+               column[columns.P_START], column[columns.P_STOP])

@@ -32,11 +32,13 @@ import numpy as np
 
 from ..capture.jit import compiled, copy_into, helper
 from ..layout import wire
+from ..capture.columns import (
+    P_DMALEN, P_DST_HI, P_DST_LO, P_IETH, P_IMM, P_KIND, P_OPCODE, P_PSN, P_QPN, P_RKEY,
+    P_SRC_HI, P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, P_VIS,
+)
 from ..capture.ib import (
-    C_ACK, C_CNP, C_FOREIGN, C_OTHER, C_UD_SEND, P_DMALEN, P_DST_HI, P_DST_LO, P_FIRST,
-    P_IETH, P_IMM, P_KIND, P_LAST, P_MIDDLE, P_ONLY, P_OPCODE, P_PSN, P_QPN, P_RKEY, P_SRC_HI,
-    P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, P_VIS, S_CUT, S_HEADERS, S_OK,
-    C_DATA, T_CLASS, T_POS, T_SEND,
+    C_ACK, C_CNP, C_DATA, C_FOREIGN, C_OTHER, C_UD_SEND, P_FIRST, P_LAST, P_MIDDLE, P_ONLY,
+    S_CUT, S_HEADERS, S_OK, T_CLASS, T_POS, T_SEND,
 )
 from ..spec.constants import RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM
 from ..spec.imm import IMM_TYPE_SHIFT
