@@ -1,7 +1,8 @@
 """Helpers to compare the Scapy layers with tshark's own InfiniBand dissector.
 
 ``tshark_rows(pcap)`` runs tshark once and returns, per frame, the InfiniBand
-fields of ``FIELDS``; ``scapy_view(pkt)`` gives the same field names from the
+fields of ``FIELDS``; ``bth_rows(pcap)`` the addresses, BTH and immediate of each
+frame, once per test run (tests/once_per_run.py); ``scapy_view(pkt)`` gives the same field names from the
 Scapy layers; ``differences(pkt, row)`` lists where the two disagree.  Values
 are normalised to int (numbers, byte strings such as the immediate) or to
 ``ipaddress`` objects (GIDs, CMA addresses).
@@ -31,6 +32,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from typing import NamedTuple, Optional
 
 from rtrs_scapy.layers.cm import (
     MAD, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu,
@@ -38,6 +40,8 @@ from rtrs_scapy.layers.cm import (
 from rtrs_scapy.layers.ib import (
     CNP_OPCODE, AETH, BTH, DETH, GRH, IETH, LRH, RDETH, RETH, AtomicAckETH, AtomicETH, ImmDt,
 )
+
+from once_per_run import once_per_run
 
 TSHARK = shutil.which("tshark")
 TSHARK_OPTIONS = ["--disable-heuristic", "rpcrdma_infiniband"]
@@ -202,6 +206,40 @@ def tshark_rows(pcap, fields=FIELDS, extra_options=()):
             if text != "":
                 row[field] = _value(field, text)
         rows.append(row)
+    return rows
+
+
+class BthRow(NamedTuple):
+    frame: int
+    src: Optional[str]       # the IPv4 or IPv6 source address
+    dst: Optional[str]
+    opcode: Optional[int]    # None: no BTH in the frame
+    destqp: Optional[int]
+    psn: Optional[int]
+    imm: Optional[int]       # the immediate (ImmDt), None without one
+
+
+BTH_FIELDS = ("frame.number", "ip.src", "ipv6.src", "ip.dst", "ipv6.dst",
+              "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn",
+              "infiniband.immdt")
+
+
+@once_per_run
+def bth_rows(pcap):
+    """Every frame's addresses, BTH opcode, destination QP, PSN and immediate as tshark
+    shows them (first occurrence): one tshark run per capture and test run, read by the
+    tests that find retransmissions (a repeated destination, QP and PSN) in it."""
+    cmd = [TSHARK, "-n", "-r", str(pcap), *TSHARK_OPTIONS, "-T", "fields",
+           "-E", "separator=\t", "-E", "occurrence=f"]
+    for field in BTH_FIELDS:
+        cmd += ["-e", field]
+    rows = []
+    for line in _run(cmd).splitlines():
+        frame, src4, src6, dst4, dst6, opcode, destqp, psn, imm = line.split("\t")
+        rows.append(BthRow(int(frame), src4 or src6 or None, dst4 or dst6 or None,
+                           int(opcode, 0) if opcode else None,
+                           int(destqp, 0) if destqp else None, int(psn) if psn else None,
+                           int(imm.replace(":", ""), 16) if imm else None))
     return rows
 
 
