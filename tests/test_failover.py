@@ -30,7 +30,7 @@ from rtrs_scapy.layers.cm import CMRtu, cm_attribute_ids, cm_rej_reasons
 from conftest import PROJECT_PCAPS, REAL_ALL
 from cut_points import cm_covering
 from test_truth import kernel_paths
-from tshark_util import TSHARK, TSHARK_OPTIONS, bth_rows, tshark_env
+from tshark_util import bth_rows, cm_rows
 
 CM_ATTR = {name: attr for attr, name in cm_attribute_ids.items()}
 ROCEV2_CORPUS = sorted(
@@ -52,24 +52,12 @@ def paths_of(summary):
 
 # -- tshark's view of the CM exchange ------------------------------------------
 
-CM_FIELDS = ["frame.number", "ip.src", "ipv6.src", "infiniband.mad.attributeid",
-             "infiniband.cm.req", "infiniband.cm.rep", "infiniband.cm.rej.localcommid",
-             "infiniband.cm.rej.remotecommid", "infiniband.cm.rej.reason",
-             "infiniband.cm.dreq.localcommid", "infiniband.cm.rej.private"]
-
-
 @functools.lru_cache(maxsize=None)
 def tshark_cm(pcap):
-    """Every CM MAD: dicts of CM_FIELDS (the source address under "src")."""
-    cmd = [TSHARK, "-n", "-r", str(pcap), *TSHARK_OPTIONS, "-Y", "infiniband.mad.mgmtclass == 7",
-           "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
-    for field in CM_FIELDS:
-        cmd += ["-e", field]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env())
-    assert done.returncode == 0, done.stderr
+    """Every CM MAD: dicts of tshark_util.CM_FIELDS (the source address under "src")."""
     rows = []
-    for line in done.stdout.splitlines():
-        row = dict(zip(CM_FIELDS, line.split("\t")))
+    for row in cm_rows(pcap):
+        row = dict(row)
         row["frame"] = int(row["frame.number"])
         row["src"] = row["ip.src"] or row["ipv6.src"]
         row["attr"] = int(row["infiniband.mad.attributeid"], 16)

@@ -2,7 +2,8 @@
 
 ``tshark_rows(pcap)`` runs tshark once and returns, per frame, the InfiniBand
 fields of ``FIELDS``; ``bth_rows(pcap)`` the addresses, BTH and immediate of each
-frame, once per test run (tests/once_per_run.py); ``scapy_view(pkt)`` gives the same field names from the
+frame and ``cm_rows(pcap)`` the CM MADs, from one run per capture and test run
+(tests/once_per_run.py); ``scapy_view(pkt)`` gives the same field names from the
 Scapy layers; ``differences(pkt, row)`` lists where the two disagree.  Values
 are normalised to int (numbers, byte strings such as the immediate) or to
 ``ipaddress`` objects (GIDs, CMA addresses).
@@ -222,25 +223,48 @@ class BthRow(NamedTuple):
 BTH_FIELDS = ("frame.number", "ip.src", "ipv6.src", "ip.dst", "ipv6.dst",
               "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn",
               "infiniband.immdt")
+#: what the CM tests read of each CM MAD (management class 7)
+CM_FIELDS = ("frame.number", "ip.src", "ipv6.src", "infiniband.mad.attributeid",
+             "infiniband.cm.req", "infiniband.cm.rep", "infiniband.cm.rej.localcommid",
+             "infiniband.cm.rej.remotecommid", "infiniband.cm.rej.reason",
+             "infiniband.cm.dreq.localcommid", "infiniband.cm.rej.private")
+WIRE_FIELDS = tuple(dict.fromkeys(BTH_FIELDS + ("infiniband.mad.mgmtclass",) + CM_FIELDS))
 
 
 @once_per_run
-def bth_rows(pcap):
-    """Every frame's addresses, BTH opcode, destination QP, PSN and immediate as tshark
-    shows them (first occurrence): one tshark run per capture and test run, read by the
-    tests that find retransmissions (a repeated destination, QP and PSN) in it."""
+def _wire_rows(pcap):
+    """(BthRow per frame, {CM_FIELDS field: text} per CM MAD): one tshark run per capture
+    and test run for both."""
     cmd = [TSHARK, "-n", "-r", str(pcap), *TSHARK_OPTIONS, "-T", "fields",
            "-E", "separator=\t", "-E", "occurrence=f"]
-    for field in BTH_FIELDS:
+    for field in WIRE_FIELDS:
         cmd += ["-e", field]
-    rows = []
+    bth, cm = [], []
     for line in _run(cmd).splitlines():
-        frame, src4, src6, dst4, dst6, opcode, destqp, psn, imm = line.split("\t")
-        rows.append(BthRow(int(frame), src4 or src6 or None, dst4 or dst6 or None,
-                           int(opcode, 0) if opcode else None,
-                           int(destqp, 0) if destqp else None, int(psn) if psn else None,
-                           int(imm.replace(":", ""), 16) if imm else None))
-    return rows
+        row = dict(zip(WIRE_FIELDS, line.split("\t")))
+        opcode, destqp, psn = (row["infiniband.bth." + f] for f in ("opcode", "destqp", "psn"))
+        imm = row["infiniband.immdt"]
+        bth.append(BthRow(int(row["frame.number"]), row["ip.src"] or row["ipv6.src"] or None,
+                          row["ip.dst"] or row["ipv6.dst"] or None,
+                          int(opcode, 0) if opcode else None,
+                          int(destqp, 0) if destqp else None, int(psn) if psn else None,
+                          int(imm.replace(":", ""), 16) if imm else None))
+        mgmt_class = row["infiniband.mad.mgmtclass"]
+        if mgmt_class and int(mgmt_class, 0) == 7:
+            cm.append({field: row[field] for field in CM_FIELDS})
+    return bth, cm
+
+
+def bth_rows(pcap):
+    """Every frame's addresses, BTH opcode, destination QP, PSN and immediate as tshark
+    shows them (first occurrence), read by the tests that find retransmissions (a
+    repeated destination, QP and PSN) in it."""
+    return _wire_rows(pcap)[0]
+
+
+def cm_rows(pcap):
+    """Every CM MAD (``-Y "infiniband.mad.mgmtclass == 7"``): {field of CM_FIELDS: text}."""
+    return _wire_rows(pcap)[1]
 
 
 def tshark_problem_frames(pcap, extra_options=()):
