@@ -23,13 +23,12 @@ them the network's (the copy fills the gap: no capture loss).
 import gzip
 import random
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import real_pcap
-from tshark_util import TSHARK, tshark_env
+from tshark_util import bth_rows
 from test_inputs import without_capture_block
 from test_parts import split
 from rtrs_scapy.analysis import analyze
@@ -244,17 +243,13 @@ def _backward(frames):
 def test_failover_retransmissions_per_path_are_tshark_s(uncut):
     """tshark's BTH fields: a frame whose PSN repeats an earlier PSN of the same
     destination and QP is a retransmission; counted per path, as the summary does."""
-    fields = subprocess.run(
-        [TSHARK, "-r", str(real_pcap("failover")), "-Y", "infiniband.bth.opcode != 17 && "
-         "infiniband.bth.destqp != 1", "-T", "fields", "-e", "ip.src", "-e", "ip.dst",
-         "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn"],
-        capture_output=True, check=True, timeout=600, env=tshark_env()).stdout.decode().split("\n")
     seen, repeats = set(), {}
-    for line in filter(None, fields):
-        src, dst, qpn, psn = line.split("\t")
-        key = (dst, qpn, psn)
+    for row in bth_rows(real_pcap("failover")):
+        if row.opcode is None or row.opcode == 17 or row.destqp == 1:  # ACKs, MADs
+            continue
+        key = (row.dst, row.destqp, row.psn)
         if key in seen:
-            pair = (dst, src) if src.endswith(".1") else (src, dst)
+            pair = (row.dst, row.src) if row.src.endswith(".1") else (row.src, row.dst)
             repeats[pair] = repeats.get(pair, 0) + 1
         seen.add(key)
     assert sum(repeats.values()) > 0

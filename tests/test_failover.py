@@ -30,7 +30,7 @@ from rtrs_scapy.layers.cm import CMRtu, cm_attribute_ids, cm_rej_reasons
 from conftest import PROJECT_PCAPS, REAL_ALL
 from cut_points import cm_covering
 from test_truth import kernel_paths
-from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
+from tshark_util import bth_rows, cm_rows
 
 CM_ATTR = {name: attr for attr, name in cm_attribute_ids.items()}
 ROCEV2_CORPUS = sorted(
@@ -52,24 +52,12 @@ def paths_of(summary):
 
 # -- tshark's view of the CM exchange ------------------------------------------
 
-CM_FIELDS = ["frame.number", "ip.src", "ipv6.src", "infiniband.mad.attributeid",
-             "infiniband.cm.req", "infiniband.cm.rep", "infiniband.cm.rej.localcommid",
-             "infiniband.cm.rej.remotecommid", "infiniband.cm.rej.reason",
-             "infiniband.cm.dreq.localcommid", "infiniband.cm.rej.private"]
-
-
 @functools.lru_cache(maxsize=None)
 def tshark_cm(pcap):
-    """Every CM MAD: dicts of CM_FIELDS (the source address under "src")."""
-    cmd = [TSHARK, "-n", "-r", str(pcap), *TSHARK_OPTIONS, "-Y", "infiniband.mad.mgmtclass == 7",
-           "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
-    for field in CM_FIELDS:
-        cmd += ["-e", field]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env())
-    assert done.returncode == 0, done.stderr
+    """Every CM MAD: dicts of tshark_util.CM_FIELDS (the source address under "src")."""
     rows = []
-    for line in done.stdout.splitlines():
-        row = dict(zip(CM_FIELDS, line.split("\t")))
+    for row in cm_rows(pcap):
+        row = dict(row)
         row["frame"] = int(row["frame.number"])
         row["src"] = row["ip.src"] or row["ipv6.src"]
         row["attr"] = int(row["infiniband.mad.attributeid"], 16)
@@ -349,14 +337,8 @@ def test_real_failover_outage_starts_at_the_stall():
     the wire; the server's next transmission is never acknowledged and tshark shows it
     again (same destination, QP and PSN): the stall, and the start of the outage, ~30 s
     before the kernel's heartbeat verdict (frame 22753, +35.329 s)."""
-    cmd = [TSHARK, "-n", "-r", str(REAL_PCAP["failover"]), *TSHARK_OPTIONS, "-Y",
-           "ip.addr == 10.77.1.2 && infiniband.bth", "-T", "fields", "-E", "occurrence=f",
-           "-e", "frame.number", "-e", "ip.src", "-e", "infiniband.bth.opcode",
-           "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn"]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env())
-    assert done.returncode == 0, done.stderr
-    rows = [line.split("\t") for line in done.stdout.splitlines()]
-    rc = [(int(f), src, qp, psn) for f, src, op, qp, psn in rows if int(op) < 100]
+    rc = [(row.frame, row.src, row.destqp, row.psn) for row in bth_rows(REAL_PCAP["failover"])
+          if row.opcode is not None and row.opcode < 100 and "10.77.1.2" in (row.src, row.dst)]
     last_client = max(f for f, src, _, _ in rc if src == "10.77.1.2")
     seen, again = {}, set()
     for frame, src, qp, psn in rc:

@@ -6,7 +6,6 @@ contradict (itself held to the kernel's counters by test_truth.py)."""
 import collections
 import functools
 import json
-import subprocess
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from rtrs_scapy.analysis import analyze
 from rtrs_scapy.report import figures, series
 from rtrs_scapy.report.view import CaptureView
 from rtrs_scapy.spec.constants import RNBD_SECTOR_SIZE
-from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
+from tshark_util import cm_rows
 
 REAL = ("errors", "multipath", "load", "discard", "basic_inval", "jumbo")
 CRAFTED = ("failover_inflight.pcap", "reconnect_timeout.pcap", "multipath_failover.pcap")
@@ -135,15 +134,10 @@ def test_bucket_widths_are_round(width, expected):
 
 def tshark_cm_frames(pcap):
     """{ladder word: frames} of every CM MAD, as tshark's InfiniBand dissector reads it."""
-    done = subprocess.run([TSHARK, "-n", "-r", str(pcap), *TSHARK_OPTIONS, "-Y",
-                           "infiniband.mad.mgmtclass == 7", "-T", "fields", "-e",
-                           "frame.number", "-e", "infiniband.mad.attributeid"],
-                          capture_output=True, text=True, env=tshark_env())
-    assert done.returncode == 0, done.stderr
     frames = collections.defaultdict(set)
-    for line in done.stdout.splitlines():
-        frame, attribute = line.split("\t")
-        frames[CM_ATTRIBUTES[int(attribute, 16)]].add(int(frame))
+    for row in cm_rows(pcap):
+        frames[CM_ATTRIBUTES[int(row["infiniband.mad.attributeid"], 16)]].add(
+            int(row["frame.number"]))
     return frames
 
 

@@ -4,7 +4,6 @@ test bed's maps and kernel log, the request and response immediates counted in
 each real capture)."""
 
 import json
-import subprocess
 from collections import Counter
 
 import duckdb  # noqa: F401  (the SQL tests need it installed, not skipped)
@@ -14,7 +13,7 @@ import pytest
 
 from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap, real_truth
 from test_cli_messages import IO_ERROR, mapped_devices
-from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
+from tshark_util import bth_rows
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.tables import docs
 from rtrs_scapy.tables.export import export
@@ -100,18 +99,13 @@ def retransmitted_immediates(pcap):
     by the responder and only acknowledged again), which the test bed's frame counts
     include.  failover.pcap: the server's response to frame 22117 (frame 22154) and its
     heartbeat (22753), each sent again 13 times to the client's dead NIC."""
-    done = subprocess.run(
-        [TSHARK, "-n", "-r", str(pcap), *TSHARK_OPTIONS, "-Y", "infiniband.immdt",
-         "-T", "fields", "-E", "occurrence=f", "-e", "ip.dst", "-e", "ipv6.dst",
-         "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn", "-e", "infiniband.immdt"],
-        capture_output=True, text=True, env=tshark_env())
-    assert done.returncode == 0, done.stderr
     seen, again = set(), Counter()
-    for line in done.stdout.splitlines():
-        dst4, dst6, qp, psn, imm = line.split("\t")
-        key = (dst4 or dst6, qp, psn)
+    for row in bth_rows(pcap):
+        if row.imm is None:
+            continue
+        key = (row.dst, row.destqp, row.psn)
         if key in seen:
-            again[IMM_KINDS.get(int(imm, 16) >> 28)] += 1
+            again[IMM_KINDS.get(row.imm >> 28)] += 1
         seen.add(key)
     return again
 
