@@ -16,7 +16,7 @@ analyzer's pairing to it, tests/test_lua_qdepth.py the plugin's runtime.lua.
 Nothing here comes from the code under test: mem_bits, the candidates, the
 default and the queue depth of a mem_bits are the kernel's own formulas and
 constants (written out below), and the fallback's pairs come from the simple
-reference pairing of this script.
+reference pairing of the tests (tests/reference_pairing.py).
 """
 
 import argparse
@@ -27,8 +27,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
 from generated import write_or_check  # noqa: E402
+from reference_pairing import reference_pairs  # noqa: E402
 
 OUT = REPO / "tests" / "vectors" / "qdepth.json"
 SIZES = (512, 4096, 8192, 16384, 65536, 126976)
@@ -53,18 +55,6 @@ def queue_depth_of(bits):
 
 CANDIDATES = tuple(range(mem_bits(MAX_SESS_QUEUE_DEPTH), mem_bits(1) + 1))
 DEFAULT_MEM_BITS = mem_bits(DEFAULT_SESS_QUEUE_DEPTH)
-
-
-def reference_pairs(events, bits):
-    """Each response with the latest request before it whose buf_id (payload >> bits)
-    is its msg_id and that no response took yet: (request index, response index)."""
-    waiting, pairs = {}, []
-    for i, event in enumerate(events):
-        if event[0] == "req":
-            waiting[event[1] >> bits] = i
-        elif event[1] in waiting:
-            pairs.append((waiting.pop(event[1]), i))
-    return pairs
 
 
 def simulate(rng, queue_depth, concurrency, ios, cut, partial_share):

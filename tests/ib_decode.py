@@ -28,6 +28,7 @@ from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp
 from rtrs_scapy.layers.rtrs_request import RtrsReadRequest, request_class
 
 from once_per_run import once_per_run
+from reference_pairing import reference_pairs
 from tshark_util import TSHARK, tshark_env
 
 PSN_MOD = 1 << 24
@@ -163,19 +164,6 @@ def _handshake(frame, setups, known):
             known[(client, client_qpn)] = ("session", session)
 
 
-def _pairs(events, bits):
-    """Each response with the latest request before it whose buf_id (payload >> bits)
-    is its msg_id and that no response took yet
-    (docs/PROTOCOL.md#pairing-requests-and-responses)."""
-    waiting, pairs = {}, []
-    for i, event in enumerate(events):
-        if event[0] == "req":
-            waiting[event[1] >> bits] = i
-        elif event[1] in waiting:
-            pairs.append((waiting.pop(event[1]), i))
-    return pairs
-
-
 @functools.lru_cache(maxsize=None)
 def decode(pcap, first):
     """What the frames from ``first`` on say, without the plugin (not to be changed:
@@ -231,7 +219,7 @@ def decode(pcap, first):
             bits, qd, source = rule.mem_bits, rule.queue_depth, rule.source
         for _event, number, _t in evs:
             out.depth[number] = (qd, source)
-        for req, rsp in _pairs([e for e, _n, _t in evs], bits):
+        for req, rsp in reference_pairs([e for e, _n, _t in evs], bits):
             out.pairs[evs[rsp][1]] = (evs[req][1], evs[rsp][2] - evs[req][2])
     return out
 
