@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from ib_decode import decode, pcap_records
-from rtrs_scapy.cli import main
+from cli_run import run
 
 SUMMARY_KEYS = {"capture", "sessions", "anomalies"}
 CAPTURE_KEYS = {"path", "packets", "rtrs_packets", "first_ts", "last_ts", "link_type",
@@ -23,13 +22,6 @@ PATH_KEYS = {"sess_uuid", "client", "server", "port", "protocol_version", "queue
              "queue_depth_inferred", "max_io_size", "max_hdr_size", "always_invalidate",
              "connections", "io", "latency_us", "heartbeats", "rkey_refreshes", "reconnects",
              "rejects", "errors", "disconnects"}
-
-
-def run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), \
-        result.exception
-    return result
 
 
 def test_default_command_is_the_text_summary(real_capture):

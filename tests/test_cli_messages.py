@@ -8,11 +8,10 @@ from collections import Counter
 from datetime import datetime
 
 import pytest
-from click.testing import CliRunner
 from scapy.utils import RawPcapReader
 
 from conftest import PROJECT_PCAPS, real_pcap, real_truth
-from rtrs_scapy.cli import main
+from cli_run import run
 
 RECORD_KEYS = {"frame", "time", "time_iso", "time_rel", "session", "paths_uuid", "sess_uuid",
                "client", "server", "src", "dst", "dst_qpn", "cid", "msg", "fields", "rnbd",
@@ -21,13 +20,6 @@ ERRORS = real_pcap("errors")
 ERRORS_TRUTH = real_truth("errors")
 #: "I/O error, dev rnbd0, sector 14336 op 0x0:(READ) flags ..." (block/blk-core.c)
 IO_ERROR = re.compile(r"I/O error, dev (\w+), sector (\d+) op 0x\w+:\((\w+)\)")
-
-
-def run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), \
-        result.exception
-    return result
 
 
 def records(*args):

@@ -9,14 +9,13 @@ import json
 
 import duckdb
 import pytest
-from click.testing import CliRunner
 from distributed import LocalCluster
 
 from conftest import real_pcap
 from test_inputs import frames_of, write_pcap
 from rtrs_scapy.analysis import parallel
 from rtrs_scapy.analysis import analyze
-from rtrs_scapy.cli import main
+from cli_run import run
 
 FIGURES = ("SELECT op, count(*), sum(bytes), count(latency_us) FROM "
            "read_parquet('%s/ios/*.parquet') GROUP BY op ORDER BY op")
@@ -30,13 +29,6 @@ def split(pcap, folder, count):
     for k, (a, b) in enumerate(zip(cuts, cuts[1:])):
         write_pcap(folder / ("ring%02d.pcap" % k), frames[a:b])
     return [b - a for a, b in zip(cuts, cuts[1:])]
-
-
-def run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), \
-        result.exception
-    return result
 
 
 def without_capture_block(summary):

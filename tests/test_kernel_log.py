@@ -12,10 +12,9 @@ import re
 from datetime import datetime, timezone
 
 import pytest
-from click.testing import CliRunner
 
 from conftest import REAL_PCAPS, real_pcap
-from rtrs_scapy.cli import main
+from cli_run import run
 
 ERRORS = real_pcap("errors")
 CLIENT_LOG = REAL_PCAPS / "errors.client.log.gz"
@@ -30,13 +29,6 @@ UP = re.compile(r"\bup=(\d+\.\d+)\b")
 
 def log_lines(path):
     return gzip.decompress(path.read_bytes()).decode(errors="replace").splitlines()
-
-
-def run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), \
-        result.exception
-    return result
 
 
 def summary_json(*args):

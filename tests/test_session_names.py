@@ -11,7 +11,7 @@ import re
 import pytest
 
 from conftest import real_pcap
-from test_tables_cli import run
+from cli_run import run
 from watch_util import watch_jsonl
 
 ERRORS = real_pcap("errors")

@@ -6,20 +6,12 @@ import io
 import json
 from collections import Counter
 
-from click.testing import CliRunner
 
 from conftest import real_pcap, real_truth
-from rtrs_scapy.cli import main
 from rtrs_scapy.spec.constants import errno_name
+from cli_run import run
 
 ERRORS = real_pcap("errors")
-
-
-def run(*args):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), \
-        result.exception
-    return result
 
 
 def test_export_writes_a_folder_per_table(tmp_path):
