@@ -20,7 +20,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from rtrs_scapy.analysis.qdepth import infer
 from rtrs_scapy.spec.imm import IMM_PAYLOAD_MASK, MSG_ID_MASK, mem_bits
@@ -44,7 +44,14 @@ IB_FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "ip.dst", "infiniband
              "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.immdt", "data.data",
              "infiniband.mad.attributeid", "infiniband.mad.transactionid",
              "infiniband.cm.req.localqpn", "infiniband.cm.rep.localqpn",
-             "infiniband.cm.req.ip_cm.private", "infiniband.cm.rep.private")
+             "infiniband.cm.req.ip_cm.private", "infiniband.cm.rep.private",
+             "ipv6.src", "ipv6.dst", "infiniband.mad.mgmtclass")
+#: what the CM tests read of each CM MAD (management class 7), as tshark's text
+CM_FIELDS = ("frame.number", "ip.src", "ipv6.src", "infiniband.mad.attributeid",
+             "infiniband.cm.req", "infiniband.cm.rep", "infiniband.cm.rej.localcommid",
+             "infiniband.cm.rej.remotecommid", "infiniband.cm.rej.reason",
+             "infiniband.cm.dreq.localcommid", "infiniband.cm.rej.private")
+FIELDS = tuple(dict.fromkeys(IB_FIELDS + CM_FIELDS))
 
 
 # -- cutting ---------------------------------------------------------------------
@@ -90,6 +97,19 @@ class Frame:
     rep_qpn: Optional[int]
     req_private: bytes
     rep_private: bytes
+    src6: Optional[str]              # the IPv6 addresses (src/dst: IPv4 only)
+    dst6: Optional[str]
+    cm: Optional[dict]               # a CM MAD's CM_FIELDS, None for any other frame
+
+
+class BthRow(NamedTuple):
+    frame: int
+    src: Optional[str]       # the IPv4 or IPv6 source address
+    dst: Optional[str]
+    opcode: Optional[int]    # None: no BTH in the frame
+    destqp: Optional[int]
+    psn: Optional[int]
+    imm: Optional[int]       # the immediate (ImmDt), None without one
 
 
 def _int(text):
@@ -102,18 +122,36 @@ def ib_frames(pcap):
     run per capture and test run: the cut sweeps and test_failover.py read it)."""
     cmd = [TSHARK, "-n", "-r", str(pcap), "--disable-protocol", "rpcordma",
            "-T", "fields", "-E", "occurrence=f"]
-    for f in IB_FIELDS:
+    for f in FIELDS:
         cmd += ["-e", f]
     run = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env(), check=True)
     frames = []
     for line in run.stdout.splitlines():
         v = line.split("\t")
-        imm = v[7].split(",")[0]
+        row = dict(zip(FIELDS, v))
+        imm = v[7].split(",")[0].replace(":", "")
+        mgmt_class = row["infiniband.mad.mgmtclass"]
+        cm = {f: row[f] for f in CM_FIELDS} if mgmt_class and int(mgmt_class, 0) == 7 else None
         frames.append(Frame(int(v[0]), float(v[1]), v[2] or None, v[3] or None, _int(v[4]),
                             _int(v[5]), _int(v[6]), int(imm, 16) if imm else None,
                             bytes.fromhex(v[8]), _int(v[9]), v[10] or None, _int(v[11]),
-                            _int(v[12]), bytes.fromhex(v[13]), bytes.fromhex(v[14])))
+                            _int(v[12]), bytes.fromhex(v[13]), bytes.fromhex(v[14]),
+                            row["ipv6.src"] or None, row["ipv6.dst"] or None, cm))
     return frames
+
+
+@functools.lru_cache(maxsize=None)
+def bth_rows(pcap):
+    """Every frame's addresses (IPv4 or IPv6), BTH opcode, destination QP, PSN and
+    immediate as tshark shows them (first occurrence), read by the tests that find
+    retransmissions (a repeated destination, QP and PSN) in it."""
+    return [BthRow(f.number, f.src or f.src6, f.dst or f.dst6, f.opcode, f.destqp, f.psn,
+                   f.imm) for f in ib_frames(pcap)]
+
+
+def cm_rows(pcap):
+    """Every CM MAD (management class 7): {field of CM_FIELDS: text}, a copy each call."""
+    return [dict(f.cm) for f in ib_frames(pcap) if f.cm is not None]
 
 
 # -- the decode ---------------------------------------------------------------------

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from conftest import real_pcap
-from tshark_util import bth_rows
+from ib_decode import bth_rows
 from test_inputs import without_capture_block
 from test_parts import split
 from rtrs_scapy.analysis import analyze

@@ -30,7 +30,7 @@ from rtrs_scapy.layers.cm import CMRtu, cm_attribute_ids, cm_rej_reasons
 from conftest import PROJECT_PCAPS, REAL_ALL
 from cut_points import cm_covering
 from test_truth import kernel_paths
-from tshark_util import bth_rows, cm_rows
+from ib_decode import bth_rows, cm_rows
 
 CM_ATTR = {name: attr for attr, name in cm_attribute_ids.items()}
 ROCEV2_CORPUS = sorted(

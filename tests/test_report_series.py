@@ -15,7 +15,7 @@ from rtrs_scapy.analysis import analyze
 from rtrs_scapy.report import figures, series
 from rtrs_scapy.report.view import CaptureView
 from rtrs_scapy.spec.constants import RNBD_SECTOR_SIZE
-from tshark_util import cm_rows
+from ib_decode import cm_rows
 
 REAL = ("errors", "multipath", "load", "discard", "basic_inval", "jumbo")
 CRAFTED = ("failover_inflight.pcap", "reconnect_timeout.pcap", "multipath_failover.pcap")

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap, real_truth
 from test_cli_messages import IO_ERROR, mapped_devices
-from tshark_util import bth_rows
+from ib_decode import bth_rows
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.tables import docs
 from rtrs_scapy.tables.export import export

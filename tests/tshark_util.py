@@ -1,10 +1,9 @@
 """Helpers to compare the Scapy layers with tshark's own InfiniBand dissector.
 
 ``tshark_rows(pcap)`` runs tshark once and returns, per frame, the InfiniBand
-fields of ``FIELDS``; ``bth_rows(pcap)`` the addresses, BTH and immediate of each
-frame and ``cm_rows(pcap)`` the CM MADs, from one run per capture and test run
-(tests/once_per_run.py); ``scapy_view(pkt)`` gives the same field names from the
-Scapy layers; ``differences(pkt, row)`` lists where the two disagree.  Values
+fields of ``FIELDS`` (tests/ib_decode.py's ``ib_frames``, ``bth_rows`` and
+``cm_rows`` read one run per capture and test run); ``scapy_view(pkt)`` gives the
+same field names from the Scapy layers; ``differences(pkt, row)`` lists where the two disagree.  Values
 are normalised to int (numbers, byte strings such as the immediate) or to
 ``ipaddress`` objects (GIDs, CMA addresses).
 
@@ -33,7 +32,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-from typing import NamedTuple, Optional
 
 from rtrs_scapy.layers.cm import (
     MAD, CmaIpHdr, CMDrep, CMDreq, CMRej, CMRep, CMReq, CMRtu,
@@ -41,8 +39,6 @@ from rtrs_scapy.layers.cm import (
 from rtrs_scapy.layers.ib import (
     CNP_OPCODE, AETH, BTH, DETH, GRH, IETH, LRH, RDETH, RETH, AtomicAckETH, AtomicETH, ImmDt,
 )
-
-from once_per_run import once_per_run
 
 TSHARK = shutil.which("tshark")
 TSHARK_OPTIONS = ["--disable-heuristic", "rpcrdma_infiniband"]
@@ -208,63 +204,6 @@ def tshark_rows(pcap, fields=FIELDS, extra_options=()):
                 row[field] = _value(field, text)
         rows.append(row)
     return rows
-
-
-class BthRow(NamedTuple):
-    frame: int
-    src: Optional[str]       # the IPv4 or IPv6 source address
-    dst: Optional[str]
-    opcode: Optional[int]    # None: no BTH in the frame
-    destqp: Optional[int]
-    psn: Optional[int]
-    imm: Optional[int]       # the immediate (ImmDt), None without one
-
-
-BTH_FIELDS = ("frame.number", "ip.src", "ipv6.src", "ip.dst", "ipv6.dst",
-              "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn",
-              "infiniband.immdt")
-#: what the CM tests read of each CM MAD (management class 7)
-CM_FIELDS = ("frame.number", "ip.src", "ipv6.src", "infiniband.mad.attributeid",
-             "infiniband.cm.req", "infiniband.cm.rep", "infiniband.cm.rej.localcommid",
-             "infiniband.cm.rej.remotecommid", "infiniband.cm.rej.reason",
-             "infiniband.cm.dreq.localcommid", "infiniband.cm.rej.private")
-WIRE_FIELDS = tuple(dict.fromkeys(BTH_FIELDS + ("infiniband.mad.mgmtclass",) + CM_FIELDS))
-
-
-@once_per_run
-def _wire_rows(pcap):
-    """(BthRow per frame, {CM_FIELDS field: text} per CM MAD): one tshark run per capture
-    and test run for both."""
-    cmd = [TSHARK, "-n", "-r", str(pcap), *TSHARK_OPTIONS, "-T", "fields",
-           "-E", "separator=\t", "-E", "occurrence=f"]
-    for field in WIRE_FIELDS:
-        cmd += ["-e", field]
-    bth, cm = [], []
-    for line in _run(cmd).splitlines():
-        row = dict(zip(WIRE_FIELDS, line.split("\t")))
-        opcode, destqp, psn = (row["infiniband.bth." + f] for f in ("opcode", "destqp", "psn"))
-        imm = row["infiniband.immdt"]
-        bth.append(BthRow(int(row["frame.number"]), row["ip.src"] or row["ipv6.src"] or None,
-                          row["ip.dst"] or row["ipv6.dst"] or None,
-                          int(opcode, 0) if opcode else None,
-                          int(destqp, 0) if destqp else None, int(psn) if psn else None,
-                          int(imm.replace(":", ""), 16) if imm else None))
-        mgmt_class = row["infiniband.mad.mgmtclass"]
-        if mgmt_class and int(mgmt_class, 0) == 7:
-            cm.append({field: row[field] for field in CM_FIELDS})
-    return bth, cm
-
-
-def bth_rows(pcap):
-    """Every frame's addresses, BTH opcode, destination QP, PSN and immediate as tshark
-    shows them (first occurrence), read by the tests that find retransmissions (a
-    repeated destination, QP and PSN) in it."""
-    return _wire_rows(pcap)[0]
-
-
-def cm_rows(pcap):
-    """Every CM MAD (``-Y "infiniband.mad.mgmtclass == 7"``): {field of CM_FIELDS: text}."""
-    return _wire_rows(pcap)[1]
 
 
 def tshark_problem_frames(pcap, extra_options=()):
