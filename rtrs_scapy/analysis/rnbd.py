@@ -69,9 +69,8 @@ def _reader(kind):
     return layout.size, names, layout.reader(*names)
 
 
-@functools.lru_cache(maxsize=1024)
-def _rw_str(rw):
-    return rnbd_rw_str(rw)
+#: rnbd_rw_str of the few rw values a capture has, each worked out once
+_rw_str = functools.lru_cache(maxsize=1024)(rnbd_rw_str)
 
 
 def reply(data, length):
