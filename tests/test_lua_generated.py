@@ -76,10 +76,11 @@ def test_lua52_only_and_everything_local():
 
 def test_runtime_takes_its_constants_from_the_generator():
     """The queue depth rule's constants, the immediate's masks and shifts and the
-    PSN modulus reach runtime.lua only through the generated tables."""
+    PSN modulus reach the rule files only through the generated tables."""
     from rtrs_scapy.spec import imm
     from rtrs_scapy.analysis import qdepth
-    code = _code(Path(gen.RUNTIME).read_text(encoding="utf-8"))
+    code = "".join(_code(Path(gen.rule_path(name)).read_text(encoding="utf-8"))
+                   for name in gen.RULE_FILES)
     literals = {int(n, 0) for n in re.findall(r"(?<![\w.])(0x[0-9a-fA-F]+|\d+)(?![\w.])", code)}
     for value in (qdepth.MIN_MEM_BITS, qdepth.MAX_MEM_BITS, qdepth.DEFAULT_MEM_BITS,
                   qdepth.PRUNE_MARGIN, qdepth.DECIDE_AFTER, imm.IMM_TYPE_SHIFT,
@@ -88,6 +89,19 @@ def test_runtime_takes_its_constants_from_the_generator():
     text = gen.generate()
     for name, value in gen.QDEPTH_CONSTANTS:
         assert "  %s = %d," % (name, value) in text
+
+
+def test_every_rule_file_is_inlined_once_and_names_its_heading():
+    """lua/ holds the rule files of RULE_FILES and nothing else; each opens with a
+    comment naming its docs/PROTOCOL.md heading and is in the plugin once, whole."""
+    on_disk = sorted(p.stem for p in Path(gen.RULES).glob("*"))
+    assert on_disk == sorted(gen.RULE_FILES) and len(set(gen.RULE_FILES)) == len(gen.RULE_FILES)
+    text = gen.generate()
+    for name in gen.RULE_FILES:
+        rule = Path(gen.rule_path(name)).read_text(encoding="utf-8")
+        head = rule.split("\n\n")[0]
+        assert head.startswith("-- %s.lua: " % name) and "docs/PROTOCOL.md#" in head, name
+        assert text.count(rule.rstrip("\n")) == 1, name
 
 
 def test_every_layout_field_has_a_protofield():

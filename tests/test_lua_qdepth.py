@@ -1,6 +1,5 @@
-"""The plugin's queue depth rule (the block of runtime.lua between "BEGIN qdepth
-rule" and "END qdepth rule", as shipped in wireshark/rtrs.lua) run under plain
-lua5.2 on every vector of tests/vectors/qdepth.json: mem_bits, queue depth,
+"""The plugin's queue depth rule (its rule file rtrs_scapy/wireshark/lua/qdepth.lua,
+with the QD constants of the shipped wireshark/rtrs.lua) run under plain lua5.2 on every vector of tests/vectors/qdepth.json: mem_bits, queue depth,
 source and pairs equal the vector's truth, the event that decided equals the
 Python rule's (rtrs_scapy/analysis/qdepth.py), so the two cannot drift."""
 
@@ -12,6 +11,7 @@ import subprocess
 import pytest
 
 from rtrs_scapy.analysis.qdepth import infer
+from rtrs_scapy.wireshark.generate import rule_path
 
 from conftest import REPO
 
@@ -40,11 +40,11 @@ end
 
 
 def rule_chunk():
-    """The QD constants and the rule block of the shipped plugin, as one Lua chunk."""
+    """The QD constants of the shipped plugin and the rule file, as one Lua chunk."""
     text = LUA.read_text(encoding="utf-8")
     constants = re.search(r"(?ms)^local QD = \{\n.*?^\}\n", text).group(0)
-    rule = re.search(r"(?ms)^-- BEGIN qdepth rule.*?^-- END qdepth rule[^\n]*\n", text).group(0)
-    return constants + rule
+    with open(rule_path("qdepth"), encoding="utf-8") as fh:
+        return constants + fh.read()
 
 
 def lua_events(events):

@@ -195,7 +195,7 @@ def tshark_fields(pcap):
     """frame number -> {abbrev: [values]} of the rtrs/rnbd trees (tshark -2)."""
     assert TSHARK, "tshark is required (scripts/test.sh installs it)"
     # any display filter makes tshark -2 build the tree in its first pass,
-    # so request frames see their response_in (see runtime.lua, entry points)
+    # so request frames see their response_in (rtrs_scapy/wireshark/lua/entry.lua)
     run = subprocess.run([TSHARK, "-2", "-X", "lua_script:%s" % LUA, "-r", str(pcap), "-Y", "frame",
                           "-T", "json", "--no-duplicate-keys"],
                          capture_output=True, text=True, env=tshark_env(), timeout=600)

@@ -2,7 +2,7 @@
 
 ``generate.generate()`` turns the layout IR of every RTRS/RNBD layer into Lua
 (ProtoFields, value_strings, sizes, one dissect function per message) and
-inlines the hand-written ``runtime.lua`` (heuristics, per-QP state,
-reassembly, request/response links).  ``install.install()`` writes the result
+inlines the hand-written rule files of ``lua/`` (heuristics, per-QP state,
+reassembly, request/response links; one file per rule).  ``install.install()`` writes the result
 into the personal Wireshark plugin folder.
 """
