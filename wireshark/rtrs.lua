@@ -1081,14 +1081,20 @@ end
 local ADDRESS_FIELDS = { { fx.ip_src, fx.ip_dst }, { fx.ip6_src, fx.ip6_dst },
                          { fx.gid_src, fx.gid_dst }, { fx.lid_src, fx.lid_dst } }
 
+-- The last of a field's occurrences, without a table per call (this runs per frame).
+local function last(...)
+  local n = select("#", ...)
+  if n > 0 then return (select(n, ...)) end
+  return nil
+end
+
 -- The innermost header's addresses: a switch mirror or an overlay wraps the frame in
 -- outer IP headers (docs/PROTOCOL.md#switch-mirrors-and-overlays).
 local function addresses()
   local src, dst
   for i = 1, #ADDRESS_FIELDS do
     local pair = ADDRESS_FIELDS[i]
-    local srcs, dsts = { pair[1]() }, { pair[2]() }
-    local s, d = srcs[#srcs], dsts[#dsts]
+    local s, d = last(pair[1]()), last(pair[2]())
     if s and d and (not src or s.offset > src.offset) then src, dst = s, d end
   end
   if src then return tostring(src.value), tostring(dst.value) end
@@ -2000,6 +2006,15 @@ end
 -- render.lua: the tree and columns of a payload frame, from its record (every pass).
 -- docs/PROTOCOL.md#immediate-data
 
+-- The Info column, or nil when the dissection has none (tshark -T fields without
+-- _ws.col.*, the first pass of tshark -2: tostring gives the column's name in
+-- parentheses then): its text is not built for nothing.
+local function info_column(pinfo)
+  local info = pinfo.cols.info
+  if tostring(info) == "(info)" then return nil end
+  return info
+end
+
 local function short_name(table, value, prefix, suffix)
   local name = table[value]
   if not name then return tostring(value) end
@@ -2285,10 +2300,12 @@ local function render_payload(tvb, pinfo, tree, rec)
     it:set_generated()
     it:add_proto_expert_info(EF.before_capture)
   end
+  local info_col = info_column(pinfo)
+  if not info_col then return end
   pinfo.cols.protocol:set(proto)
   -- a cut frame: the InfiniBand dissector fenced its own note ("Invalid Packet Length")
-  if rec.cut_frame then pinfo.cols.info:clear_fence() end
-  pinfo.cols.info:set(info or info_of(rec))
+  if rec.cut_frame then info_col:clear_fence() end
+  info_col:set(info or info_of(rec))
 end
 -- END lua/render.lua --------------------------------------------------------------------
 
@@ -2433,8 +2450,10 @@ local function render_cm(tvb, pinfo, tree, rec)
   else
     info = render_reject(t, rec, nil)
   end
+  local info_col = info_column(pinfo)
+  if not info_col then return end
   pinfo.cols.protocol:set("RTRS")
-  pinfo.cols.info:set(info)
+  info_col:set(info)
 end
 -- END lua/cm.lua ------------------------------------------------------------------------
 

@@ -138,6 +138,8 @@ local function render_cm(tvb, pinfo, tree, rec)
   else
     info = render_reject(t, rec, nil)
   end
+  local info_col = info_column(pinfo)
+  if not info_col then return end
   pinfo.cols.protocol:set("RTRS")
-  pinfo.cols.info:set(info)
+  info_col:set(info)
 end

@@ -48,14 +48,20 @@ end
 local ADDRESS_FIELDS = { { fx.ip_src, fx.ip_dst }, { fx.ip6_src, fx.ip6_dst },
                          { fx.gid_src, fx.gid_dst }, { fx.lid_src, fx.lid_dst } }
 
+-- The last of a field's occurrences, without a table per call (this runs per frame).
+local function last(...)
+  local n = select("#", ...)
+  if n > 0 then return (select(n, ...)) end
+  return nil
+end
+
 -- The innermost header's addresses: a switch mirror or an overlay wraps the frame in
 -- outer IP headers (docs/PROTOCOL.md#switch-mirrors-and-overlays).
 local function addresses()
   local src, dst
   for i = 1, #ADDRESS_FIELDS do
     local pair = ADDRESS_FIELDS[i]
-    local srcs, dsts = { pair[1]() }, { pair[2]() }
-    local s, d = srcs[#srcs], dsts[#dsts]
+    local s, d = last(pair[1]()), last(pair[2]())
     if s and d and (not src or s.offset > src.offset) then src, dst = s, d end
   end
   if src then return tostring(src.value), tostring(dst.value) end

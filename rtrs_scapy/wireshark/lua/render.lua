@@ -1,6 +1,15 @@
 -- render.lua: the tree and columns of a payload frame, from its record (every pass).
 -- docs/PROTOCOL.md#immediate-data
 
+-- The Info column, or nil when the dissection has none (tshark -T fields without
+-- _ws.col.*, the first pass of tshark -2: tostring gives the column's name in
+-- parentheses then): its text is not built for nothing.
+local function info_column(pinfo)
+  local info = pinfo.cols.info
+  if tostring(info) == "(info)" then return nil end
+  return info
+end
+
 local function short_name(table, value, prefix, suffix)
   local name = table[value]
   if not name then return tostring(value) end
@@ -286,8 +295,10 @@ local function render_payload(tvb, pinfo, tree, rec)
     it:set_generated()
     it:add_proto_expert_info(EF.before_capture)
   end
+  local info_col = info_column(pinfo)
+  if not info_col then return end
   pinfo.cols.protocol:set(proto)
   -- a cut frame: the InfiniBand dissector fenced its own note ("Invalid Packet Length")
-  if rec.cut_frame then pinfo.cols.info:clear_fence() end
-  pinfo.cols.info:set(info or info_of(rec))
+  if rec.cut_frame then info_col:clear_fence() end
+  info_col:set(info or info_of(rec))
 end
