@@ -11,7 +11,7 @@ earlier requests appear without theirs, and a request cut inside its message has
 no offset.  The expected answer is the truth where the visible traffic can tell
 (a nonzero buf_id answered, or offsets that leave one candidate); otherwise the
 rule's documented fallback.  tests/test_qdepth.py holds the Python rule and the
-analyzer's pairing to it, tests/test_lua_qdepth.py the plugin's runtime.lua.
+analyzer's pairing to it, tests/test_lua_qdepth.py the plugin's lua/qdepth.lua.
 
 Nothing here comes from the code under test: mem_bits, the candidates, the
 default and the queue depth of a mem_bits are the kernel's own formulas and

@@ -2,7 +2,7 @@
 
 This module is the specification of the rule
 (docs/PROTOCOL.md#queue-depth-inference); the analyzer runs it as it is, and the
-Wireshark plugin's runtime.lua implements the same steps.  tests/vectors/qdepth.json
+Wireshark plugin's lua/qdepth.lua implements the same steps.  tests/vectors/qdepth.json
 holds both to the same answers.
 
 An IO_REQ immediate carries ``buf_id << mem_bits | offset`` and the queue
