@@ -176,7 +176,7 @@ def link_by_failover(an, new, header):
                  for k in np.flatnonzero(np.isin(an.carry["key"], new["key"][mine])
                                          & np.isin(an.carry["sector"],
                                                    new["sector"][mine])).tolist()]
-    originals += [entry["request"] for entry in an.undelivered.values()]
+    originals += [entry["request"] for entry in an.failover_state.undelivered.values()]
     if not originals:
         return False
     by_key = {}
@@ -212,7 +212,7 @@ def link_undelivered(an, table, x, header):
     paths = an.path_list
     key, path = int(table["key"][x]), int(table["path"][x])
     mine = paths[path].session
-    for (_, other_key), entry in an.undelivered.items():
+    for (_, other_key), entry in an.failover_state.undelivered.items():
         old = entry["request"]
         other = paths[old["path"]].session
         if other_key != key or old["path"] == path or other is mine \
@@ -240,13 +240,8 @@ def merge_sessions(an, keep, gone):
     if keep.sessname is None:
         keep.sessname = gone.sessname
     an.rnbd_view.merge(gone, keep)
-    an.sessions = {k: s for k, s in an.sessions.items() if s is not gone}
-    old_id, new_id = an.session_ids.pop(gone, None), an.session_ids.get(keep)
+    old_id, new_id = an.registry.drop_session(gone), an.session_ids.get(keep)
     if old_id is None or new_id is None:
         return
-    an.carry["sess"][an.carry["sess"] == old_id] = new_id
-    an.undelivered = {(new_id if s == old_id else s, key): entry
-                      for (s, key), entry in an.undelivered.items()}
-    for entry in an.undelivered.values():
-        if entry["request"]["sess"] == old_id:
-            entry["request"]["sess"] = new_id
+    an.pending.rename_session(old_id, new_id)
+    an.failover_state.rename_session(old_id, new_id)
