@@ -16,14 +16,14 @@ from collections import Counter
 import numpy as np
 
 from ..capture.links import address_text
-from ..spec.constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
+from ..spec.constants import RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
 from ..engine import mads
 from ..engine import transport as T
 from ..spec.imm import mem_bits
 from ..layout.plans import plan
 from ..layout.wire import OPCODES
 from . import decode as D
-from . import failover, iorows, other_rdma, pairing, rnbd
+from . import failover, heartbeat, iorows, other_rdma, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
 from .counts import CaptureCounts
@@ -46,7 +46,6 @@ _sg_cnt = _info_rsp.reader("sg_cnt")
 COUNTERS = (T.SEEN, T.ACKS, T.NAKS, T.RNRS, T.DUPS, T.CNPS, T.SKIPPED, T.FILLED)
 IMMEDIATE_KINDS = (D.K_REQUEST, D.K_RESPONSE, D.K_HB_MSG, D.K_HB_ACK)
 CONTROL_READS = 256          # RNBD control reads waiting for their reply (bounded)
-HEARTBEAT_GAP_S = 2 * HEARTBEAT_INTERVAL_S   # two missed ticks
 
 
 def _view(part, name):
@@ -590,18 +589,22 @@ class Analyzer:
                     (int(row[T.R_DST_HI]), int(row[T.R_DST_LO])), is_msg))
 
     def count_heartbeat(self, path, client_to_server, is_msg, frame=None, time=None):
-        """A heartbeat; two HB_MSG of one side further apart than HEARTBEAT_GAP_S are a
-        gap in the timeline."""
+        """A heartbeat; two HB_MSG of one side between which its timer missed ticks are
+        a gap in the timeline, unless the timer gave up meanwhile (heartbeat.py)."""
         side = "client_to_server" if client_to_server else "server_to_client"
         path.heartbeats[side if is_msg else "acks_" + side] += 1
         if not is_msg or time is None:
             return
         last = path.heartbeat_seen.get(side)
-        if last is not None and time - last[1] > HEARTBEAT_GAP_S \
-                and path.heartbeat_epoch.get(side) == path.hb_epoch:
+        missed = heartbeat.missed_ticks(last[1], time) if last is not None else 0
+        if not heartbeat.allowed(missed):    # did the timer give up meanwhile?
+            self.traffic()
+            self.cm.heartbeats_lost(path, time)
+        if missed and path.heartbeat_epoch.get(side) == path.hb_epoch:
             self.listed(path.events, {"time": last[1], "frame": last[0],
                                       "kind": "heartbeat_gap", "side": side,
-                                      "gap_s": round(time - last[1], 6), "next_frame": frame})
+                                      "gap_s": round(time - last[1], 6), "next_frame": frame,
+                                      "missed_ticks": missed})
         path.heartbeat_seen[side] = (frame, time)
         path.heartbeat_epoch[side] = path.hb_epoch
 
