@@ -59,7 +59,8 @@ class Analyzer:
     Its state is in named parts (docs/design.md#the-analyzers-parts): ``registry``
     (registry.py: sessions, paths, connections, the streams tied to them), ``counts``
     (counts.py: the capture's frames and counts), ``failover_state`` (failover.py),
-    ``pending`` (pairing.py: the requests awaiting their response).  Other modules read
+    ``pending`` (pairing.py: the requests awaiting their response), ``io_spans``
+    (iorows.py: each path's first and last IO).  Other modules read
     them through the read-only views below or the parts' methods, never by assigning
     the analyzer's attributes (tests/test_import_graph.py)."""
 
@@ -94,7 +95,7 @@ class Analyzer:
             io_sink.bind_analyzer(self)
         self.rnbd_view = RnbdView(keep_latencies)
         self.in_flight = InFlight() if keep_latencies else None    # the summary's queues
-        self.io_span = {}           # path id -> [first (stamp, frame), last (stamp, frame)]
+        self.io_spans = iorows.IoSpans()    # per path: its first and last IO
         self.records = Records(self, None if keep_messages is True else keep_messages) \
             if keep_messages else None
         self.registry = PathRegistry()
@@ -300,14 +301,7 @@ class Analyzer:
         self.failover_state.request_log.add(batch)
         if self.in_flight is not None:
             self.in_flight.add(batch)
-        for pid in np.unique(batch["path"]).tolist():
-            mine = batch["path"] == pid
-            times, frames = batch["time_ns"][mine], batch["frame"][mine]
-            first, last = int(np.argmin(times)), int(np.argmax(times))
-            span = self.io_span.setdefault(pid, [(times[first], frames[first]),
-                                                 (times[last], frames[last])])
-            span[0] = min(span[0], (times[first], frames[first]))
-            span[1] = max(span[1], (times[last], frames[last]))
+        self.io_spans.add(batch)
         path_list = self.path_list
         for k in np.flatnonzero(batch["failover_from"] >= 0).tolist():
             self.listed(path_list[int(batch["path"][k])].events, {
@@ -730,7 +724,7 @@ class Analyzer:
 
     def _io_events(self, path):
         """The timeline's IO entries: first and last request, failed IOs."""
-        span = self.io_span.get(path.id)
+        span = self.io_spans.of(path.id)
         if span is not None:
             for kind, (stamp, frame) in zip(("first_io", "last_io"), span):
                 path.events.append({"time": int(stamp) / 1e9, "frame": int(frame),

@@ -83,7 +83,7 @@ def _refusal(an, inferred, candidates):
 def _last_activity(an, path):
     """(time, frame) of the path's last request or heartbeat, by time."""
     seen = list(path.heartbeat_seen.values())
-    span = an.io_span.get(path.id)
+    span = an.io_spans.of(path.id)
     if span is not None:
         seen.append((span[1][1], span[1][0] / 1e9))
     if not seen:
@@ -133,7 +133,7 @@ def _merge(an, inferred, path):
             a.reconnect for a in path.attempts))
     if path.always_invalidate is None:
         path.always_invalidate = inferred.always_invalidate
-    _merge_span(an, inferred.id, path.id)
+    an.io_spans.merge(inferred.id, path.id)
     inferred.linked_to = path
     before = (None, inferred.client, inferred.server)
     path.link = {"merged": True,
@@ -148,15 +148,6 @@ def _merge(an, inferred, path):
     merge_sessions(an, path.session, old_session)   # its session's other paths come along
     if an.records is not None:
         an.records.relabel(before, path)
-
-
-def _merge_span(an, from_id, to_id):
-    span = an.io_span.pop(from_id, None)
-    if span is None:
-        return
-    mine = an.io_span.get(to_id)
-    an.io_span[to_id] = span if mine is None else [min(span[0], mine[0]),
-                                                    max(span[1], mine[1])]
 
 
 # -- two inferred paths of one session ------------------------------------------------
