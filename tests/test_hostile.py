@@ -14,8 +14,8 @@ import pytest
 from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap
 from memory_probe import probe
 from rtrs_scapy.analysis import analyze
-from rtrs_scapy.analysis import analyzer as analyzer_module
 from rtrs_scapy.analysis import io as io_module
+from rtrs_scapy.analysis import registry as registry_module
 from rtrs_scapy.analysis.io import per_id
 from rtrs_scapy.craft.repeat import repeat_capture, session_uuids as uuids
 from rtrs_scapy.craft.hostile import KINDS, io_rsp_without_request, write_pcap
@@ -117,7 +117,7 @@ def test_per_batch_work_does_not_grow_with_the_sessions_seen(tmp_path, monkeypat
         return per_id(ids, lambda i: asked.append(i) or value(i))
 
     monkeypatch.setattr(io_module, "per_id", counted)
-    monkeypatch.setattr(analyzer_module, "per_id", counted)
+    monkeypatch.setattr(registry_module, "per_id", counted)
     work = {}
     for copies in (20, 40):
         path = tmp_path / ("copies_%d.pcap" % copies)

@@ -11,23 +11,23 @@ depth rule of paths without a handshake (until it decides), and the message
 records of ``rtrs-dissect messages``.
 """
 
-from collections import Counter, OrderedDict
+from collections import Counter
 
 import numpy as np
 
-from ..capture.columns import P_KIND, P_MIRROR
-from ..capture.links import address_text, mirror_codes
-from ..spec.constants import HEARTBEAT_INTERVAL_S, RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
+from ..capture.links import address_text
+from ..spec.constants import RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
 from ..engine import mads
 from ..engine import transport as T
 from ..spec.imm import mem_bits
 from ..layout.plans import plan
 from ..layout.wire import OPCODES
 from . import decode as D
-from . import failover, iorows, other_rdma, pairing, rnbd
+from . import failover, heartbeat, iorows, other_rdma, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
-from .io import IoBatch, acknowledged, per_id
+from .counts import CaptureCounts
+from .io import IoBatch, acknowledged
 from .linking import link_reconnected
 from .settling import SettleQueue
 from .model import Path, Session
@@ -35,6 +35,7 @@ from .inflight import InFlight
 from .qdepth import MemBitsInference
 from .readdata import ReadData
 from .records import Records
+from .registry import PathRegistry
 from .rnbd_view import RnbdView
 
 _info_req = plan("RtrsMsgInfoReq")
@@ -45,11 +46,42 @@ _sg_cnt = _info_rsp.reader("sg_cnt")
 COUNTERS = (T.SEEN, T.ACKS, T.NAKS, T.RNRS, T.DUPS, T.CNPS, T.SKIPPED, T.FILLED)
 IMMEDIATE_KINDS = (D.K_REQUEST, D.K_RESPONSE, D.K_HB_MSG, D.K_HB_ACK)
 CONTROL_READS = 256          # RNBD control reads waiting for their reply (bounded)
-HEARTBEAT_GAP_S = 2 * HEARTBEAT_INTERVAL_S   # two missed ticks
+
+
+def _view(part, name):
+    """A read-only view of ``name`` of the analyzer's part ``part``."""
+    return property(lambda self: getattr(getattr(self, part), name))
 
 
 class Analyzer:
-    """The engine's consumer; ``close()`` ends the capture."""
+    """The engine's consumer; ``close()`` ends the capture.
+
+    Its state is in named parts (docs/design.md#the-analyzers-parts): ``registry``
+    (registry.py: sessions, paths, connections, the streams tied to them), ``counts``
+    (counts.py: the capture's frames and counts), ``failover_state`` (failover.py),
+    ``pending`` (pairing.py: the requests awaiting their response), ``io_spans``
+    (iorows.py: each path's first and last IO).  Other modules read
+    them through the read-only views below or the parts' methods, never by assigning
+    the analyzer's attributes (tests/test_import_graph.py)."""
+
+    sessions = _view("registry", "sessions")
+    paths = _view("registry", "paths")
+    path_list = _view("registry", "path_list")
+    session_ids = _view("registry", "session_ids")
+    conns = _view("registry", "conns")
+    stream_paths = _view("registry", "stream_paths")
+    frames = _view("counts", "frames")
+    ib_frames = _view("counts", "ib_frames")
+    malformed = _view("counts", "malformed")
+    cnps = _view("counts", "cnps")
+    capture_lost_packets = _view("counts", "capture_lost_packets")
+    unmatched_responses = _view("counts", "unmatched_responses")
+    first_ts = _view("counts", "first_ts")
+    last_ts = _view("counts", "last_ts")
+    link_types = _view("counts", "link_types")
+    link_type = _view("counts", "link_type")
+    mirrors = _view("counts", "mirrors")
+    carry = _view("pending", "table")
 
     def __init__(self, keep_messages=False, queue_depth=None, io_sink=None,
                  keep_latencies=True, limits=None):
@@ -63,51 +95,28 @@ class Analyzer:
             io_sink.bind_analyzer(self)
         self.rnbd_view = RnbdView(keep_latencies)
         self.in_flight = InFlight() if keep_latencies else None    # the summary's queues
-        self.io_span = {}           # path id -> [first (stamp, frame), last (stamp, frame)]
+        self.io_spans = iorows.IoSpans()    # per path: its first and last IO
         self.records = Records(self, None if keep_messages is True else keep_messages) \
             if keep_messages else None
-        self.sessions = {}          # paths_uuid (or ("inferred", client, server)) -> Session
-        self.paths = {}             # sess_uuid or (client, server) -> Path
-        self.path_list = []         # path id -> Path
-        self.session_ids = {}       # Session -> int (the pairing key)
-        self.next_session_id = 0
-        self.live_paths = 0
-        self.idle = OrderedDict()   # paths without RC traffic, least recently named first
-        self.free_ids = []          # ids of evicted paths
-        self.conns = []             # conn id -> (Connection, client_to_server)
-        self.stream_paths = {}      # (slot, gen) of an unbound stream -> (path id, c2s)
+        self.registry = PathRegistry()
         self.anomaly_log = Anomalies(self.bounds.size["examples"])
         self.anomalies = self.anomaly_log.examples
         self.cm = CmTracker(self)
         self.engine = None          # set by the engine that feeds this analyzer
         self.addr_cache = {}
-        self.frames = self.ib_frames = self.malformed = self.cnps = 0
-        self.capture_lost_packets = 0      # RC packets whose PSNs no retransmission filled
-        self.first_ts = self.last_ts = None   # seconds (the capture's first and last frame)
-        self.link_types = set()
-        self.link_type = None
-        self.mirrors = set()        # mirror codes of the IB frames (capture/links.py)
+        self.counts = CaptureCounts(self.bounds)
         self.unattributed = []      # heartbeats of streams not yet tied to a path
-        self.unmatched_responses = 0
         self.frame = None
         self.closed = False
-        self.carry = pairing.empty()   # requests in flight, all sessions
+        self.pending = pairing.Pending()    # requests in flight, all sessions
         self.read_data = ReadData(self.bounds.size["requests"])   # READ data until paired
-        # failovers (io.py): answered requests whose response the client has not
-        # acknowledged, by (session, buf_id); copy frame -> original frame; originals
-        self.undelivered = {}
-        self.failover_of = {}
-        self.failed_over = set()
-        self.failover_first_stamp = {}
-        self.held_rows = {}         # frame -> IO row of an answer not acknowledged (yet)
-        self.request_log = failover.RequestLog()
+        self.failover_state = failover.FailoverState()
         self.settle_queue = SettleQueue(self)     # IO batches settled in capture order
         self.control_reads = {}        # desc key -> (path id, RNBD fields, record index)
         self.opens_asked = {}          # OPEN request frame -> the device path it names
         self.naks = []                 # (frame, syndrome, conn, slot, gen) of AETH NAKs
         # (slot, gen) -> (first anomalies, counts by kind) of a stream not yet RTRS's
         self.unproven = {}
-        self.slot_owner = {}           # slot -> (gen, connection value) the CM bound it to
         self.immediates = set()        # (slot, gen) of unbound streams with RTRS immediates
 
     # -- model helpers (also used by the CM tracker) ------------------------------------
@@ -124,47 +133,23 @@ class Analyzer:
         """Counted by kind; the first ones kept with ``detail % args``."""
         self.anomaly_log.add(frame, kind, detail, args)
 
-    def _add_path(self, key, path, session):
-        self.paths[key] = path
-        if self.free_ids:          # an evicted path's id: nothing refers to it
-            path.id = self.free_ids.pop()
-            self.path_list[path.id] = path
-        else:
-            path.id = len(self.path_list)
-            self.path_list.append(path)
-        self.live_paths += 1
-        path.session = session
-        session.paths.append(path)
-        if session not in self.session_ids:
-            self.session_ids[session] = self.next_session_id
-            self.next_session_id += 1
-
     def _room_for_path(self):
         """Room for one more path: paths without traffic are kept to the "idle_paths"
         limit, all paths to the "paths" limit, evicting the path idle the longest
         (no traffic, least recently named by a REQ); False when every path carries
         traffic (the new one is refused, counted)."""
-        size = self.bounds.size
-        if len(self.idle) >= size["idle_paths"]:
-            self._evict(next(iter(self.idle)))   # OrderedDict: O(1) at the front
-        while self.live_paths >= size["paths"]:
-            if not self.idle:
+        size, idle = self.bounds.size, self.registry.idle
+        if len(idle) >= size["idle_paths"]:
+            self._evict(next(iter(idle)))   # OrderedDict: O(1) at the front
+        while self.registry.live_paths >= size["paths"]:
+            if not idle:
                 self.bounds.refused["paths"] += 1
                 return False
-            self._evict(next(iter(self.idle)))
+            self._evict(next(iter(idle)))
         return True
 
     def _evict(self, path):
-        del self.idle[path]
-        del self.paths[path.sess_uuid]
-        session = path.session
-        session.paths.remove(path)
-        if not session.paths:
-            del self.sessions[session.paths_uuid]
-            del self.session_ids[session]
-        self.path_list[path.id] = None
-        self.free_ids.append(path.id)
-        self.live_paths -= 1
+        self.registry.remove(path)
         self.cm.forget(path)
         self.bounds.evicted["idle_paths"] += 1
         for attempt in path.attempts:   # no cyclic GC while reading: break the cycles
@@ -177,8 +162,8 @@ class Analyzer:
         gives them, else the packet's addresses."""
         path = self.paths.get(sess_uuid)
         if path is not None:
-            if path in self.idle:      # named again: the most recently used
-                self.idle.move_to_end(path)
+            if path in self.registry.idle:      # named again: the most recently used
+                self.registry.idle.move_to_end(path)
             return path
         if not self._room_for_path():
             return None
@@ -187,9 +172,9 @@ class Analyzer:
         path.client_raw, path.server_raw = client, server
         session = self.sessions.get(paths_uuid)
         if session is None:
-            session = self.sessions[paths_uuid] = Session(paths_uuid)
-        self._add_path(sess_uuid, path, session)
-        self.idle[path] = None
+            session = self.registry.sessions[paths_uuid] = Session(paths_uuid)
+        self.registry.add(sess_uuid, path, session)
+        self.registry.idle[path] = None
         return path
 
     def inferred_path(self, client, server):
@@ -206,7 +191,8 @@ class Analyzer:
             return None
         path = Path(None, client=self.text(client), server=self.text(server))
         path.client_raw, path.server_raw = client, server
-        self._add_path(key, path, self.sessions.setdefault(("inferred",) + key, Session(None)))
+        self.registry.add(key, path, self.registry.sessions.setdefault(("inferred",) + key,
+                                                                        Session(None)))
         if self.forced_queue_depth:
             self.set_queue_depth(path, self.forced_queue_depth, "forced")
         else:
@@ -244,12 +230,11 @@ class Analyzer:
         the REP's that of the client→server stream
         (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
         path = conn.path
-        self.idle.pop(path, None)      # bound streams name it: it stays
+        self.registry.idle.pop(path, None)      # bound streams name it: it stays
         slots = []
         for addr, qpn, c2s, psn in ((path.server_raw, conn.server_qpn, True, conn.rep_psn),
                                     (path.client_raw, conn.client_qpn, False, conn.req_psn)):
-            conn_id = len(self.conns)
-            self.conns.append((conn, c2s))
+            conn_id = self.registry.add_conn(conn, c2s)
             slots.append(self._take_over(self.engine.bind(
                 addr, qpn, conn_id, psn if psn is not None else -1, self.frame), conn_id))
         self.engine.pair_streams(*slots)
@@ -271,10 +256,11 @@ class Analyzer:
         connection, what the stream counted so far goes to its former owner."""
         state = self.engine.streams.state
         gen = int(state[slot, T.GEN])
-        before = self.slot_owner.get(slot)
+        owner = self.registry.slot_owner
+        before = owner.get(slot)
         if (before is None or before[0] != gen) and (slot, gen) in self.stream_paths:
             before = (gen, -1)
-        self.slot_owner[slot] = (gen, value)
+        owner[slot] = (gen, value)
         if before is not None and before[0] == gen and (before[1] < -1) != (value < -1):
             self._harvest_slot(slot, state[slot], before[1])
             state[slot, list(COUNTERS)] = 0
@@ -288,11 +274,11 @@ class Analyzer:
         path.aborted += int(np.count_nonzero(mine))
         if mine.any():
             self.io_rows(iorows.from_requests(self.carry, np.flatnonzero(mine), iorows.ABORTED))
-        self.carry = pairing.take(self.carry, ~mine)
+        self.pending.keep(~mine)
 
     def release(self, frame, **columns):
         """The IO row held for ``frame`` (io.py) goes out, with ``columns`` set."""
-        held = self.held_rows.pop(frame, None)
+        held = self.failover_state.held_rows.pop(frame, None)
         if held is not None:
             row = held[0]
             for name, value in columns.items():
@@ -303,7 +289,7 @@ class Analyzer:
         """Held rows whose answer the client has acknowledged since go out delivered; at
         the end all go out, as acknowledged or not by then."""
         state = self.engine.streams.state
-        for frame, (_, response) in sorted(self.held_rows.items()):
+        for frame, (_, response) in sorted(self.failover_state.held_rows.items()):
             known = acknowledged(state, *response)
             if known == 1 or at_end:
                 self.release(frame, delivered=known)
@@ -312,17 +298,10 @@ class Analyzer:
         """IO rows whose fate is known: the RNBD view, the paths' first and last IO, the
         failovers' events, then the caller's sink."""
         self.rnbd_view.rows(batch, self.path_list)
-        self.request_log.add(batch)
+        self.failover_state.request_log.add(batch)
         if self.in_flight is not None:
             self.in_flight.add(batch)
-        for pid in np.unique(batch["path"]).tolist():
-            mine = batch["path"] == pid
-            times, frames = batch["time_ns"][mine], batch["frame"][mine]
-            first, last = int(np.argmin(times)), int(np.argmax(times))
-            span = self.io_span.setdefault(pid, [(times[first], frames[first]),
-                                                 (times[last], frames[last])])
-            span[0] = min(span[0], (times[first], frames[first]))
-            span[1] = max(span[1], (times[last], frames[last]))
+        self.io_spans.add(batch)
         path_list = self.path_list
         for k in np.flatnonzero(batch["failover_from"] >= 0).tolist():
             self.listed(path_list[int(batch["path"][k])].events, {
@@ -333,16 +312,10 @@ class Analyzer:
             self.io_sink(batch)
 
     def session_of(self, path_ids):
-        """Session ids (the pairing key) of an array of path ids."""
-        return per_id(path_ids, lambda i: self.session_ids[self.path_list[i].session]
-                      if self.path_list[i] is not None else -1)
+        return self.registry.session_of(path_ids)
 
     def cid_of(self, conn_ids):
-        """cids of an array of connection ids (-1 for none)."""
-        def cid(i):
-            conn = self.conns[i][0] if i >= 0 else None
-            return conn.cid if conn is not None and conn.cid is not None else -1
-        return per_id(conn_ids, cid)
+        return self.registry.cid_of(conn_ids)
 
     def record(self, frame, ts, src, dst, qpn, conn, msg, fields, rnbd=None, path=None):
         """A message record; ``path`` when there is no connection (no handshake seen)."""
@@ -356,17 +329,13 @@ class Analyzer:
 
     # -- engine callbacks -------------------------------------------------------------
 
+    def attach(self, engine):
+        """The engine (or what stands for it, parts.py) that feeds this analyzer."""
+        self.engine = engine
+
     def frames_seen(self, chunk, packets):
-        if not len(chunk):
-            return
-        self.frames += len(chunk)
-        self.ib_frames += int(np.count_nonzero(packets[:, P_KIND]))
-        if self.first_ts is None:
-            self.first_ts = int(chunk.stamps[0]) / 1e9
-            self.link_type = int(chunk.links[0])
-        self.last_ts = int(chunk.stamps[-1]) / 1e9
-        self.link_types.update(np.unique(chunk.links).tolist())
-        self.bounds.keep_new("mirrors", self.mirrors, mirror_codes(packets[:, P_MIRROR]))
+        if len(chunk):
+            self.counts.frames_seen(chunk, packets)
 
     def cm_run(self, chunk, packets, first, last):
         """Consecutive CM MADs; a flood of REQs that open sessions nobody answers goes
@@ -429,12 +398,12 @@ class Analyzer:
                 if row[T.E_CONN] >= 0:
                     self.anomaly(frame, "foreign_opcode", "%s on an RTRS QP" % OPCODES[code][0])
             elif kind == T.EV_TRUNCATED:
-                self.malformed += 1
+                self.counts.malformed += 1
                 detail = ("%s shorter than its headers" % OPCODES[code][0] if row[T.E_B]
                           else "IB packet shorter than BTH + ICRC")
                 self.anomaly(frame, "truncated", detail)
             elif kind == T.EV_CNP:
-                self.cnps += 1
+                self.counts.cnps += 1
 
     def stream_anomaly(self, row, frame, kind, detail, *args):
         """An anomaly of a stream: at once when the stream is RTRS's, else kept until
@@ -466,13 +435,7 @@ class Analyzer:
             and state[T.SEEN] > 0
 
     def stream_path(self, conn, slot, gen):
-        """The path of a stream: its connection's, or the one its content told."""
-        if conn >= 0:
-            return self.conns[int(conn)][0].path
-        if conn < -1:
-            return None
-        known = self.stream_paths.get((int(slot), int(gen)))
-        return self.path_list[known[0]] if known else None
+        return self.registry.stream_path(conn, slot, gen)
 
     def messages_done(self, rows, arena):
         """A batch of completed messages (transport.R_* columns)."""
@@ -568,7 +531,7 @@ class Analyzer:
         path = self.inferred_path(*((src, dst) if c2s else (dst, src)))
         if path is None:     # the paths are full (rtrs_scapy/spec/limits.py)
             return None
-        known = self.stream_paths[key] = (path.id, c2s)
+        known = self.registry.stream_paths[key] = (path.id, c2s)
         examples, counts = self.unproven.pop(key, ((), {}))
         for frame, kind, detail, args in examples:
             self.anomaly(frame, kind, detail, *args)
@@ -587,16 +550,14 @@ class Analyzer:
         """The requests awaiting their response, within the limit: the oldest go."""
         extra = len(self.carry["key"]) - self.bounds.size["requests"]
         if extra > 0:
-            newest = np.sort(np.argsort(self.carry["frame"], kind="stable")[extra:])
-            self.carry = pairing.take(self.carry, newest)
+            self.pending.keep(np.sort(np.argsort(self.carry["frame"], kind="stable")[extra:]))
             self.bounds.evicted["requests"] += extra
 
     def _forget_evicted_streams(self):
         """Streams the transport evicted (their slot has a newer generation) leave the
         table of streams tied to a path by their content."""
         gens = self.engine.streams.state[:, T.GEN]
-        self.stream_paths = {key: known for key, known in self.stream_paths.items()
-                             if gens[key[0]] == key[1]}
+        self.registry.forget_streams(gens)
         self.unproven = {key: waiting for key, waiting in self.unproven.items()
                          if gens[key[0]] == key[1]}
         self.immediates = {key for key in self.immediates if gens[key[0]] == key[1]}
@@ -622,18 +583,22 @@ class Analyzer:
                     (int(row[T.R_DST_HI]), int(row[T.R_DST_LO])), is_msg))
 
     def count_heartbeat(self, path, client_to_server, is_msg, frame=None, time=None):
-        """A heartbeat; two HB_MSG of one side further apart than HEARTBEAT_GAP_S are a
-        gap in the timeline."""
+        """A heartbeat; two HB_MSG of one side between which its timer missed ticks are
+        a gap in the timeline, unless the timer gave up meanwhile (heartbeat.py)."""
         side = "client_to_server" if client_to_server else "server_to_client"
         path.heartbeats[side if is_msg else "acks_" + side] += 1
         if not is_msg or time is None:
             return
         last = path.heartbeat_seen.get(side)
-        if last is not None and time - last[1] > HEARTBEAT_GAP_S \
-                and path.heartbeat_epoch.get(side) == path.hb_epoch:
+        missed = heartbeat.missed_ticks(last[1], time) if last is not None else 0
+        if not heartbeat.allowed(missed):    # did the timer give up meanwhile?
+            self.traffic()
+            self.cm.heartbeats_lost(path, time)
+        if missed and path.heartbeat_epoch.get(side) == path.hb_epoch:
             self.listed(path.events, {"time": last[1], "frame": last[0],
                                       "kind": "heartbeat_gap", "side": side,
-                                      "gap_s": round(time - last[1], 6), "next_frame": frame})
+                                      "gap_s": round(time - last[1], 6), "next_frame": frame,
+                                      "missed_ticks": missed})
         path.heartbeat_seen[side] = (frame, time)
         path.heartbeat_epoch[side] = path.hb_epoch
 
@@ -759,7 +724,7 @@ class Analyzer:
 
     def _io_events(self, path):
         """The timeline's IO entries: first and last request, failed IOs."""
-        span = self.io_span.get(path.id)
+        span = self.io_spans.of(path.id)
         if span is not None:
             for kind, (stamp, frame) in zip(("first_io", "last_io"), span):
                 path.events.append({"time": int(stamp) / 1e9, "frame": int(frame),
@@ -778,7 +743,7 @@ class Analyzer:
             if stream not in self.stream_paths and gens[stream[0]] == stream[1]:
                 path = self.path_between(src, dst)
                 if path is not None:
-                    self.stream_paths[stream] = (path.id, src == path.client_raw)
+                    self.registry.stream_paths[stream] = (path.id, src == path.client_raw)
 
     def _harvest(self):
         """Per-stream transport counters, summed into their paths; the packets the
@@ -805,7 +770,7 @@ class Analyzer:
         and no retransmission filled are the capture's loss (docs/PROTOCOL.md#capture-loss),
         counted for the whole capture too."""
         lost = int(s[T.SKIPPED] - s[T.FILLED])
-        self.capture_lost_packets += lost
+        self.counts.capture_lost_packets += lost
         if owner < -1:
             self.cm.others.of(owner).packets += int(s[T.SEEN] + s[T.ACKS])
             return None
@@ -866,15 +831,10 @@ class Analyzer:
             path.stalls.sort(key=lambda x: x["frame"])
 
     def path_between(self, src, dst):
-        """The first path with these two endpoints (either direction)."""
-        for path in self.live():
-            if {src, dst} == {path.client_raw, path.server_raw}:
-                return path
-        return None
+        return self.registry.path_between(src, dst)
 
     def live(self):
-        """The paths, without the slots of evicted ones."""
-        return [p for p in self.path_list if p is not None]
+        return self.registry.live()
 
     @property
     def rtrs_packets(self):

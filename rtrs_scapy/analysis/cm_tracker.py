@@ -30,11 +30,8 @@ endpoints.
 Path state over time: a path is up from the attempt that succeeded until a DREQ,
 a new attempt, or a heartbeat loss; the down time is an outage when the client
 tries to reconnect (or the heartbeats were lost), not when the path was simply
-closed.  Heartbeats are lost when the kernel's timer would fire: ``hb_work()``
-(rtrs.c) gives up on the tick where more than RTRS_HB_MISSED_MAX ticks passed since
-the last heartbeat it sent, i.e. (RTRS_HB_MISSED_MAX + 1) intervals after the last
-heartbeat, provided no fresh RC traffic was seen in one of the directions meanwhile
-(newer kernels skip heartbeats while IO flows).
+closed.  Heartbeats are lost when the kernel's timer would give up
+(heartbeat.timer_fired, docs/PROTOCOL.md#heartbeats).
 """
 
 import uuid
@@ -44,12 +41,12 @@ import numpy as np
 
 from ..capture.columns import P_DST_HI, P_DST_LO, P_SRC_HI, P_SRC_LO, P_START, P_STOP
 from ..spec.constants import (
-    HEARTBEAT_INTERVAL_S, RTRS_HB_MISSED_MAX, RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F,
-    RTRS_PROTO_VER_MAJOR, errno_name,
+    RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER_MAJOR, errno_name,
 )
 from ..capture.links import address_text
 from ..layout.plans import plan
 from ..layout.wire import ENUMS, IP_SERVICE_ID_PREFIX, MGMT_CLASS_CM, RDMA_PS_IB
+from .heartbeat import timer_fired
 from .model import Attempt, Connection
 from .other_rdma import OtherRdma
 
@@ -75,7 +72,6 @@ PMTU_BYTES = {code: int(size) for code, size in path_mtus.items()}
 REQ_ATTRIBUTE = next(attr for attr, name in cm_attribute_ids.items()
                      if name == "ConnectRequest")
 MAX_DEFERRED = 64     # REQs of one unknown path kept deferred; more make it a path
-HEARTBEAT_TIMEOUT_S = HEARTBEAT_INTERVAL_S * (RTRS_HB_MISSED_MAX + 1)
 
 _cma = plan("CmaIpHdr").reader("ip_version", "src_addr", "dst_addr")
 _conn_req_magic = _conn_req.reader("magic")
@@ -307,7 +303,7 @@ class CmTracker:
         self.finished = True
         if self.an.last_ts is not None:
             for path in list(self.an.paths.values()):
-                self._heartbeats_lost(path, self.an.last_ts)
+                self.heartbeats_lost(path, self.an.last_ts)
         for frame, ts, src, dst in self.unattached:
             path = self._path_by_endpoints(src, dst)
             if path is not None:
@@ -637,7 +633,7 @@ class CmTracker:
         path.attempts.append(attempt)
         if reconnect:
             path.reconnect_attempts += 1
-        self._heartbeats_lost(path, ts)
+        self.heartbeats_lost(path, ts)
         self._down(path, frame, ts, "reconnect")
         if path.down is not None:
             path.down["outage"] = True  # the client tries to get it back
@@ -692,7 +688,7 @@ class CmTracker:
         disconnect; the other side's first DREQ is its answer when it had already
         sent a DREP in this teardown, else the disconnect is crossed
         (docs/PROTOCOL.md#one-teardown-one-disconnect)."""
-        self._heartbeats_lost(path, ts)
+        self.heartbeats_lost(path, ts)
         self._down(path, frame, ts, initiator + "_disconnect")
         teardown = path.teardown
         if teardown is None:
@@ -711,17 +707,14 @@ class CmTracker:
         else:
             record["crossed"] = True
 
-    def _heartbeats_lost(self, path, now):
+    def heartbeats_lost(self, path, now):
         """Did the kernel's heartbeat timer fire on ``path`` before ``now``?  Only while
         the path is up (or known from IO alone), once per up period."""
         if path.up is False or path.last_heartbeat is None:
             return
         frame, last = path.last_heartbeat
-        deadline = last + HEARTBEAT_TIMEOUT_S
-        quiet_since = min(path.last_traffic.values(), default=last)
-        if len(path.last_traffic) < 2:  # a direction never seen: silent since the heartbeat
-            quiet_since = min(quiet_since, last)
-        if now < deadline or now < quiet_since + HEARTBEAT_TIMEOUT_S:
+        deadline = timer_fired(last, path.last_traffic, now)
+        if deadline is None:
             return
         path.heartbeats_lost.append({"frame": frame, "last_time": last, "time": deadline})
         self._down(path, frame, deadline, "heartbeat_lost", outage=True)

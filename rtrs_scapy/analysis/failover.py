@@ -36,6 +36,30 @@ COLUMNS = ("frame", "time_ns", "path", "buf_id", "outcome", "response_ns", "resp
            "bi_size", "rnbd_op", "op", "device_id", "rnbd_type")
 
 
+class FailoverState:
+    """The analyzer's failover part (io.py finds failovers in capture order, this module
+    at the end): answered requests whose response the client has not acknowledged, by
+    (session, buf_id); copy frame -> original frame; the originals; a copy's first
+    send, until its response; the IO rows held until their answer's fate is known;
+    the last IO rows (for ``infer``)."""
+
+    def __init__(self):
+        self.undelivered = {}
+        self.failover_of = {}
+        self.failed_over = set()
+        self.first_stamp = {}
+        self.held_rows = {}         # frame -> IO row of an answer not acknowledged (yet)
+        self.request_log = RequestLog()
+
+    def rename_session(self, old_id, new_id):
+        """Two sessions are one (linking.py): ``old_id``'s waiting answers are ``new_id``'s."""
+        self.undelivered = {(new_id if s == old_id else s, key): entry
+                            for (s, key), entry in self.undelivered.items()}
+        for entry in self.undelivered.values():
+            if entry["request"]["sess"] == old_id:
+                entry["request"]["sess"] = new_id
+
+
 class RequestLog:
     """The last KEEP IO rows, as columns."""
 
@@ -76,7 +100,7 @@ def infer(an, session):
     proven = [r for p in paths for r in p.failover_list if r["kind"] != "original_not_on_wire"]
     if not proven:
         return
-    rows = an.request_log.table()
+    rows = an.failover_state.request_log.table()
     ids = {p.id for p in paths}
     by_client = {p.client: p for p in paths}
     mine = np.isin(rows["path"], list(ids))
@@ -129,11 +153,12 @@ def late_copies(an):
     another path with the original's buf_id and RNBD header, as io.py finds it in capture
     order; the two paths are then one session (linking.link_by_failover).  The copy's IO
     row went out before: only its original's says so (``failed_over``)."""
-    if not an.undelivered:
+    state = an.failover_state
+    if not state.undelivered:
         return
-    rows = an.request_log.table()
+    rows = state.request_log.table()
     paths = an.path_list
-    for key, entry in sorted(an.undelivered.items(), key=lambda item: item[1]["response_frame"]):
+    for key, entry in sorted(state.undelivered.items(), key=lambda item: item[1]["response_frame"]):
         old = entry["request"]
         same = (rows["buf_id"] == old["key"]) & (rows["path"] != old["path"]) \
             & (rows["frame"] > entry["response_frame"])
@@ -151,7 +176,7 @@ def late_copies(an):
                 if original.session.paths_uuid is not None \
                 or taker.session.paths_uuid is None else (taker.session, original.session)
             merge_sessions(an, keep, gone)
-        del an.undelivered[key]
+        del state.undelivered[key]
         frame, stamp = int(rows["frame"][k]), int(rows["time_ns"][k])
         record = failover_record("response_not_delivered", frame, stamp, old["key"], old,
                                  original.client, old["frame"], entry["response_frame"],

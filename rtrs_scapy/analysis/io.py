@@ -56,8 +56,9 @@ def count_failover(an, taker, record, old, delay_ns):
         record["executed_twice"] = True     # the server answered the first: it ran
     taker.failover_list.append(record)
     taker.failover_list.sort(key=lambda r: r["frame"])
-    an.failover_of[record["frame"]] = old["frame"]
-    an.failed_over.add(old["frame"])
+    state = an.failover_state
+    state.failover_of[record["frame"]] = old["frame"]
+    state.failed_over.add(old["frame"])
     an.release(old["frame"], failed_over=1)
 
 
@@ -316,7 +317,7 @@ class IoBatch:
                     path.unmatched_examples.append((int(rows[k, T.R_LAST_FRAME]),
                                                     int(msg_id[k])))
             else:
-                an.unmatched_responses += 1
+                an.counts.unmatched_response()
                 path.responses_without_request += 1
             if errno[k]:   # its request precedes the capture: the failure still shows
                 an.listed(path.errors, self._unpaired_error(
@@ -327,9 +328,7 @@ class IoBatch:
                 an.records.list[index]["fields"]["not_delivered"] = True
         self._waits(table, result, rows, answered, req_of)
         self._io_rows(table, result, rows, answered, req_of, latency, errno, delivered)
-        an.carry = pairing.take(table, result.pending)
-        an.carry["first_frame"] = result.first_frame[result.pending]
-        an.carry["first_stamp"] = result.first_stamp[result.pending]
+        an.pending.carry_over(table, result)
         an.bound_pending()
 
     def _io_rows(self, table, result, rows, answered, req_of, latency, errno, delivered):
@@ -344,11 +343,12 @@ class IoBatch:
             done["response_frame"])
         done["failover_from"] = np.where(result.first_frame[req_of] != table["frame"][req_of],
                                          result.first_frame[req_of], -1)
-        if self.an.failover_of:
+        state = self.an.failover_state
+        if state.failover_of:
             frames = table["frame"][req_of].tolist()
-            done["failover_of"] = np.array([self.an.failover_of.get(f, -1) for f in frames],
+            done["failover_of"] = np.array([state.failover_of.get(f, -1) for f in frames],
                                            dtype=np.int64)
-            done["failed_over"] = np.array([f in self.an.failed_over for f in frames],
+            done["failed_over"] = np.array([f in state.failed_over for f in frames],
                                            dtype=np.int64)
         replaced = np.flatnonzero(result.replaced_by >= 0)
         gone = iorows.from_requests(table, replaced, iorows.REPLACED)
@@ -358,7 +358,7 @@ class IoBatch:
         at = np.flatnonzero(answered)
         for k in np.flatnonzero(held).tolist():
             x = int(at[k])
-            self.an.held_rows[int(done["frame"][k])] = (
+            state.held_rows[int(done["frame"][k])] = (
                 {c: v[k:k + 1] for c, v in done.items()},
                 (int(rows[x, T.R_SLOT]), int(rows[x, T.R_GEN]), int(rows[x, T.R_PSN])))
         done = {c: v[~held] for c, v in done.items()}
@@ -372,7 +372,7 @@ class IoBatch:
         RNBD header): failovers of an answer that was not delivered.  Returns per
         response 1 delivered, 0 not acknowledged, -1 unknown."""
         an = self.an
-        waiting = an.undelivered
+        waiting = an.failover_state.undelivered
         for key, entry in list(waiting.items()):   # acknowledged since: delivered late
             if acknowledged(an.engine.streams.state, *entry["response"]) == 1:
                 del waiting[key]
@@ -413,7 +413,7 @@ class IoBatch:
                 continue
             entry = waiting.get((int(sess[x]), int(table["key"][x])))
             if entry is None and link_undelivered(an, table, x, HEADER):
-                waiting = an.undelivered       # the sessions are one now: renamed keys
+                waiting = an.failover_state.undelivered   # the sessions are one now: renamed keys
                 entry = waiting.get((int(sess[x]), int(table["key"][x])))
             if entry is None or frame < entry["response_frame"]:
                 continue      # (a path whose queue depth rule decided late: earlier IO)
@@ -441,7 +441,7 @@ class IoBatch:
             an.path_list[old["path"]].client, old["frame"], response_frame,
             round((int(table["stamp"][j]) - old["stamp"]) / 1e3, 1))
         count_failover(an, an.path_list[int(table["path"][j])], record, old, delay_ns)
-        an.failover_first_stamp[frame] = int(result.first_stamp[j])
+        an.failover_state.first_stamp[frame] = int(result.first_stamp[j])
         records = an.records
         if records is not None:
             if table["record"][j] >= 0:
@@ -456,10 +456,11 @@ class IoBatch:
         """The time a failed-over IO waited in all: its original's first send to the
         copy's response."""
         an = self.an
-        if not an.failover_first_stamp:
+        first_stamp = an.failover_state.first_stamp
+        if not first_stamp:
             return
         for k, j in zip(np.flatnonzero(answered).tolist(), req_of.tolist()):
-            first = an.failover_first_stamp.pop(int(table["frame"][j]), None)
+            first = first_stamp.pop(int(table["frame"][j]), None)
             if first is not None:
                 for record in an.path_list[int(table["path"][j])].failover_list:
                     if record["frame"] == int(table["frame"][j]):

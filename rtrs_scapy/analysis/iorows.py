@@ -72,6 +72,37 @@ def concat(batches):
     return {name: np.concatenate([b[name] for b in batches]) for name in batches[0]}
 
 
+class IoSpans:
+    """Per path id its first and last IO row so far, (stamp, frame) each: the timeline's
+    first_io and last_io (an analyzer's part; linking.py merges two paths' spans)."""
+
+    def __init__(self):
+        self.spans = {}             # path id -> [first (stamp, frame), last (stamp, frame)]
+
+    def add(self, batch):
+        for pid in np.unique(batch["path"]).tolist():
+            mine = batch["path"] == pid
+            times, frames = batch["time_ns"][mine], batch["frame"][mine]
+            first, last = int(np.argmin(times)), int(np.argmax(times))
+            span = self.spans.setdefault(pid, [(times[first], frames[first]),
+                                               (times[last], frames[last])])
+            span[0] = min(span[0], (times[first], frames[first]))
+            span[1] = max(span[1], (times[last], frames[last]))
+
+    def of(self, path_id):
+        """[first, last] of a path, or None (no IO row yet)."""
+        return self.spans.get(path_id)
+
+    def merge(self, from_id, to_id):
+        """The IO of path ``from_id`` is ``to_id``'s (linking.py)."""
+        span = self.spans.pop(from_id, None)
+        if span is None:
+            return
+        mine = self.spans.get(to_id)
+        self.spans[to_id] = span if mine is None else [min(span[0], mine[0]),
+                                                       max(span[1], mine[1])]
+
+
 class Kept:
     """An ``io_sink`` keeping only the ``names`` columns of each batch, for a view
     that reads all the rows at the end (iostat); ``take()`` joins them column by

@@ -83,7 +83,7 @@ def _refusal(an, inferred, candidates):
 def _last_activity(an, path):
     """(time, frame) of the path's last request or heartbeat, by time."""
     seen = list(path.heartbeat_seen.values())
-    span = an.io_span.get(path.id)
+    span = an.io_spans.of(path.id)
     if span is not None:
         seen.append((span[1][1], span[1][0] / 1e9))
     if not seen:
@@ -133,7 +133,7 @@ def _merge(an, inferred, path):
             a.reconnect for a in path.attempts))
     if path.always_invalidate is None:
         path.always_invalidate = inferred.always_invalidate
-    _merge_span(an, inferred.id, path.id)
+    an.io_spans.merge(inferred.id, path.id)
     inferred.linked_to = path
     before = (None, inferred.client, inferred.server)
     path.link = {"merged": True,
@@ -148,15 +148,6 @@ def _merge(an, inferred, path):
     merge_sessions(an, path.session, old_session)   # its session's other paths come along
     if an.records is not None:
         an.records.relabel(before, path)
-
-
-def _merge_span(an, from_id, to_id):
-    span = an.io_span.pop(from_id, None)
-    if span is None:
-        return
-    mine = an.io_span.get(to_id)
-    an.io_span[to_id] = span if mine is None else [min(span[0], mine[0]),
-                                                    max(span[1], mine[1])]
 
 
 # -- two inferred paths of one session ------------------------------------------------
@@ -176,7 +167,7 @@ def link_by_failover(an, new, header):
                  for k in np.flatnonzero(np.isin(an.carry["key"], new["key"][mine])
                                          & np.isin(an.carry["sector"],
                                                    new["sector"][mine])).tolist()]
-    originals += [entry["request"] for entry in an.undelivered.values()]
+    originals += [entry["request"] for entry in an.failover_state.undelivered.values()]
     if not originals:
         return False
     by_key = {}
@@ -212,7 +203,7 @@ def link_undelivered(an, table, x, header):
     paths = an.path_list
     key, path = int(table["key"][x]), int(table["path"][x])
     mine = paths[path].session
-    for (_, other_key), entry in an.undelivered.items():
+    for (_, other_key), entry in an.failover_state.undelivered.items():
         old = entry["request"]
         other = paths[old["path"]].session
         if other_key != key or old["path"] == path or other is mine \
@@ -240,13 +231,8 @@ def merge_sessions(an, keep, gone):
     if keep.sessname is None:
         keep.sessname = gone.sessname
     an.rnbd_view.merge(gone, keep)
-    an.sessions = {k: s for k, s in an.sessions.items() if s is not gone}
-    old_id, new_id = an.session_ids.pop(gone, None), an.session_ids.get(keep)
+    old_id, new_id = an.registry.drop_session(gone), an.session_ids.get(keep)
     if old_id is None or new_id is None:
         return
-    an.carry["sess"][an.carry["sess"] == old_id] = new_id
-    an.undelivered = {(new_id if s == old_id else s, key): entry
-                      for (s, key), entry in an.undelivered.items()}
-    for entry in an.undelivered.values():
-        if entry["request"]["sess"] == old_id:
-            entry["request"]["sess"] = new_id
+    an.pending.rename_session(old_id, new_id)
+    an.failover_state.rename_session(old_id, new_id)

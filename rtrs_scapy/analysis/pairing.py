@@ -34,6 +34,29 @@ class Pairs:
     pending: np.ndarray            # per request: still unanswered at the batch end
 
 
+class Pending:
+    """The requests awaiting their response, all sessions: a REQUEST_COLUMNS table
+    carried from batch to batch (the analyzer's part that io.py pairs from)."""
+
+    def __init__(self):
+        self.table = empty()
+
+    def keep(self, index):
+        """Only the requests ``index`` (an index or a mask) wait on."""
+        self.table = take(self.table, index)
+
+    def carry_over(self, table, result):
+        """What a batch's pairing (``result``, of ``table``) left unanswered waits for
+        the next batch, from its first send."""
+        self.table = take(table, result.pending)
+        self.table["first_frame"] = result.first_frame[result.pending]
+        self.table["first_stamp"] = result.first_stamp[result.pending]
+
+    def rename_session(self, old_id, new_id):
+        """Two sessions are one (linking.py): the requests of ``old_id`` are ``new_id``'s."""
+        self.table["sess"][self.table["sess"] == old_id] = new_id
+
+
 def concat(a, b):
     return {k: np.concatenate((a[k], b[k])) for k in REQUEST_COLUMNS}
 

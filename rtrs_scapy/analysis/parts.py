@@ -196,7 +196,7 @@ def reduce_parts(parts, keep_messages=True, queue_depth=None, io_sink=None):
                        queue_depth=queue_depth, io_sink=io_sink)
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth, io_sink=io_sink)
     binder = _Binder()
-    analyzer.engine = binder
+    analyzer.attach(binder)
     reducer = _Reducer(analyzer, binder)
     for part in parts:
         reducer.add(part)
@@ -248,7 +248,7 @@ class _Reducer:
         if part.streams is not None:
             for row in part.streams:
                 firsts[tuple(int(v) for v in row[:3])] = row
-        self._frames(part)
+        an.counts.file_seen(part)
         self._pair(part)
         seen = set()
         for item in part.items:
@@ -277,18 +277,6 @@ class _Reducer:
             a, b = streams.slot(a), streams.slot(b)
             if streams.state[a, T.PEER] < 0 and streams.state[b, T.PEER] < 0:
                 T.pair_streams(streams.state, a, b)
-
-    def _frames(self, part):
-        an = self.an
-        an.frames += part.frames
-        an.ib_frames += part.ib_frames
-        if part.first_stamp is not None:
-            if an.first_ts is None:
-                an.first_ts = part.first_stamp / 1e9
-                an.link_type = part.link_type
-            an.last_ts = part.last_stamp / 1e9
-        an.link_types.update(part.link_types)
-        an.bounds.keep_new("mirrors", an.mirrors, sorted(part.mirrors))
 
     def _stitched(self, rows, arena, offset, firsts, seen):
         """Rows of a part in the capture's numbering and stream identities; a stream's

@@ -5,7 +5,7 @@ text, frames 1-based, latencies in microseconds.
 """
 
 from ..engine import transport as T
-from .cm_tracker import HEARTBEAT_TIMEOUT_S
+from .heartbeat import TIMEOUT_S
 from .model import OPS
 from .naming import unique_labels
 from ..capture.links import address_text, mirror_entry
@@ -140,7 +140,7 @@ def _heartbeat(path):
     else:  # the path came back (or not) after a loss: the lost one is the last seen
         frame, last = path.heartbeats_lost[-1]["frame"], path.heartbeats_lost[-1]["last_time"]
     return {"last_frame": frame, "last_time": last,
-            "timeout_time": round(last + HEARTBEAT_TIMEOUT_S, 6)}
+            "timeout_time": round(last + TIMEOUT_S, 6)}
 
 
 def _events(path):
