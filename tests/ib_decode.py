@@ -4,7 +4,8 @@ and nothing of the Lua plugin.  tests/test_lua_midsession.py holds the plugin to
 captures cut mid-session; tests/cut_points.py reads the situation at each cut off it.
 
 It reads tshark's opcode, immediate, destination QP, PSN, addresses, the CM REQ/REP
-QPNs, and the request bytes for the IO_REQ offset (the Scapy request layers); it drops
+QPNs, and the request bytes for the IO_REQ offset (the Scapy request layers; the
+payload where tshark finds it, cut from the frame's record); it drops
 duplicate PSNs (go-back-N) and pairs by pairing domain (the session of a visible
 handshake, else the address pair) with a reference pairing of its own, under the
 handshake's queue depth or rtrs_scapy/analysis/qdepth.py's rule where none is
@@ -39,13 +40,15 @@ LAST = {0x02, 0x03, 0x08, 0x09, 0x16}
 REQUEST_OPS = {0x09, 0x0B}   # RDMA WRITE LAST / ONLY with immediate
 ACK = 0x11
 CM_REQ, CM_REJ, CM_REP = 0x0010, 0x0012, 0x0013
+ICRC_LEN = 4
+LINKTYPE_ETHERNET = 1
 
 IB_FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "ip.dst", "infiniband.bth.opcode",
-             "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.immdt", "data.data",
+             "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.immdt", "data.len",
              "infiniband.mad.attributeid", "infiniband.mad.transactionid",
              "infiniband.cm.req.localqpn", "infiniband.cm.rep.localqpn",
              "infiniband.cm.req.ip_cm.private", "infiniband.cm.rep.private",
-             "ipv6.src", "ipv6.dst", "infiniband.mad.mgmtclass")
+             "ipv6.src", "ipv6.dst", "infiniband.mad.mgmtclass", "infiniband.bth.padcnt")
 #: what the CM tests read of each CM MAD (management class 7), as tshark's text
 CM_FIELDS = ("frame.number", "ip.src", "ipv6.src", "infiniband.mad.attributeid",
              "infiniband.cm.req", "infiniband.cm.rep", "infiniband.cm.rej.localcommid",
@@ -116,25 +119,59 @@ def _int(text):
     return int(text, 0) if text else None
 
 
+PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\xc3\xd4",
+               b"\xa1\xb2\x3c\x4d")
+
+
+def _records(pcap):
+    """The bytes of each record of a classic Ethernet pcap (gzip or not), None for any
+    other file."""
+    data, offsets = pcap_records.__wrapped__(pcap)   # not kept: only the payloads are
+    if data[:4] not in PCAP_MAGICS:
+        return None
+    order = "<" if data[:4] in PCAP_MAGICS[:2] else ">"
+    if struct.unpack_from(order + "I", data, 20)[0] != LINKTYPE_ETHERNET:
+        return None
+    view = memoryview(data)
+    return [view[at + 16:at + 16 + struct.unpack_from(order + "I", data, at + 8)[0]]
+            for at in offsets]
+
+
+def _payload(record, data_len, pad_count):
+    """The IB payload that tshark finds in a RoCE frame, ``data_len`` bytes before its
+    pad and ICRC (its ``data.len`` and ``infiniband.bth.padcnt``)."""
+    if not data_len:
+        return b""
+    end = len(record) - ICRC_LEN - int(pad_count or 0)
+    return bytes(record[end - int(data_len):end])
+
+
 @once_per_run
 def ib_frames(pcap):
     """Every frame of the whole capture as tshark's own dissectors show it (one tshark
-    run per capture and test run: the cut sweeps and test_failover.py read it)."""
+    run per capture and test run: the cut sweeps and test_failover.py read it).  The
+    payloads of a classic Ethernet pcap are cut from its records where tshark finds
+    them, rather than printed by tshark in hex (the bulk of its output); of another
+    file, tshark prints them."""
+    records = _records(pcap)
+    fields = FIELDS if records is not None else FIELDS + ("data.data",)
     cmd = [TSHARK, "-n", "-r", str(pcap), "--disable-protocol", "rpcordma",
            "-T", "fields", "-E", "occurrence=f"]
-    for f in FIELDS:
+    for f in fields:
         cmd += ["-e", f]
     run = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env(), check=True)
     frames = []
     for line in run.stdout.splitlines():
         v = line.split("\t")
-        row = dict(zip(FIELDS, v))
+        row = dict(zip(fields, v))
         imm = v[7].split(",")[0].replace(":", "")
         mgmt_class = row["infiniband.mad.mgmtclass"]
         cm = {f: row[f] for f in CM_FIELDS} if mgmt_class and int(mgmt_class, 0) == 7 else None
+        payload = bytes.fromhex(row["data.data"]) if records is None else \
+            _payload(records[int(v[0]) - 1], v[8], row["infiniband.bth.padcnt"])
         frames.append(Frame(int(v[0]), float(v[1]), v[2] or None, v[3] or None, _int(v[4]),
-                            _int(v[5]), _int(v[6]), int(imm, 16) if imm else None,
-                            bytes.fromhex(v[8]), _int(v[9]), v[10] or None, _int(v[11]),
+                            _int(v[5]), _int(v[6]), int(imm, 16) if imm else None, payload,
+                            _int(v[9]), v[10] or None, _int(v[11]),
                             _int(v[12]), bytes.fromhex(v[13]), bytes.fromhex(v[14]),
                             row["ipv6.src"] or None, row["ipv6.dst"] or None, cm))
     return frames

@@ -12,16 +12,17 @@ because the crafted session lasts about as long (2 heartbeat rounds).
 """
 
 import collections
+import importlib.util
 import json
 
 import pytest
 from click.testing import CliRunner
 from scapy.config import conf
 from scapy.layers.l2 import Ether
-from scapy.utils import rdpcap
+from scapy.utils import RawPcapReader, rdpcap
 
 from rtrs_scapy.craft import craft_scenario, read_capture, scenario_names, write_capture
-from rtrs_scapy.craft.scenarios import craft_from_truth
+from rtrs_scapy.craft.scenarios import craft_frames, craft_from_truth
 from rtrs_scapy.cli.craft import craft
 from rtrs_scapy.spec.imm import decode as decode_imm
 from rtrs_scapy.layers.cm import CMRej, CMRep, CMReq, MAD
@@ -32,7 +33,7 @@ from rtrs_scapy.layers.rnbd import RnbdMsgHdr, RnbdMsgIo
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp, RtrsMsgRkeyRsp
 from rtrs_scapy.layers.rtrs_request import split_read, split_write
 
-from conftest import REAL
+from conftest import PROJECT_PCAPS, REAL, REPO
 
 EXT_SIZE = {RETH: 16, ImmDt: 4, IETH: 4, DETH: 8, AETH: 4}
 MEM_BITS = 19  # queue depth 512
@@ -238,12 +239,37 @@ def rkey_chain(pkts):
     return chains
 
 
+def _corpus_files():
+    """{scenario: its file in pcaps/} of the scenarios that scripts/make_corpus.py crafts
+    with their default parameters (the first such file of each); test_corpus_up_to_date
+    holds each file equal, byte for byte, to a fresh crafting, so the tests below read
+    these crafted frames there instead of crafting them again."""
+    spec = importlib.util.spec_from_file_location("make_corpus",
+                                                  REPO / "scripts" / "make_corpus.py")
+    make_corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_corpus)
+    files = {}
+    for name, scenario, _seed, params, _what, *options in make_corpus.CORPUS:
+        if not params and not options:
+            files.setdefault(scenario, PROJECT_PCAPS / name)
+    return files
+
+
+CORPUS_FILES = _corpus_files()
+
+
+def corpus_crafting(scenario):
+    """(Scapy packets, truth) of the corpus's crafting of ``scenario``."""
+    path = CORPUS_FILES[scenario]
+    return rdpcap(str(path)), json.loads(path.with_name(path.name + ".truth.json").read_text())
+
+
 def test_rkey_plus_one_per_use():
     for name, path, truth in REAL:
         if not truth["config"]["always_invalidate"]:
             continue
         real = rdpcap(str(path))
-        crafted, _ = craft_scenario("basic", seed=2)
+        crafted, _ = corpus_crafting("basic")
         for pkts in (real, crafted):
             chains = rkey_chain(pkts)
             assert chains
@@ -253,22 +279,17 @@ def test_rkey_plus_one_per_use():
 
 
 def test_deterministic():
-    a, ta = craft_scenario("io_errors", seed=5)
-    b, tb = craft_scenario("io_errors", seed=5)
-    c, _ = craft_scenario("io_errors", seed=6)
-    assert [bytes(p) for p in a] == [bytes(p) for p in b]
-    assert [p.time for p in a] == [p.time for p in b]
+    """The same seed, the same frames (time, bytes) and truth; another seed, other bytes."""
+    a, ta, _ = craft_frames("io_errors", seed=5)
+    b, tb, _ = craft_frames("io_errors", seed=5)
+    c, _, _ = craft_frames("io_errors", seed=6)
+    assert a == b
     assert ta == tb
-    assert [bytes(p) for p in a] != [bytes(p) for p in c]
+    assert [data for _t, data in a] != [data for _t, data in c]
 
 
 VARIANTS = [{}, {"ip_version": 6}, {"vlan": 100}, {"encap": "rocev1"}, {"encap": "ib"},
             {"pmtu": 4096}, {"always_invalidate": False}]
-
-
-def redissect(pkt):
-    cls = LRH if isinstance(pkt, LRH) else Ether
-    return cls(bytes(pkt))
 
 
 #: the scenarios of many like batches, crafted with fewer of them: the same layer stacks
@@ -278,20 +299,43 @@ def redissect(pkt):
 FEWER_BATCHES = {"sequential": {"ios": 8}, "load": {"ios": 32}}
 
 
+ETHERNET = 1   # the pcap link type of every scenario crafted with its defaults
+
+
+def scenario_frames(name):
+    """(frame bytes, truth) of scenario ``name``: the corpus's file where pcaps/ holds
+    its crafting with the default parameters, else crafted here (seed 1,
+    FEWER_BATCHES)."""
+    if name in CORPUS_FILES:
+        path = CORPUS_FILES[name]
+        truth = json.loads(path.with_name(path.name + ".truth.json").read_text())
+        with RawPcapReader(str(path)) as reader:
+            frames, linktype = [data for data, _meta in reader], reader.linktype
+    else:
+        crafted, truth, linktype = craft_frames(name, seed=1, **FEWER_BATCHES.get(name, {}))
+        json.dumps(truth)
+        frames = [data for _time, data in crafted]
+    assert linktype == ETHERNET
+    return frames, truth
+
+
 # real_workload replays a truth.json workload: the comparison with the real captures
 # above exercises it.
 @pytest.mark.parametrize("name", [n for n in scenario_names() if n != "real_workload"])
 def test_scenario_decodes(name):
-    """Every frame decodes without exception (debug_dissector on), has a valid ICRC, and
-    the RTRS layers appear where the truth says (rejects, IO errors)."""
+    """Every frame decodes without exception (debug_dissector on), builds again to its
+    bytes, has a valid ICRC, and the RTRS layers appear where the truth says (rejects,
+    IO errors)."""
     assert conf.debug_dissector
-    packets, truth = craft_scenario(name, seed=1, **FEWER_BATCHES.get(name, {}))
-    assert packets and truth["frames"] == len(packets)
+    frames, truth = scenario_frames(name)
+    assert frames and truth["frames"] == len(frames)
+    packets = []
     rejects = []
-    for pkt in packets:
-        again = redissect(pkt)
-        assert bytes(again) == bytes(pkt)
+    for raw in frames:
+        again = Ether(raw)
+        assert bytes(again) == raw
         assert icrc_ok(again)
+        packets.append(again)
         if CMRej in again:
             rej = again[CMRej]
             errno = again[RtrsMsgConnRsp].errno if RtrsMsgConnRsp in again else 0
@@ -305,15 +349,15 @@ def test_scenario_decodes(name):
                 errs[err] += 1
     from rtrs_scapy.spec.constants import errno_name
     assert {errno_name(k): v for k, v in errs.items()} == truth["errors"]
-    json.dumps(truth)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: ",".join(
     "%s=%s" % kv for kv in v.items()) or "default")
 def test_encapsulations_decode(variant):
-    packets, truth = craft_scenario("flush_discard", seed=3, **variant)
-    for pkt in packets:
-        again = redissect(pkt)
+    frames, truth, _linktype = craft_frames("flush_discard", seed=3, **variant)
+    cls = LRH if variant.get("encap") == "ib" else Ether
+    for _time, raw in frames:
+        again = cls(raw)
         assert BTH in again
         assert icrc_ok(again)
         if again[BTH].opcode == 0x64:
@@ -322,7 +366,7 @@ def test_encapsulations_decode(variant):
 
 
 def test_failover_truth():
-    packets, truth = craft_scenario("multipath_failover", seed=0)
+    packets, truth = corpus_crafting("multipath_failover")
     assert truth["reconnects"] == 1 and truth["path_failures"] == 1
     p0, p1 = truth["paths"]
     assert p1["recon_cnt"] == 2 and p0["recon_cnt"] == 1
@@ -341,7 +385,7 @@ def test_failover_truth():
 
 
 def test_mid_session_has_no_handshake():
-    packets, truth = craft_scenario("mid_session", seed=0)
+    packets, truth = corpus_crafting("mid_session")
     assert not any(MAD in p and p[MAD].attribute_id == 0x10 for p in packets)
     assert truth["capture_start"] is not None and truth["requests"] > 0
 

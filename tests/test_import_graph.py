@@ -4,6 +4,7 @@ module is imported in a fresh interpreter and the modules it pulled in are read
 from ``sys.modules``."""
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -17,14 +18,25 @@ LAYER_MODULES = sorted("rtrs_scapy.layers." + path.stem
 ENGINE = ("rtrs_scapy.capture", "rtrs_scapy.engine", "rtrs_scapy.analysis",
           "rtrs_scapy.wireshark", "rtrs_scapy.report", "rtrs_scapy.craft", "rtrs_scapy.cli")
 
+PACKAGES = ("rtrs_scapy", "scapy")
+
 
 def imported_by(module, statement="import %s", package="rtrs_scapy"):
-    """The ``package`` modules that importing ``module`` loads in a fresh interpreter."""
+    """The ``package`` modules (rtrs_scapy or scapy) that importing ``module`` loads in a
+    fresh interpreter."""
+    assert package in PACKAGES
+    return [m for m in _loaded(module, statement) if m.split(".")[0] == package]
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded(module, statement):
+    """The modules of PACKAGES that importing ``module`` loads in a fresh interpreter:
+    one interpreter for the tests that ask of both packages."""
     code = ("import json, sys; %s; print(json.dumps(sorted(m for m in sys.modules "
-            "if m.split('.')[0] == %r)))" % (statement % module, package))
+            "if m.split('.')[0] in %r)))" % (statement % module, PACKAGES))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=REPO, check=True)
-    return json.loads(done.stdout)
+    return tuple(json.loads(done.stdout))
 
 
 def _below(modules, banned):

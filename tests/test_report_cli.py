@@ -15,6 +15,7 @@ from matplotlib.collections import QuadMesh
 from matplotlib.colors import to_hex
 from PIL import Image
 
+from cli_run import run
 from conftest import PROJECT_PCAPS, real_pcap
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.report import plots
@@ -35,7 +36,8 @@ def view_of(pcap):
 
 
 def cli(*args):
-    """rtrs-dissect as a user runs it (its own process: exit codes, stdout, stderr)."""
+    """rtrs-dissect as a user runs it (its own process: exit codes, stdout, stderr); the
+    other tests run it in this process (cli_run.run)."""
     return subprocess.run([str(Path(sys.executable).with_name("rtrs-dissect")),
                            *map(str, args)], capture_output=True, text=True)
 
@@ -130,9 +132,9 @@ def test_several_files_are_one_capture(tmp_path):
     wanted = drawn_colours(plots.draw("ladder", view, Selection(view, session="lab1")))
     for option in (("--session", "lab1"), ("--path", "10.77.1.2")):
         out = tmp_path / ("%s.png" % option[0].strip("-"))
-        done = cli("plot", "ladder", real_pcap("errors"), real_pcap("multipath"), *option,
+        done = run("plot", "ladder", real_pcap("errors"), real_pcap("multipath"), *option,
                    "-o", out, "-q")
-        assert done.returncode == 0, done.stderr
+        assert done.exit_code == 0, done.stderr
         assert wanted and wanted - png_facts(out)[2] == set()
 
 
@@ -148,16 +150,16 @@ def test_several_files_are_one_capture(tmp_path):
 def test_usage_errors_exit_2(args, message, tmp_path):
     """Session names and device names as the real capture's test bed set them
     (PROVENANCE.md: labrej, laberr and lab1; /dev/loop0 and /dev/ram1)."""
-    done = cli(*[a.replace("{pcap}", str(real_pcap("errors"))) for a in args])
-    assert done.returncode == 2
+    done = run(*[a.replace("{pcap}", str(real_pcap("errors"))) for a in args])
+    assert done.exit_code == 2
     assert message in done.stderr
     assert not list(tmp_path.iterdir())
 
 
 def test_an_unreadable_capture_exits_1(tmp_path):
     missing = tmp_path / "missing.pcap"
-    done = cli("report", missing, "-o", tmp_path / "r.html")
-    assert done.returncode == 1
+    done = run("report", missing, "-o", tmp_path / "r.html")
+    assert done.exit_code == 1
     assert "missing.pcap" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "r.html").exists()
 

@@ -8,7 +8,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from scapy.utils import rdpcap
+from scapy.layers.l2 import Ether
+from scapy.utils import RawPcapReader
 
 import rtrs_scapy as R
 from conftest import REAL_ALL, real_pcap, real_truth
@@ -25,11 +26,27 @@ CONTROL = {R.RNBD_MSG_SESS_INFO: "sess_info", R.RNBD_MSG_OPEN: "open",
            R.RNBD_MSG_CLOSE: "close"}
 
 
+#: the BTH opcodes with an immediate (SEND and RDMA WRITE, LAST and ONLY)
+IMM_OPCODES = {0x03, 0x05, 0x09, 0x0B}
+
+
+def with_immediate(frame):
+    """Whether a RoCEv2 frame (Ethernet, IPv4, UDP 4791: the real captures) has a BTH
+    opcode with an immediate: only those frames go through the Scapy layers."""
+    if len(frame) < 43 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+        return False
+    udp = 14 + (frame[14] & 0xF) * 4
+    return frame[udp + 2:udp + 4] == b"\x12\xb7" and frame[udp + 8] in IMM_OPCODES
+
+
 def rnbd_headers(pcap):
     """(frame, RNBD message) of every request: a write ends with its user header and
     the 4-byte trailer (type 2, usr_len); a read is usr | rdma_read | descriptors."""
     found = []
-    for number, pkt in enumerate(rdpcap(str(pcap)), 1):
+    for number, (raw, _meta) in enumerate(RawPcapReader(str(pcap)), 1):
+        if not with_immediate(raw):
+            continue
+        pkt = Ether(raw)
         if R.ImmDt not in pkt or pkt[R.ImmDt].imm >> 28 != R.RTRS_IO_REQ_IMM:
             continue
         payload = bytes(pkt[R.ImmDt].payload)
@@ -48,6 +65,8 @@ def rnbd_headers(pcap):
 @pytest.mark.parametrize("name", SMALL)
 def test_rnbd_ops_and_control_equal_the_headers(name):
     headers = rnbd_headers(real_pcap(name))
+    # every request on the wire (the recording's count of IO_REQ immediates)
+    assert len(headers) == real_truth(name)["checks"]["pcap_io_req"]
     ops, sizes, control = Counter(), Counter(), Counter()
     for _, msg in headers:
         if isinstance(msg, R.RnbdMsgIo):
