@@ -64,6 +64,19 @@ def frames_on_loopback(capture):
     return out
 
 
+def exit_code_or_stacks(proc, readers, said):
+    """The child's exit code after SIGINT; if it does not end in 30 s, its threads'
+    stacks (faulthandler on SIGABRT) in the failure."""
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        proc.wait(30)
+        for reader in readers:
+            reader.join(5)
+        raise AssertionError("watch -i lo did not end on SIGINT:\n" + "".join(said)) from None
+
+
 def test_live_capture_on_loopback():
     """A real capture tool on ``lo``: the RoCE frames of basic_inval sent there
     (addresses moved to 127.0.0.x) are counted as the summary counts the file."""
@@ -73,17 +86,22 @@ def test_live_capture_on_loopback():
     want = summary(capture)["sessions"][0]["paths"][0]["io"]
     proc = subprocess.Popen([RTRS_DISSECT, "watch", "-i", "lo", "--jsonl", "--filter",
                              "udp port 4791"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    lines = []
+                            text=True, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
+    lines, said = [], []
     first = threading.Event()
 
     def read():
         for line in proc.stdout:
             lines.append(json.loads(line))
             first.set()
-    threading.Thread(target=read, daemon=True).start()
+
+    def drain():        # stderr read as it comes: a full pipe would block the child
+        said.extend(proc.stderr)
+    readers = [threading.Thread(target=f, daemon=True) for f in (read, drain)]
+    for reader in readers:
+        reader.start()
     try:
-        assert first.wait(60), proc.stderr.read() if proc.poll() is not None else "no interval"
+        assert first.wait(60), "".join(said) if proc.poll() is not None else "no interval"
         with socket.socket(socket.AF_PACKET, socket.SOCK_RAW) as raw:
             raw.bind(("lo", 0))
             for k, frame in enumerate(frames_on_loopback(capture)):
@@ -101,7 +119,7 @@ def test_live_capture_on_loopback():
         assert counted() == expected
     finally:
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(30)
+        code = exit_code_or_stacks(proc, readers, said)
     assert code == 0
     clients = {p["client"] for i in lines for p in i["paths"]}
     assert clients == {"10.77.0.2"}    # named by the RDMA CM header, as in the file
