@@ -23,7 +23,7 @@ class Columns:
         need = start + count
         capacity = len(next(iter(self.data.values())))
         if need > capacity:
-            capacity = max(need, capacity * 2)
+            capacity = max(need, capacity + capacity // 2)
             for name, (dtype, default) in self.spec.items():
                 grown = np.full(capacity, default, dtype=dtype)
                 grown[:start] = self.data[name][:start]

@@ -9,7 +9,7 @@ rule (qdepth.py) and keeps them here until the rule decides
 
 import numpy as np
 
-from ..spec.constants import errno_name, rnbd_op_name
+from ..spec.constants import RNBD_MSG_IO, errno_name, rnbd_op_name
 from ..engine import transport as T
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
@@ -101,14 +101,14 @@ class IoBatch:
         self.not_delivered = []     # response records whose answer never arrived
 
     def _user_headers(self, arena):
-        """RNBD header bytes that are needed after the arena is reused: all of them
-        for message records, else those of control reads (SESS_INFO, OPEN)."""
+        """RNBD header bytes that are needed after the arena is reused: those of
+        control reads (SESS_INFO, OPEN), and for message records those that are not
+        a whole IO header (the records keep an IO header's fields as columns)."""
         reqs = self.reqs
+        wanted = np.isin(reqs["rnbd_type"], rnbd.CONTROL_READS) & (reqs["op"] == READ)
         if self.an.records is not None:
-            wanted = np.arange(len(reqs["op"]))
-        else:
-            wanted = np.flatnonzero(np.isin(reqs["rnbd_type"], rnbd.CONTROL_READS)
-                                    & (reqs["op"] == READ))
+            wanted |= (reqs["rnbd_type"] != RNBD_MSG_IO) | (reqs["usr_seen"] < rnbd.IO_SIZE)
+        wanted = np.flatnonzero(wanted)
         return {i: arena[reqs["usr_at"][i]:reqs["usr_at"][i] + reqs["usr_seen"][i]].tobytes()
                 for i in wanted.tolist()}
 
@@ -234,7 +234,7 @@ class IoBatch:
         record = self.req_record[req]
         if an.records is not None:
             self._request_records(rows, reqs, buf_id, offset, data_len, record,
-                                  [self.usr[i] for i in req.tolist()], header_only)
+                                  [self.usr.get(i) for i in req.tolist()], header_only)
         return {"sess": an.session_of(rpath), "key": buf_id, "frame": rows[:, T.R_LAST_FRAME],
                 "stamp": rows[:, T.R_LAST_TS], "first_frame": rows[:, T.R_LAST_FRAME],
                 "first_stamp": rows[:, T.R_LAST_TS], "path": rpath, "op": reqs["op"],

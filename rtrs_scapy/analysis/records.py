@@ -50,18 +50,19 @@ F_RNBD_IO = 128     # an RNBD IO header in the rnbd_* columns
 #: the RNBD IO header's fields, as rnbd.decode names them
 RNBD_IO_NAMES = ("type", "device_id", "sector", "rw", "bi_size", "prio")
 
-_I64, _I32 = np.int64, np.int32
+_I64, _I32, _U32 = np.int64, np.int32, np.uint32
+#: the columns: (dtype, value until set); a wire field of 32 bits or less in 32 bits
 SPEC = {
     "frame": (_I64, 0), "time": (np.float64, 0.0), "src": (_I32, 0), "dst": (_I32, 0),
-    "qpn": (_I64, 0), "cid": (_I64, -1), "msg": (np.int16, 0), "names": (_I32, -1),
+    "qpn": (_I32, 0), "cid": (_I32, -1), "msg": (np.int16, 0), "names": (_I32, -1),
     "paired": (_I64, -1), "latency": (np.float64, np.nan), "rich": (_I32, -1),
     "flags": (np.int16, 0), "buf_id": (_I64, 0), "offset": (_I64, 0),
-    "usr_len": (_I64, 0), "data_len": (_I64, 0), "sg_cnt": (_I64, 0),
-    "first_frame": (_I64, 0), "desc_addr": (_I64, 0), "desc_key": (_I64, 0),
-    "desc_len": (_I64, 0), "errno": (_I64, 0), "rkey_buf_id": (_I64, 0), "rkey": (_I64, 0),
+    "usr_len": (_I64, 0), "data_len": (_I64, 0), "sg_cnt": (np.int8, 0),
+    "first_frame": (_I64, 0), "desc_addr": (_I64, 0), "desc_key": (_U32, 0),
+    "desc_len": (_U32, 0), "errno": (_I32, 0), "rkey_buf_id": (_U32, 0), "rkey": (_U32, 0),
     "inv": (_I64, -1), "inv_at": (np.int8, 0),
-    "device_id": (_I64, 0), "sector": (np.uint64, 0), "rw": (_I64, 0),
-    "bi_size": (_I64, 0), "prio": (_I64, 0),
+    "device_id": (_U32, 0), "sector": (np.uint64, 0), "rw": (_U32, 0),
+    "bi_size": (_U32, 0), "prio": (np.uint16, 0),
 }
 
 
@@ -204,9 +205,10 @@ class Records:
     def _conn_names(self, conn, pid):
         """cid (-1: none) and names id (-1: no path yet) of rows by connection and path."""
         an = self.an
-        pairs, inverse = np.unique(np.stack([conn, pid], axis=1), axis=0, return_inverse=True)
+        keys, inverse = np.unique(conn * (1 << 32) + (pid + 1), return_inverse=True)
         cid, names = [], []
-        for conn_id, path_id in pairs.tolist():
+        for key in keys.tolist():
+            conn_id, path_id = key >> 32, (key & 0xFFFFFFFF) - 1
             known = an.conns[conn_id][0] if conn_id >= 0 else None
             path = an.path_list[path_id] if path_id >= 0 else None
             if path is None and known is not None:
@@ -220,11 +222,11 @@ class Records:
         """Address ids of the rows' sources and destinations."""
         out = []
         for hi, lo in ((T.R_SRC_HI, T.R_SRC_LO), (T.R_DST_HI, T.R_DST_LO)):
-            pairs = np.stack([rows[:, hi], rows[:, lo]], axis=1)
-            unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
-            ids = np.array([self.addr_id((int(a), int(b))) for a, b in unique.tolist()],
-                           dtype=np.int32)
-            out.append(ids[inverse.reshape(-1)])
+            raws = list(zip(rows[:, hi].tolist(), rows[:, lo].tolist()))
+            ids = list(map(self._addr_id.get, raws))
+            if None in ids:
+                ids = [self.addr_id(raw) for raw in raws]
+            out.append(np.array(ids, dtype=np.int32))
         return out
 
     def _others(self, rows):

@@ -12,16 +12,19 @@ import json
 import numpy as np
 
 from ..analysis import records as R
-from ..spec.constants import rnbd_op_name
+from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
 from .messages import MessageView, _path_key, json_fields, json_rnbd
 from .words import errno_text, has_sector, utc_iso
 
 BATCH = 4096
-LINE = "%6d  %-27s %11.6f  %-8s %-31s %7s %3s  %-10s %s"
-JSON = ('{"frame": %d, "time": %r, "time_iso": "%s", "time_rel": %r, "session": %s, '
-        '"paths_uuid": %s, "sess_uuid": %s, "client": %s, "server": %s, "src": %s, '
-        '"dst": %s, "dst_qpn": %d, "cid": %s, "msg": "%s", "fields": %s, "rnbd": %s, '
+#: MessageView.line's columns before the details, the time (27 characters) in two
+HEAD = "%6d  %s.%06dZ %11.6f  %-8s %-31s %7s %3s  %-10s "
+#: MessageView.as_json's object: the names of the path and the two addresses in one
+JSON = ('{"frame": %d, "time": %r, "time_iso": "%s.%06dZ", "time_rel": %r, %s, %s, '
+        '"dst_qpn": %d, "cid": %s, "msg": "%s", "fields": %s, "rnbd": %s, '
         '"paired_frame": %s, "latency_us": %s}')
+NAMED = '"session": %s, "paths_uuid": %s, "sess_uuid": %s, "client": %s, "server": %s'
+ROUTE = '"src": %s, "dst": %s'
 _dumps = json.dumps
 #: the columns a batch reads
 COLUMNS = ("frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired", "latency",
@@ -51,10 +54,6 @@ class MessageLines:
             yield make(order[start:start + BATCH])
 
     # -- shared ----------------------------------------------------------------------
-
-    def _columns(self, idx):
-        data = self.records.cols.data
-        return {name: data[name][idx].tolist() for name in COLUMNS}
 
     def _route_text(self, src, dst):
         key = (src, dst)
@@ -94,170 +93,224 @@ class MessageLines:
         name = ref.devices.get(str(device_id)) if ref is not None else None
         return "dev %d%s" % (device_id, " (%s)" % name if name else "")
 
-    def _rnbd_text(self, ref, rw, device_id, sector, bi_size):
-        text = "RNBD %s %s" % (R.rnbd.rw_str(rw), self._device_text(ref, device_id))
-        if has_sector(rw):
-            text += " sector %d" % sector
-        if bi_size:
-            text += " len %d" % bi_size
-        return text
+    # -- columns of text --------------------------------------------------------------
 
-    def _request_rnbd_text(self, req):
+    def _rnbd_texts(self, at):
+        """The RNBD text of the IO requests ``at`` (storage indices), as
+        MessageView._rnbd_text words it."""
         data = self.records.cols.data
-        ref = self.refs[data["names"][req]]
-        return self._rnbd_text(ref, int(data["rw"][req]), int(data["device_id"][req]),
-                               int(data["sector"][req]), int(data["bi_size"][req]))
+        rw, device, names = data["rw"][at], data["device_id"][at], data["names"][at]
+        words = _per_value(rw, lambda v: "RNBD %s " % R.rnbd.rw_str(v))
+        key = names.astype(np.int64) << 32 | device.astype(np.int64)
+        devices = _per_value(key, lambda v: self._device_text(self.refs[v >> 32],
+                                                                v & 0xFFFFFFFF))
+        sector = np.where((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH, _texts(
+            " sector %d", data["sector"][at]), "")
+        size = data["bi_size"][at]
+        length = np.where(size != 0, _texts(" len %d", size), "")
+        return words + devices + sector + length
+
+    def _heads(self, c):
+        """frame, time, +s, session, src → dst, dst_qpn, cid, message: the columns
+        before the details (LINE)."""
+        seconds, micro = _iso_parts(c["time"])
+        sessions = _objects([(r.label if r else None) or "-" for r in self.refs])
+        route_key = c["src"].astype(np.int64) << 32 | c["dst"].astype(np.int64)
+        routes = _per_value(route_key, lambda v: self._route_text(v >> 32, v & 0xFFFFFFFF))
+        qpn = _per_value(c["qpn"], lambda v: "0x%x" % v)
+        cid = np.where(c["cid"] < 0, "-", _objects(c["cid"].tolist()))
+        return [HEAD % t for t in zip(
+            c["frame"].tolist(), seconds.tolist(), micro.tolist(),
+            (c["time"] - self.view.first_ts).tolist(), sessions[c["names"]].tolist(),
+            routes.tolist(), qpn.tolist(), cid.tolist(),
+            _objects(self.records.msg_names)[c["msg"]].tolist())]
 
     # -- text --------------------------------------------------------------------------
 
     def text_batch(self, idx):
         records, view = self.records, self.view
-        col = self._columns(idx)
-        slow, plain_req = self._slow(idx, col)
         data = records.cols.data
-        first_ts = view.first_ts
-        refs, names = self.refs, records.msg_names
-        rsp_of = self.response_of[idx].tolist()
-        out = []
-        for k, i in enumerate(idx.tolist()):
-            if slow[k]:
-                out.append(view.line(records.record(i)))
-                continue
-            ref = refs[col["names"][k]]
-            msg = col["msg"][k]
-            flags = col["flags"][k]
-            if flags & R.F_REQUEST:
-                parts = ["buf_id %d" % col["buf_id"][k], "offset %d" % col["offset"][k]]
-                if flags & R.F_CUT:
-                    parts.append("header only (usr_len, data_len unknown)")
-                else:
-                    parts += ["usr_len %d" % col["usr_len"][k],
-                              "data_len %d" % col["data_len"][k]]
-                if flags & R.F_RNBD_IO:
-                    parts.append(self._rnbd_text(ref, col["rw"][k], col["device_id"][k],
-                                                 col["sector"][k], col["bi_size"][k]))
-                if col["paired"][k] >= 0:
-                    rsp = rsp_of[k]
-                    err = int(data["errno"][rsp]) if rsp >= 0 else 0
-                    parts.append("answered in frame %d after %.1f µs%s" % (
-                        col["paired"][k], col["latency"][k] * 1e6,
-                        ": " + errno_text(err) if err else ""))
-                else:
-                    parts.append("no response in the capture")
-                details = "  ".join(parts)
-            elif flags & R.F_RESPONSE:
-                err = col["errno"][k]
-                parts = ["msg_id %d" % col["buf_id"][k],
-                         "errno " + errno_text(err) if err else "OK"]
-                if flags & R.F_RKEY:
-                    parts.append("new rkey %d" % col["rkey"][k])
-                if flags & R.F_WITH_INV:
-                    parts.append("with invalidate")
-                req = self.request_of[i]
-                if req >= 0:
-                    parts.append("answers frame %d after %.1f µs" % (
-                        data["frame"][req], col["latency"][k] * 1e6))
-                    if plain_req[k] >= 0:
-                        parts.append("(%s)" % self._request_rnbd_text(req))
-                details = "  ".join(parts)
-            else:
-                details = ""
-            time = col["time"][k]
-            cid = col["cid"][k]
-            out.append((LINE % (
-                col["frame"][k], utc_iso(time), time - first_ts,
-                (ref.label if ref else None) or "-",
-                self._route_text(col["src"][k], col["dst"][k]), "0x%x" % col["qpn"][k],
-                "-" if cid < 0 else cid, names[msg], details)).rstrip())
-        return out
+        c = {name: data[name][idx] for name in COLUMNS}
+        slow, plain_req = self._slow(idx, c)
+        details = np.full(len(idx), "", dtype=object)
+        flags = c["flags"]
+        req = np.flatnonzero(~slow & ((flags & R.F_REQUEST) != 0))
+        if len(req):
+            f = flags[req]
+            text = _texts("buf_id %d  offset %d", c["buf_id"][req], c["offset"][req])
+            text = text + np.where((f & R.F_CUT) != 0,
+                                   "  header only (usr_len, data_len unknown)",
+                                   _texts("  usr_len %d  data_len %d", c["usr_len"][req],
+                                          c["data_len"][req]))
+            io = np.flatnonzero((f & R.F_RNBD_IO) != 0)
+            text[io] = text[io] + "  " + self._rnbd_texts(idx[req][io])
+            paired = c["paired"][req]
+            rsp = self.response_of[idx[req]]
+            err = np.where(rsp >= 0, data["errno"][np.maximum(rsp, 0)], 0)
+            result = _per_value(err, lambda v: ": " + errno_text(v) if v else "")
+            text = text + np.where(paired >= 0, _texts(
+                "  answered in frame %d after %.1f µs", paired, c["latency"][req] * 1e6)
+                + result, "  no response in the capture")
+            details[req] = text
+        rsp = np.flatnonzero(~slow & ((flags & R.F_RESPONSE) != 0))
+        if len(rsp):
+            f = flags[rsp]
+            text = _texts("msg_id %d  ", c["buf_id"][rsp]) + _per_value(
+                c["errno"][rsp], lambda v: "errno " + errno_text(v) if v else "OK")
+            text = text + np.where((f & R.F_RKEY) != 0, _texts("  new rkey %d", c["rkey"][rsp]),
+                                   "")
+            text = text + np.where((f & R.F_WITH_INV) != 0, "  with invalidate", "")
+            req = self.request_of[idx[rsp]]
+            answered = np.flatnonzero(req >= 0)
+            text[answered] = text[answered] + _texts(
+                "  answers frame %d after %.1f µs", data["frame"][req[answered]],
+                c["latency"][rsp][answered] * 1e6)
+            plain = plain_req[rsp]
+            io = np.flatnonzero(plain >= 0)
+            text[io] = text[io] + "  (" + self._rnbd_texts(plain[io]) + ")"
+            details[rsp] = text
+        lines = [(head + text).rstrip() for head, text in zip(self._heads(c), details.tolist())]
+        for k in np.flatnonzero(slow).tolist():
+            lines[k] = view.line(records.record(int(idx[k])))
+        return lines
 
     # -- JSON --------------------------------------------------------------------------
 
     def json_batch(self, idx):
         records, view = self.records, self.view
-        col = self._columns(idx)
-        rich = col["rich"]
-        first_ts = view.first_ts
-        refs, names, addrs = self.refs, records.msg_names, records.addrs
+        data = records.cols.data
+        c = {name: data[name][idx] for name in COLUMNS}
+        n = len(idx)
+        rich = (c["rich"] >= 0)
+        if records.replies:
+            rich |= np.isin(idx, np.fromiter(records.replies, dtype=np.int64))
         jtext = self._json
-        out = []
-        for k, i in enumerate(idx.tolist()):
-            if rich[k] >= 0 or i in records.replies:
-                out.append(_dumps(view.as_json(records.record(i))))
-                continue
-            ref = refs[col["names"][k]]
-            sess_uuid, client, server = records.names[col["names"][k]]
-            flags = col["flags"][k]
-            extras = records.extras.get(i)
-            if flags & R.F_REQUEST:
-                fields = self._request_json(col, k, extras)
-            elif flags & R.F_RESPONSE:
-                fields = self._response_json(col, k, extras)
-            elif extras:
-                fields = _dumps(json_fields(names[col["msg"][k]], extras))
-            else:
-                fields = "{}"
-            if flags & R.F_RNBD_IO:
-                header = self._rnbd_json(col, k)
-            else:
-                header = records.rnbd.get(i)
-                header = "null" if header is None else _dumps(json_rnbd(header))
-            time = col["time"][k]
-            cid, paired, latency = col["cid"][k], col["paired"][k], col["latency"][k]
-            out.append(JSON % (
-                col["frame"][k], time, utc_iso(time), round(time - first_ts, 6),
-                jtext(ref.label) if ref else "null",
-                jtext(ref.paths_uuid) if ref else "null",
-                jtext(sess_uuid), jtext(client), jtext(server),
-                jtext(addrs[col["src"][k]]), jtext(addrs[col["dst"][k]]), col["qpn"][k],
-                "null" if cid < 0 else cid, names[col["msg"][k]], fields, header,
-                "null" if paired < 0 else paired,
-                "null" if latency != latency else repr(round(latency * 1e6, 1))))
+        refs = self.refs
+        named = _objects([NAMED % (
+            jtext(r.label) if r else "null", jtext(r.paths_uuid) if r else "null",
+            jtext(m[0]), jtext(m[1]), jtext(m[2])) for r, m in zip(refs, records.names)])
+        addrs = records.addrs
+        route_key = c["src"].astype(np.int64) << 32 | c["dst"].astype(np.int64)
+        routes = _per_value(route_key, lambda v: ROUTE % (jtext(addrs[v >> 32]),
+                                                          jtext(addrs[v & 0xFFFFFFFF])))
+        seconds, micro = _iso_parts(c["time"])
+        fields = self._fields_json(idx, c)
+        header = np.full(n, "null", dtype=object)
+        io = np.flatnonzero((c["flags"] & R.F_RNBD_IO) != 0)
+        header[io] = self._rnbd_json(c, io)
+        for k in np.flatnonzero(~rich & ((c["flags"] & R.F_RNBD_IO) == 0)).tolist():
+            found = records.rnbd.get(int(idx[k]))
+            if found is not None:
+                header[k] = _dumps(json_rnbd(found))
+        latency = [repr(round(v * 1e6, 1)) if v == v else "null" for v in c["latency"].tolist()]
+        cid = np.where(c["cid"] < 0, "null", _objects(c["cid"].tolist()))
+        paired = np.where(c["paired"] < 0, "null", _objects(c["paired"].tolist()))
+        out = [JSON % t for t in zip(
+            c["frame"].tolist(), c["time"].tolist(), seconds.tolist(), micro.tolist(),
+            [round(v, 6) for v in (c["time"] - view.first_ts).tolist()],
+            named[c["names"]].tolist(), routes.tolist(), c["qpn"].tolist(), cid.tolist(),
+            _objects(records.msg_names)[c["msg"]].tolist(), fields.tolist(), header.tolist(),
+            paired.tolist(), latency)]
+        for k in np.flatnonzero(rich).tolist():
+            out[k] = _dumps(view.as_json(records.record(int(idx[k]))))
         return out
 
-    def _request_json(self, col, k, extras):
-        text = '{"buf_id": %d, "offset": %d, ' % (col["buf_id"][k], col["offset"][k])
-        flags = col["flags"][k]
-        if flags & R.F_CUT:
-            text += ('"usr_len": null, "data_len": null, "sg_cnt": null, "first_frame": %d, '
-                     '"header_only": true' % col["first_frame"][k])
-        else:
-            text += '"usr_len": %d, "data_len": %d, "sg_cnt": %d, "first_frame": %d' % (
-                col["usr_len"][k], col["data_len"][k], col["sg_cnt"][k], col["first_frame"][k])
-            if flags & R.F_PARTIAL:
-                text += ', "partial": true'
-        if flags & R.F_DESC:
-            text += ', "desc": {"addr": %d, "key": %d, "len": %d}' % (
-                col["desc_addr"][k], col["desc_key"][k], col["desc_len"][k])
-        return text + _extras_json(col, k, extras) + "}"
+    def _fields_json(self, idx, c):
+        """The ``fields`` objects of a batch's columnar records (the fields they gained
+        late, in the order they came, from the side dict)."""
+        records = self.records
+        flags = c["flags"]
+        out = np.full(len(idx), "{}", dtype=object)
+        extras = [records.extras.get(i) for i in idx.tolist()] if records.extras \
+            else [None] * len(idx)
+        inv = c["inv"]
+        late = np.where(inv >= 0, _texts(', "invalidate_frame": %d', inv), "")
+        for k in np.flatnonzero([e is not None for e in extras]).tolist():
+            late[k] = _extras_json(extras[k], int(inv[k]), int(c["inv_at"][k]))
+        req = np.flatnonzero((flags & R.F_REQUEST) != 0)
+        if len(req):
+            f = flags[req]
+            cut = (f & R.F_CUT) != 0
+            text = _texts('{"buf_id": %d, "offset": %d, ', c["buf_id"][req], c["offset"][req])
+            text = text + np.where(cut, _texts(
+                '"usr_len": null, "data_len": null, "sg_cnt": null, "first_frame": %d, '
+                '"header_only": true', c["first_frame"][req]), _texts(
+                '"usr_len": %d, "data_len": %d, "sg_cnt": %d, "first_frame": %d',
+                c["usr_len"][req], c["data_len"][req], c["sg_cnt"][req],
+                c["first_frame"][req]))
+            text = text + np.where(~cut & ((f & R.F_PARTIAL) != 0), ', "partial": true', "")
+            desc = np.flatnonzero((f & R.F_DESC) != 0)
+            text[desc] = text[desc] + _texts(', "desc": {"addr": %d, "key": %d, "len": %d}',
+                                             c["desc_addr"][req][desc],
+                                             c["desc_key"][req][desc],
+                                             c["desc_len"][req][desc])
+            out[req] = text + late[req] + "}"
+        rsp = np.flatnonzero((flags & R.F_RESPONSE) != 0)
+        if len(rsp):
+            f, err = flags[rsp], c["errno"][rsp]
+            text = _texts('{"msg_id": %d, "errno": %d, ', c["buf_id"][rsp], err)
+            text = text + np.where((f & R.F_WITH_INV) != 0, '"with_invalidate": true',
+                                   '"with_invalidate": false')
+            text = text + np.where((f & R.F_RKEY) != 0, _texts(
+                ', "rkey_rsp": {"buf_id": %d, "rkey": %d}', c["rkey_buf_id"][rsp],
+                c["rkey"][rsp]), "")
+            out[rsp] = text + late[rsp] + _per_value(
+                err, lambda v: ', "errno_name": "%s"}' % errno_text(v).split()[1] if v
+                else "}")
+        other = np.flatnonzero((flags & (R.F_REQUEST | R.F_RESPONSE)) == 0)
+        for k in other.tolist():
+            extra = extras[k]
+            if extra:
+                out[k] = _dumps(json_fields(records.msg_names[c["msg"][k]], extra))
+        return out
 
-    def _response_json(self, col, k, extras):
-        flags, err = col["flags"][k], col["errno"][k]
-        text = '{"msg_id": %d, "errno": %d, "with_invalidate": %s' % (
-            col["buf_id"][k], err, "true" if flags & R.F_WITH_INV else "false")
-        if flags & R.F_RKEY:
-            text += ', "rkey_rsp": {"buf_id": %d, "rkey": %d}' % (col["rkey_buf_id"][k],
-                                                                  col["rkey"][k])
-        text += _extras_json(col, k, extras)
-        if err:
-            text += ', "errno_name": "%s"' % errno_text(err).split()[1]
-        return text + "}"
-
-    def _rnbd_json(self, col, k):
-        rw = col["rw"][k]
-        sector = col["sector"][k] if has_sector(rw) else None
-        return ('{"type": %d, "device_id": %d, "sector": %s, "rw": %d, "bi_size": %d, '
-                '"prio": %d, "msg": "io", "rw_str": %s, "op": %s}' % (
-                    R.RNBD_MSG_IO, col["device_id"][k], "null" if sector is None else sector,
-                    rw, col["bi_size"][k], col["prio"][k], self._json(R.rnbd.rw_str(rw)),
-                    self._json(rnbd_op_name(rw))))
+    def _rnbd_json(self, c, io):
+        rw = c["rw"][io]
+        names = _per_value(rw, lambda v: ', "rw": %d, "bi_size": ' % v)
+        sector = np.where((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH,
+                          _objects(c["sector"][io].tolist()), "null")
+        tail = _per_value(rw, lambda v: ', "msg": "io", "rw_str": %s, "op": %s}' % (
+            _dumps(R.rnbd.rw_str(v)), _dumps(rnbd_op_name(v))))
+        return _texts('{"type": %d, "device_id": %%d, "sector": ' % R.RNBD_MSG_IO,
+                      c["device_id"][io]) + _texts("%s", sector) + names \
+            + _texts('%d, "prio": %d', c["bi_size"][io], c["prio"][io]) + tail
 
 
-def _extras_json(col, k, extras):
+def _objects(values):
+    """A numpy array of Python objects (strings: they add elementwise)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _texts(fmt, *columns):
+    """``fmt % row`` of each row of the columns, as an object array."""
+    return _objects([fmt % row for row in zip(*(c.tolist() if hasattr(c, "tolist") else c
+                                                for c in columns))])
+
+
+def _per_value(values, text):
+    """``text(v)`` of each value, worked out once per distinct value."""
+    unique, inverse = np.unique(values, return_inverse=True)
+    return _objects([text(v) for v in unique.tolist()])[inverse.reshape(-1)]
+
+
+def _iso_parts(times):
+    """The whole second as ISO text and the microseconds (utc_iso's rounding)."""
+    whole = np.trunc(times)
+    micro = np.rint((times - whole) * 1e6).astype(np.int64)
+    up, down = micro >= 1000000, micro < 0
+    whole = whole + up - down
+    micro = micro - 1000000 * up + 1000000 * down
+    seconds = _per_value(whole, lambda v: utc_iso(v)[:-8])
+    return seconds, micro
+
+
+def _extras_json(extras, inv, inv_at):
     """The fields a record gained late, invalidate_frame among them where it came."""
     items = list(extras.items()) if extras else []
-    if col["inv"][k] >= 0:
-        items.insert(col["inv_at"][k], ("invalidate_frame", col["inv"][k]))
+    if inv >= 0:
+        items.insert(inv_at, ("invalidate_frame", inv))
     return "".join(', %s: %s' % (_dumps(key), _dumps(value)) for key, value in items)
 
 

@@ -107,57 +107,63 @@ def _json_columns(records, idx, col):
     """``fields`` and ``rnbd`` (sorted-key JSON) of the columnar records of a batch
     (the rich ones are made from their dicts after)."""
     data = records.cols.data
-    get = {name: data[name][idx].tolist() for name in (
+    c = {name: data[name][idx] for name in (
         "offset", "usr_len", "data_len", "sg_cnt", "first_frame", "desc_addr", "desc_key",
         "desc_len", "rkey_buf_id", "rkey", "inv", "device_id", "sector", "rw", "bi_size",
         "prio")}
-    fields, rnbd = [], []
-    texts = {}
-    for k, (flags, buf_id, err) in enumerate(zip(col["flags"].tolist(), col["buf_id"].tolist(),
-                                                 col["errno"].tolist())):
-        if flags & R.F_REQUEST:
-            text = '{"buf_id": %d, ' % buf_id
-            if flags & R.F_CUT:
-                text += '"data_len": null, '
-            else:
-                text += '"data_len": %d, ' % get["data_len"][k]
-            if flags & R.F_DESC:
-                text += '"desc": {"addr": %d, "key": %d, "len": %d}, ' % (
-                    get["desc_addr"][k], get["desc_key"][k], get["desc_len"][k])
-            text += '"first_frame": %d, ' % get["first_frame"][k]
-            if flags & R.F_CUT:
-                text += '"header_only": true, '
-            if get["inv"][k] >= 0:
-                text += '"invalidate_frame": %d, ' % get["inv"][k]
-            text += '"offset": %d, ' % get["offset"][k]
-            if flags & R.F_CUT:
-                text += '"sg_cnt": null, "usr_len": null}'
-            else:
-                if flags & R.F_PARTIAL:
-                    text += '"partial": true, '
-                text += '"sg_cnt": %d, "usr_len": %d}' % (get["sg_cnt"][k], get["usr_len"][k])
-        elif flags & R.F_RESPONSE:
-            text = '{"errno": %d, ' % err
-            if err:
-                text += '"errno_name": "%s", ' % errno_text(err).split()[1]
-            text += '"msg_id": %d, ' % buf_id
-            if flags & R.F_RKEY:
-                text += '"rkey_rsp": {"buf_id": %d, "rkey": %d}, ' % (get["rkey_buf_id"][k],
-                                                                      get["rkey"][k])
-            text += '"with_invalidate": %s}' % ("true" if flags & R.F_WITH_INV else "false")
-        else:
-            text = "{}"
-        fields.append(text)
-        if flags & R.F_RNBD_IO:
-            rw = get["rw"][k]
-            names = texts.get(rw)
-            if names is None:
-                names = texts[rw] = (_dumps(rnbd_op_name(rw)), _dumps(R.rnbd.rw_str(rw)))
-            sector = get["sector"][k] if rw & RNBD_OP_MASK != RNBD_OP_FLUSH else "null"
-            rnbd.append('{"bi_size": %d, "device_id": %d, "msg": "io", "op": %s, "prio": %d, '
-                        '"rw": %d, "rw_str": %s, "sector": %s, "type": %d}' % (
-                            get["bi_size"][k], get["device_id"][k], names[0], get["prio"][k],
-                            rw, names[1], sector, R.RNBD_MSG_IO))
-        else:
-            rnbd.append(None)
-    return fields, rnbd
+    flags, buf_id, err = col["flags"], col["buf_id"], col["errno"]
+    fields = np.full(len(idx), "{}", dtype=object)
+    req = np.flatnonzero((flags & R.F_REQUEST) != 0)
+    if len(req):
+        f = {k: v[req] for k, v in c.items()}
+        cut = (flags[req] & R.F_CUT) != 0
+        desc = (flags[req] & R.F_DESC) != 0
+        text = _texts('{"buf_id": %d, ', buf_id[req]) + np.where(
+            cut, '"data_len": null, ', _texts('"data_len": %d, ', f["data_len"]))
+        text = text + np.where(desc, _texts('"desc": {"addr": %d, "key": %d, "len": %d}, ',
+                                            f["desc_addr"], f["desc_key"], f["desc_len"]), "")
+        text = text + _texts('"first_frame": %d, ', f["first_frame"])
+        text = text + np.where(cut, '"header_only": true, ', "")
+        text = text + np.where(f["inv"] >= 0, _texts('"invalidate_frame": %d, ', f["inv"]), "")
+        text = text + _texts('"offset": %d, ', f["offset"])
+        partial = ~cut & ((flags[req] & R.F_PARTIAL) != 0)
+        fields[req] = text + np.where(cut, '"sg_cnt": null, "usr_len": null}', np.where(
+            partial, '"partial": true, ', "") + _texts('"sg_cnt": %d, "usr_len": %d}',
+                                                       f["sg_cnt"], f["usr_len"]))
+    rsp = np.flatnonzero((flags & R.F_RESPONSE) != 0)
+    if len(rsp):
+        f = {k: v[rsp] for k, v in c.items()}
+        text = _per_value(err[rsp], lambda v: '{"errno": %d, ' % v + (
+            '"errno_name": "%s", ' % errno_text(v).split()[1] if v else ""))
+        text = text + _texts('"msg_id": %d, ', buf_id[rsp])
+        rkey = (flags[rsp] & R.F_RKEY) != 0
+        text = text + np.where(rkey, _texts('"rkey_rsp": {"buf_id": %d, "rkey": %d}, ',
+                                            f["rkey_buf_id"], f["rkey"]), "")
+        fields[rsp] = text + np.where((flags[rsp] & R.F_WITH_INV) != 0,
+                                      '"with_invalidate": true}', '"with_invalidate": false}')
+    rnbd = np.full(len(idx), None, dtype=object)
+    io = np.flatnonzero((flags & R.F_RNBD_IO) != 0)
+    if len(io):
+        f = {k: v[io] for k, v in c.items()}
+        rw = f["rw"]
+        sector = np.where((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH, _objects(f["sector"].tolist()),
+                          "null")
+        names = _per_value(rw, lambda v: '"msg": "io", "op": %s, "prio": ' % _dumps(
+            rnbd_op_name(v)))
+        rw_text = _per_value(rw, lambda v: '"rw": %d, "rw_str": %s, "sector": ' % (
+            v, _dumps(R.rnbd.rw_str(v))))
+        rnbd[io] = _texts('{"bi_size": %d, "device_id": %d, ', f["bi_size"], f["device_id"]) \
+            + names + _texts("%d, ", f["prio"]) + rw_text + _texts("%s", sector) \
+            + ', "type": %d}' % R.RNBD_MSG_IO
+    return fields.tolist(), rnbd.tolist()
+
+
+def _texts(fmt, *columns):
+    """``fmt % row`` of each row of the columns, as an object array."""
+    return _objects([fmt % row for row in zip(*(c.tolist() for c in columns))])
+
+
+def _per_value(values, text):
+    """``text(v)`` of each value, worked out once per distinct value."""
+    unique, inverse = np.unique(values, return_inverse=True)
+    return _objects([text(v) for v in unique.tolist()])[inverse.reshape(-1)]
