@@ -177,7 +177,8 @@ class Records:
             return index
         msg = codes[keep]
         heartbeat = (msg == HB_MSG) | (msg == HB_ACK)
-        pid = np.where((conn[keep] >= 0) | ~heartbeat, path_id[keep], -1)  # heartbeats: CM-bound only
+        # heartbeats: CM-bound only
+        pid = np.where((conn[keep] >= 0) | ~heartbeat, path_id[keep], -1)
         cid, names = self._conn_names(conn[keep], pid)
         c = self.cols
         start = c.extend(len(keep))

@@ -14,7 +14,7 @@ import numpy as np
 from ..analysis import records as R
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
 from .messages import MessageView, _path_key, json_fields, json_rnbd
-from .words import errno_text, has_sector, utc_iso
+from .words import errno_text, utc_iso
 
 BATCH = 4096
 #: MessageView.line's columns before the details, the time (27 characters) in two
