@@ -206,7 +206,7 @@ class Split:
         self.title = "where the time goes, device %s" % device.label
         self.bars = []       # (op, band, IO count, {part: mean µs})
         for name, rows in device.rows.rnbd_ops():
-            parts = split.parts_ns(rows.columns)
+            parts = {p: rows["part_" + p] for p in split.PARTS}
             known = np.all([parts[p] >= 0 for p in split.PARTS], axis=0)
             order = np.argsort(parts["wire"][known], kind="stable")
             n = len(order)
