@@ -83,8 +83,7 @@ class Timeline:
         self.byte_unit = byte_unit(peak)
         self.percentiles = series.latency_percentiles(rows, self.buckets)
         events = []
-        for path in paths:
-            name = _path_name(path, paths)
+        for path, name in zip(paths, _path_names(paths)):
             for event in path.events():
                 if name:
                     event.text = "%s: %s" % (name, event.text)
@@ -101,17 +100,15 @@ class Timeline:
         self.lanes = list(dict.fromkeys(e.lane for e in sorted(self.events, key=_lane_order)))
 
 
-def _path_name(path, paths):
-    """How events of ``path`` are told apart from those of the other ``paths``: by
-    session (and client) across sessions, by client within one; nothing alone."""
+def _path_names(paths):
+    """How the events of each of ``paths`` are told apart from the others': by session
+    (and client) across sessions, by client within one; nothing alone."""
     if len(paths) == 1:
-        return ""
-    sessions = {id(p.session) for p in paths}
-    if len(sessions) == 1:
-        return path.summary["client"]
-    if len(path.session.paths) == 1:
-        return path.session.label
-    return "%s %s" % (path.session.label, path.summary["client"])
+        return [""]
+    if len({id(p.session) for p in paths}) == 1:
+        return [path.summary["client"] for path in paths]
+    return [path.session.label if len(path.session.paths) == 1 else
+            "%s %s" % (path.session.label, path.summary["client"]) for path in paths]
 
 
 def _lane_order(event):
