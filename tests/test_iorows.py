@@ -57,3 +57,24 @@ def test_failed_over_rows_name_their_first_send():
     moved = rows["failover_from"] >= 0
     assert np.count_nonzero(moved) == 4
     assert np.all(rows["latency_ns"][moved] > rows["response_ns"][moved] - rows["time_ns"][moved])
+
+
+def test_kept_rows_are_the_rows_narrowed():
+    """What iostat and the report keep (iorows.Kept): the same values as the joined
+    batches in fewer bytes, and a column joined across batches of different integer
+    types holds each batch's values."""
+    from rtrs_scapy.analysis.split import parts_ns
+    from rtrs_scapy.report.view import kept_rows
+    batches = []
+    analyze(str(PROJECT_PCAPS / "multipath_failover.pcap"), io_sink=batches.append)
+    whole = iorows.concat(batches)
+    kept = kept_rows(batches).take()
+    parts = parts_ns(whole)
+    for name, column in kept.items():
+        want = parts[name[len("part_"):]] if name.startswith("part_") else whole[name]
+        assert np.array_equal(column.astype(np.int64), want), name
+    assert sum(c.nbytes for c in kept.values()) < sum(whole[n].nbytes for n in iorows.NAMES) / 3
+    mixed = iorows.Kept(("frame",))
+    for values in ([-1, 5], [70_000, 3], [2 ** 40]):
+        mixed({"frame": np.array(values, dtype=np.int64)})
+    assert mixed.take()["frame"].tolist() == [-1, 5, 70_000, 3, 2 ** 40]

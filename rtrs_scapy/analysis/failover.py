@@ -140,9 +140,10 @@ def infer(an, session):
                                  "kind": "failover", "buf_id": buf,
                                  "original": "not on the wire"})
     if unseen and an.records is not None:
-        for rec in an.records.list:
-            if rec.get("frame") in unseen and rec["msg"] in ("read", "write"):
-                rec["fields"]["failover_unseen"] = unseen[rec["frame"]]
+        records = an.records
+        for index in records.of_frames(unseen).tolist():
+            records.mark(index, "failover_unseen",
+                         unseen[int(records.cols.data["frame"][index])])
 
 
 def late_copies(an):
@@ -195,12 +196,10 @@ def late_copies(an):
 
 def _late_records(an, frame, original, first_frame, response):
     """The message records of a failover found late (as io.py marks them)."""
-    records = an.records.list
-    for rec in records:
-        if rec.get("frame") == frame and rec["msg"] in ("read", "write"):
-            rec["fields"]["failover_from"] = first_frame
-            break
+    records = an.records
+    for index in records.of_frames([frame])[:1].tolist():
+        records.mark(index, "failover_from", first_frame)
     if original >= 0:
-        records[original]["fields"]["failed_over_to"] = frame
+        records.mark(original, "failed_over_to", frame)
     if response >= 0:
-        records[response]["fields"]["not_delivered"] = True
+        records.mark(response, "not_delivered", True)

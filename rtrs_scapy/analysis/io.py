@@ -9,7 +9,7 @@ rule (qdepth.py) and keeps them here until the rule decides
 
 import numpy as np
 
-from ..spec.constants import errno_name, rnbd_op_name
+from ..spec.constants import RNBD_MSG_IO, errno_name, rnbd_op_name
 from ..engine import transport as T
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
@@ -102,14 +102,14 @@ class IoBatch:
         self.not_delivered = []     # response records whose answer never arrived
 
     def _user_headers(self, arena):
-        """RNBD header bytes that are needed after the arena is reused: all of them
-        for message records, else those of control reads (SESS_INFO, OPEN)."""
+        """RNBD header bytes that are needed after the arena is reused: those of
+        control reads (SESS_INFO, OPEN), and for message records those that are not
+        a whole IO header (the records keep an IO header's fields as columns)."""
         reqs = self.reqs
+        wanted = np.isin(reqs["rnbd_type"], rnbd.CONTROL_READS) & (reqs["op"] == READ)
         if self.an.records is not None:
-            wanted = np.arange(len(reqs["op"]))
-        else:
-            wanted = np.flatnonzero(np.isin(reqs["rnbd_type"], rnbd.CONTROL_READS)
-                                    & (reqs["op"] == READ))
+            wanted |= (reqs["rnbd_type"] != RNBD_MSG_IO) | (reqs["usr_seen"] < rnbd.IO_SIZE)
+        wanted = np.flatnonzero(wanted)
         return {i: arena[reqs["usr_at"][i]:reqs["usr_at"][i] + reqs["usr_seen"][i]].tobytes()
                 for i in wanted.tolist()}
 
@@ -235,7 +235,7 @@ class IoBatch:
         record = self.req_record[req]
         if an.records is not None:
             self._request_records(rows, reqs, buf_id, offset, data_len, record,
-                                  [self.usr[i] for i in req.tolist()], header_only)
+                                  [self.usr.get(i) for i in req.tolist()], header_only)
         return {"sess": an.session_of(rpath), "key": buf_id, "frame": rows[:, T.R_LAST_FRAME],
                 "stamp": rows[:, T.R_LAST_TS], "first_frame": rows[:, T.R_LAST_FRAME],
                 "first_stamp": rows[:, T.R_LAST_TS], "path": rpath, "op": reqs["op"],
@@ -249,28 +249,11 @@ class IoBatch:
 
     def _request_records(self, rows, reqs, buf_id, offset, data_len, record, usr,
                          header_only):
-        """The message records of a batch of requests (their columns read once as
-        Python values: one numpy scalar per field and row costs more than the record)."""
-        an = self.an
-        columns = zip(record.tolist(), (reqs["op"] == READ).tolist(), buf_id.tolist(),
-                      offset.tolist(), reqs["usr_len"].tolist(), data_len.tolist(),
-                      reqs["sg_cnt"].tolist(), rows[:, T.R_FIRST_FRAME].tolist(),
-                      header_only.tolist(), (reqs["offset"] < 0).tolist(),
-                      reqs["desc_addr"].tolist(), reqs["desc_key"].tolist(),
-                      reqs["desc_len"].tolist(), usr)
-        for (index, is_read, buf, off, usr_len, data, sg_cnt, first_frame, cut, partial,
-             desc_addr, desc_key, desc_len, user) in columns:
-            if index < 0:
-                continue
-            info = {"buf_id": buf, "offset": off, "usr_len": usr_len, "data_len": data,
-                    "sg_cnt": sg_cnt, "first_frame": first_frame}
-            if cut:      # the snaplen cut the trailer (null: unknown)
-                info.update(usr_len=None, data_len=None, sg_cnt=None, header_only=True)
-            elif partial:
-                info["partial"] = True
-            if is_read and sg_cnt:
-                info["desc"] = {"addr": desc_addr, "key": desc_key, "len": desc_len}
-            an.records.request(index, "read" if is_read else "write", info, user)
+        """The message records of a batch of requests, column by column."""
+        self.an.records.requests(
+            record, reqs["op"] == READ, buf_id, offset, reqs["usr_len"], data_len,
+            reqs["sg_cnt"], rows[:, T.R_FIRST_FRAME], header_only, reqs["offset"] < 0,
+            reqs["desc_addr"], reqs["desc_key"], reqs["desc_len"], reqs, usr)
 
     # -- responses -----------------------------------------------------------------
 
@@ -325,7 +308,7 @@ class IoBatch:
         if an.records is not None:
             self._records(rsp, rows, msg_id, errno, result, table, answered, latency)
             for index in self.not_delivered:
-                an.records.list[index]["fields"]["not_delivered"] = True
+                an.records.mark(index, "not_delivered", True)
         self._waits(table, result, rows, answered, req_of)
         self._io_rows(table, result, rows, answered, req_of, latency, errno, delivered)
         an.pending.carry_over(table, result)
@@ -445,10 +428,10 @@ class IoBatch:
         records = an.records
         if records is not None:
             if table["record"][j] >= 0:
-                records.list[int(table["record"][j])]["fields"]["failover_from"] = \
-                    int(result.first_frame[j])
+                records.mark(int(table["record"][j]), "failover_from",
+                             int(result.first_frame[j]))
             if old["record"] >= 0:
-                records.list[old["record"]]["fields"]["failed_over_to"] = frame
+                records.mark(old["record"], "failed_over_to", frame)
             if response_record is not None and response_record >= 0:
                 self.not_delivered.append(response_record)   # after _records() filled it
 
@@ -501,22 +484,14 @@ class IoBatch:
     def _records(self, rsp, rows, msg_id, errno, result, table, answered, latency):
         records = self.an.records
         rsps = self.rsps
-        for index, msg, err, invalidate, rkey, rkey_buf_id, new_rkey in zip(
-                self.rsp_record[rsp].tolist(), msg_id.tolist(), errno.tolist(),
-                rsps["with_invalidate"][rsp].tolist(), rsps["rkey_rsp"][rsp].tolist(),
-                rsps["rkey_buf_id"][rsp].tolist(), rsps["rkey"][rsp].tolist()):
-            if index < 0:
-                continue
-            fields = {"msg_id": msg, "errno": err, "with_invalidate": bool(invalidate)}
-            records.response(index, fields, {"buf_id": rkey_buf_id, "rkey": new_rkey}
-                             if rkey else None)
+        records.responses(self.rsp_record[rsp], msg_id, errno, rsps["with_invalidate"][rsp],
+                          rsps["rkey_rsp"][rsp], rsps["rkey_buf_id"][rsp], rsps["rkey"][rsp])
         for j in np.flatnonzero(result.failover).tolist():
             if table["record"][j] >= 0:
-                records.list[int(table["record"][j])]["fields"]["failover_from"] = \
-                    int(result.first_frame[j])
+                records.mark(int(table["record"][j]), "failover_from",
+                             int(result.first_frame[j]))
         req_of = result.response_request[answered]
-        for req_rec, rsp_rec, stamp, first in zip(
-                table["record"][req_of].tolist(), self.rsp_record[rsp][answered].tolist(),
-                rows[answered, T.R_LAST_TS].tolist(), result.first_stamp[req_of].tolist()):
-            if req_rec >= 0 and rsp_rec >= 0:
-                records.pair(req_rec, rsp_rec, (stamp - first) / 1e9)
+        req_rec, rsp_rec = table["record"][req_of], self.rsp_record[rsp][answered]
+        both = (req_rec >= 0) & (rsp_rec >= 0)
+        records.pairs(req_rec[both], rsp_rec[both], (
+            rows[answered, T.R_LAST_TS][both] - result.first_stamp[req_of][both]) / 1e9)

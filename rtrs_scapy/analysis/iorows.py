@@ -103,21 +103,71 @@ class IoSpans:
                                                        max(span[1], mine[1])]
 
 
-class Kept:
-    """An ``io_sink`` keeping only the ``names`` columns of each batch, for a view
-    that reads all the rows at the end (iostat); ``take()`` joins them column by
-    column, letting each batch's column go as it is copied (never two copies of
-    the whole)."""
+#: the integer types a kept column is narrowed to, smallest first
+_NARROW = tuple(np.iinfo(t) for t in (np.int8, np.int16, np.int32))
 
-    def __init__(self, names=NAMES):
-        self.names = names
+
+def narrow(column):
+    """``column`` in the smallest integer type that holds its values (the same
+    values: a flag in a byte, a path id in one to four)."""
+    if not len(column):
+        return column.astype(np.int8)
+    low, high = column.min(), column.max()
+    for info in _NARROW:
+        if info.min <= low and high <= info.max:
+            return column.astype(info.dtype)
+    return column
+
+
+class Kept:
+    """An ``io_sink`` keeping only the ``names`` columns of each batch, and those
+    ``derive(batch)`` computes from it, each narrowed to the smallest integer type
+    that holds the batch's values: a view that reads all the rows at the end
+    (iostat, the report) keeps a few bytes per row, not 28 columns of 8.
+    ``take()`` joins them column by column (a column's type is its widest batch's),
+    letting each batch's column go as it is copied (never two copies of the
+    whole)."""
+
+    def __init__(self, names=NAMES, derive=None):
+        self.names = tuple(names)
+        self.derive = derive
         self.batches = []
 
     def __call__(self, rows):
-        self.batches.append({name: rows[name] for name in self.names})
+        kept = {name: narrow(rows[name]) for name in self.names}
+        if self.derive is not None:
+            kept.update((name, narrow(column)) for name, column in self.derive(rows).items())
+        self.batches.append(kept)
+
+    @classmethod
+    def of(cls, batches, names=NAMES, derive=None):
+        """The rows of ``batches`` (a list of IO row batches), or ``batches`` itself
+        when it is a Kept already fed."""
+        if isinstance(batches, cls):
+            return batches
+        kept = cls(names, derive)
+        for batch in batches:
+            kept(batch)
+        return kept
 
     def take(self):
-        """The rows kept, one array per column."""
+        """The rows kept, one array per column (none: empty columns)."""
+        if not self.batches:
+            self({name: np.zeros(0, dtype=np.int64) for name in NAMES})
         batches, self.batches = self.batches, []
-        return {name: np.concatenate([b.pop(name) for b in batches]) if batches
-                else np.zeros(0, dtype=np.int64) for name in self.names}
+        return {name: np.concatenate([b.pop(name) for b in batches]) for name in list(batches[0])}
+
+
+class Wide:
+    """Columns a Kept narrowed, read back as int64: the code reading them computes as
+    on the analysis' own rows (a sector plus a size overflows no 16 bits); each
+    read is a copy of one column, gone with the expression that reads it."""
+
+    def __init__(self, columns):
+        self.columns = columns
+
+    def __getitem__(self, name):
+        return self.columns[name].astype(np.int64, copy=False)
+
+    def __contains__(self, name):
+        return name in self.columns

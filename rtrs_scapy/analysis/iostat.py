@@ -11,7 +11,7 @@ answered IOs' spans (inflight.py).
 import numpy as np
 
 from .inflight import Steps, slices, spans
-from .iorows import ANSWERED
+from .iorows import ANSWERED, Kept
 from .split import parts_ns
 
 #: the kinds of IO counted apart, as the block layer's statistics group them
@@ -20,11 +20,20 @@ COUNTS = ("reads", "writes", "discards", "flushes")
 BYTES = ("read_bytes", "write_bytes", "discard_bytes", None)
 
 
-#: the IO row columns the view reads (the rest need not be kept, iorows.Kept)
+#: the IO row columns the view reads (the rest need not be kept), and the server's
+#: time (split.py) in place of the five columns it is computed from
 ROW_COLUMNS = ("time_ns", "path", "op", "bytes", "rnbd_op", "device_id", "bi_size",
-               "failed_over", "outcome", "response_ns", "latency_ns", "errno",
-               "request_first_ns", "response_first_ns", "data_first_ns", "data_last_ns",
-               "desc_key")
+               "failed_over", "outcome", "response_ns", "latency_ns", "errno")
+
+
+def _server(rows):
+    return {"server_ns": parts_ns(rows)["server"]}
+
+
+def kept_rows(batches=()):
+    """What iostat keeps of IO rows: an io_sink (iorows.Kept) to analyse into, or the
+    rows of ``batches`` (IO row batches, or such a sink fed already)."""
+    return Kept.of(batches, ROW_COLUMNS, _server)
 
 #: lines of one table at most (intervals × groups): a capture whose stamps span years
 #: must not make one line per second of them
@@ -76,7 +85,7 @@ def table(rows, group, kind, size, n_groups, edges, events=None):
         out[name + "_await_ms"] = _mean(per_cell(mine & answered, latency), done) / 1e6
     out["errors"] = per_cell(answered & (rows["errno"] != 0)).astype(np.int64)
     out["p99_ms"] = _p99(cell, counted & answered, latency, cells) / 1e6
-    server = parts_ns(rows)["server"]
+    server = rows["server_ns"]
     known = server >= 0
     out["server_ms"] = _mean(per_cell(known, server.astype(np.float64)),
                              per_cell(known)) / 1e6

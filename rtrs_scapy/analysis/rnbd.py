@@ -49,7 +49,7 @@ def decode(data):
     fields = dict(zip(names, read(data, 0)))
     fields["msg"] = kind_name(kind)
     if kind == RNBD_MSG_IO and "rw" in fields:
-        fields["rw_str"] = _rw_str(fields["rw"])
+        fields["rw_str"] = rw_str(fields["rw"])
     return fields
 
 
@@ -70,7 +70,9 @@ def _reader(kind):
 
 
 #: rnbd_rw_str of the few rw values a capture has, each worked out once
-_rw_str = functools.lru_cache(maxsize=1024)(rnbd_rw_str)
+rw_str = functools.lru_cache(maxsize=1024)(rnbd_rw_str)
+#: bytes of a whole RNBD IO header
+IO_SIZE = plan(LAYOUTS[RNBD_MSG_IO]).size
 
 
 def reply(data, length):

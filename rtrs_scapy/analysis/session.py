@@ -45,7 +45,7 @@ class RtrsSession(DefaultSession):
         an = self.analyzer
         first_new = len(an.messages)
         self._feed(data, int(round(pkt.time * 1000000000)), link_type)  # Decimal: exact ns
-        pkt.rtrs = [m for m in an.messages[first_new:] if m["frame"] == self.frame]
+        pkt.rtrs = [m for m in an.messages.live(first_new) if m["frame"] == self.frame]
         if ImmDt in pkt:
             path = self._path_of(pkt.rtrs)
             if path is not None and path.queue_depth:

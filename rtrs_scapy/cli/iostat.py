@@ -34,18 +34,17 @@ def iostat(captures, interval, by, devices, fmt, quiet, queue_depth, kernel_logs
     order.  An IO counts in the interval of its response (never answered: of its
     request), so the counts summed over the intervals are the summary's.
     """
-    from ..analysis.iorows import Kept
-    from ..analysis.iostat import ROW_COLUMNS
+    from ..analysis.iostat import kept_rows
     from ..report import iostat as view
     if devices and by != "device":
         raise click.UsageError("--device selects devices: use it with --by device")
-    kept = Kept(ROW_COLUMNS)
+    kept = kept_rows()
     result = analyze_capture(list(captures), quiet, keep_messages=False,
                              queue_depth=queue_depth, io_sink=kept)
     with_kernel_logs(result.summary, kernel_logs, device_map)
     devices = [_server_name(result.summary, value) for value in devices]
     try:
-        records = view.records(result, [kept.take()], by=by, interval_s=interval,
+        records = view.records(result, kept, by=by, interval_s=interval,
                                devices=devices)
     except view.UnknownDevice as exc:
         raise click.UsageError(str(exc)) from None

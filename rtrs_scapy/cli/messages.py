@@ -62,6 +62,7 @@ def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, erro
     Requests and their responses match --device, --op and --sector by the
     request's RNBD header.
     """
+    from ..report import message_lines
     from ..report.messages import MessageView
     kept = MESSAGE_KINDS + (OTHER,) if other else True
     result = analyze_capture(list(captures), quiet, keep_messages=kept, queue_depth=queue_depth)
@@ -72,11 +73,17 @@ def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, erro
     device = None if device is None else chosen(view.find_device, "--device", device)
     selected = view.select(session=session, kinds=msg_filter, errors=errors, device=device,
                            op=op, sectors=sectors, min_latency_us=min_latency)
-    if fmt == "json":
+    unfiltered = session is None and not msg_filter and not errors and device is None \
+        and op is None and sectors is None and min_latency is None
+    if fmt != "json":
+        click.echo(HEADER.rstrip())
+    if unfiltered and message_lines.fast(view):
+        for batch in message_lines.MessageLines(view, result.messages).batches(fmt):
+            click.echo("\n".join(batch))
+    elif fmt == "json":
         _echo_batches(json.dumps(view.as_json(record)) for record in selected)
-        return
-    click.echo(HEADER.rstrip())
-    _echo_batches(view.line(record) for record in selected)
+    else:
+        _echo_batches(view.line(record) for record in selected)
 
 
 def _echo_batches(lines, size=4096):

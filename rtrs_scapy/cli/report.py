@@ -11,13 +11,12 @@ def capture_view(captures, quiet, queue_depth, kernel_logs=(), device_map=()):
     """One analysis run (summary, IO rows, message records) as the report sees it;
     several captures are handed to the analyzer together; the kernel logs join the
     paths' timelines."""
-    from ..analysis.iorows import Kept
-    from ..report.view import LADDER_MESSAGES, CaptureView
-    kept = Kept()
+    from ..report.view import LADDER_MESSAGES, CaptureView, kept_rows
+    kept = kept_rows()
     result = analyze_capture(list(captures), quiet, keep_messages=LADDER_MESSAGES,
                              queue_depth=queue_depth, io_sink=kept)
     with_kernel_logs(result.summary, kernel_logs, device_map)
-    return CaptureView(result, [kept.take()])
+    return CaptureView(result, kept)
 
 
 @click.command()

@@ -83,8 +83,7 @@ class Timeline:
         self.byte_unit = byte_unit(peak)
         self.percentiles = series.latency_percentiles(rows, self.buckets)
         events = []
-        for path in paths:
-            name = _path_name(path, paths)
+        for path, name in zip(paths, _path_names(paths)):
             for event in path.events():
                 if name:
                     event.text = "%s: %s" % (name, event.text)
@@ -101,17 +100,15 @@ class Timeline:
         self.lanes = list(dict.fromkeys(e.lane for e in sorted(self.events, key=_lane_order)))
 
 
-def _path_name(path, paths):
-    """How events of ``path`` are told apart from those of the other ``paths``: by
-    session (and client) across sessions, by client within one; nothing alone."""
+def _path_names(paths):
+    """How the events of each of ``paths`` are told apart from the others': by session
+    (and client) across sessions, by client within one; nothing alone."""
     if len(paths) == 1:
-        return ""
-    sessions = {id(p.session) for p in paths}
-    if len(sessions) == 1:
-        return path.summary["client"]
-    if len(path.session.paths) == 1:
-        return path.session.label
-    return "%s %s" % (path.session.label, path.summary["client"])
+        return [""]
+    if len({id(p.session) for p in paths}) == 1:
+        return [path.summary["client"] for path in paths]
+    return [path.session.label if len(path.session.paths) == 1 else
+            "%s %s" % (path.session.label, path.summary["client"]) for path in paths]
 
 
 def _lane_order(event):
@@ -206,7 +203,7 @@ class Split:
         self.title = "where the time goes, device %s" % device.label
         self.bars = []       # (op, band, IO count, {part: mean µs})
         for name, rows in device.rows.rnbd_ops():
-            parts = split.parts_ns(rows.columns)
+            parts = {p: rows["part_" + p] for p in split.PARTS}
             known = np.all([parts[p] >= 0 for p in split.PARTS], axis=0)
             order = np.argsort(parts["wire"][known], kind="stable")
             n = len(order)

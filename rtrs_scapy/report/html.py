@@ -40,12 +40,19 @@ ASSETS = files(__package__) / "assets"
 
 
 def render(capture):
-    """The report of a CaptureView, as one HTML string."""
-    page = Page(capture)
-    page.capture_section()
-    for session in page.shown_sessions:
-        page.session_section(session)
-    return page.html()
+    """The report of a CaptureView, as one HTML string.  Its figures are built
+    without Plotly's default template: each would carry a copy of it, built and
+    checked anew (a third of a figure's time), that ``Page.figure`` drops; the page
+    applies TEMPLATE once."""
+    default, pio.templates.default = pio.templates.default, None
+    try:
+        page = Page(capture)
+        page.capture_section()
+        for session in page.shown_sessions:
+            page.session_section(session)
+        return page.html()
+    finally:
+        pio.templates.default = default
 
 
 def _ranked(items, limit, key):

@@ -51,13 +51,9 @@ def session_label(session, path):
 
 
 def records(result, batches, by="device", interval_s=1.0, devices=()):
-    """(label keys, one dict per interval and group) of an analysis and its IO rows
-    (batches of them: at least iostat.ROW_COLUMNS)."""
-    if len(batches) == 1:
-        rows = batches[0]
-    else:
-        rows = iorows.concat(batches) if batches else {n: np.zeros(0, np.int64)
-                                                       for n in iorows.NAMES}
+    """(label keys, one dict per interval and group) of an analysis and its IO rows:
+    batches of them, or what iostat.kept_rows() kept of them."""
+    rows = iorows.Wide(iostat.kept_rows(batches).take())
     paths = result.analyzer.path_list
     group, labels, kind, size, events = _groups(rows, paths, by)
     if devices:

@@ -11,6 +11,9 @@ paths_uuid, device names) and the capture start are added here.
 import heapq
 import re
 
+import numpy as np
+
+from ..analysis.records import RecordList
 from ..analysis.naming import match_device, match_sessions, summary_label
 from ..kernel_log.events import event_of
 from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR, RTRS_MSG_NEW_RKEY_F, \
@@ -78,13 +81,8 @@ class MessageView:
         for ref, session in zip(self.sessions, summary["sessions"]):
             for path in session["paths"]:
                 self._by_path[_path_key(path)] = ref
-        self.request_of = {}     # response frame -> request record
-        self.response_of = {}    # request frame -> response record
-        responses = {r["frame"]: r for r in records if r["msg"] == "io_rsp"}
-        for rec in records:
-            if rec["msg"] in REQUESTS and rec["paired_frame"] in responses:
-                self.request_of[rec["paired_frame"]] = rec
-                self.response_of[rec["frame"]] = responses[rec["paired_frame"]]
+        # response frame -> request record, request frame -> response record
+        self.request_of, self.response_of = _partners(records)
 
     # -- sessions ------------------------------------------------------------
 
@@ -289,6 +287,42 @@ class MessageView:
         return "dev %d%s" % (device_id, " (%s)" % name if name else "")
 
 
+def _partners(records):
+    """(request_of, response_of): the request record of a response's frame, the
+    response record of a request's frame."""
+    if isinstance(records, RecordList):
+        return ByFrame(records, 0), ByFrame(records, 1)
+    request_of, response_of = {}, {}
+    responses = {r["frame"]: r for r in records if r["msg"] == "io_rsp"}
+    for rec in records:
+        if rec["msg"] in REQUESTS and rec["paired_frame"] in responses:
+            request_of[rec["paired_frame"]] = rec
+            response_of[rec["frame"]] = responses[rec["paired_frame"]]
+    return request_of, response_of
+
+
+class ByFrame:
+    """The partner records of closed columnar records by frame (``which``: 0 the
+    request of a response, 1 the response of a request), made when asked for."""
+
+    def __init__(self, records, which):
+        self.records = records.records
+        self.which = which
+        self._keys = None
+
+    def get(self, frame, default=None):
+        if self._keys is None:
+            partner = self.records.partners()[self.which]
+            mine = np.flatnonzero(partner >= 0)
+            frames = self.records.cols["frame"][mine]
+            first = np.argsort(frames, kind="stable")
+            self._keys, self._values = frames[first], partner[mine][first]
+        at = np.searchsorted(self._keys, frame)
+        if at < len(self._keys) and self._keys[at] == frame:
+            return self.records.record(int(self._values[at]))
+        return default
+
+
 def _nothing(fields):
     return []
 
@@ -426,7 +460,7 @@ def frame_context(result, capture, frame_no):
     view = MessageView(result.summary, result.messages)
     paths = {_path_key(p): p for s in result.summary["sessions"] for p in s["paths"]}
     lines = []
-    records = [r for r in result.messages if r["frame"] == frame_no]
+    records = _at_frame(result.messages, frame_no)
     if records:
         lines.append(HEADER.rstrip())
     for record in records:
@@ -449,15 +483,20 @@ def frame_settled(summary, records, frame_no):
     requests are answered and its path's queue depth came from the handshake (an
     inferred one may still narrow down)."""
     paths = {_path_key(p): p for s in summary["sessions"] for p in s["paths"]}
-    for rec in records:
-        if rec["frame"] != frame_no:
-            continue
+    for rec in _at_frame(records, frame_no):
         if rec["msg"] in REQUESTS and rec["paired_frame"] is None:
             return False
         path = paths.get(_path_key(rec))
         if path is not None and path["queue_depth_inferred"]:
             return False
     return True
+
+
+def _at_frame(records, frame_no):
+    """The records of one frame."""
+    if isinstance(records, RecordList):
+        return records.at_frame(frame_no)
+    return [r for r in records if r["frame"] == frame_no]
 
 
 def _queue_depth_text(path):

@@ -6,13 +6,17 @@ dict ``rtrs-dissect summary --format json`` prints, so the two cannot disagree),
 the series from its IO rows (``analysis/iorows.py``, binned by ``series.py``),
 the events from the summary's per-path timeline, and the CM ladder of each path
 from the message records.
+
+The IO rows are kept once, narrowed (``kept_rows``): a session, path or device
+holds the positions of its rows, and reads a column when a figure asks for it.
 """
 
 import os
 
 import numpy as np
 
-from ..analysis import iorows
+from ..analysis import iorows, split
+from ..analysis.inflight import slices
 from ..analysis.naming import match_device, match_sessions, summary_label
 from .text import Clock, error_text, event_text
 from ..spec.constants import rnbd_end_sector, rnbd_op_name
@@ -32,38 +36,72 @@ INFERRED_FAILOVER = "failover (original not on the wire)"
 DOWN_KINDS = ("disconnect", "outage", "heartbeat_lost", "reconnect_failed", "reject")
 
 
+#: the IO row columns the report reads (the rest are not kept), and the parts of each
+#: IO's wire time (split.py, as ``part_request``…) in place of the columns they come from
+ROW_COLUMNS = ("time_ns", "frame", "path", "cid", "op", "bytes", "rnbd_op", "device_id",
+               "sector", "bi_size", "response_ns", "latency_ns", "failover_from",
+               "failed_over")
+
+
+def _parts(rows):
+    return {"part_" + name: column for name, column in split.parts_ns(rows).items()}
+
+
+def kept_rows(batches=()):
+    """What the report keeps of IO rows: an io_sink (iorows.Kept) to analyse into, or
+    the rows of ``batches`` (IO row batches, or such a sink fed already)."""
+    return iorows.Kept.of(batches, ROW_COLUMNS, _parts)
+
+
 class Rows:
-    """A subset of the capture's IO rows, with times relative to the capture start."""
+    """A subset of the capture's IO rows (``index``: their positions in ``columns``,
+    None: all of them), with times relative to the capture start.  A column is read
+    when asked for, as int64: a subset holds its positions, not a copy of its rows."""
 
     def __init__(self, columns, t0_ns, index=None):
-        self.columns = columns if index is None else {k: v[index] for k, v in columns.items()}
-        self.t0_ns = t0_ns
-        c = self.columns
-        self.time = (c["time_ns"] - t0_ns) / 1e9
-        self.latency_us = np.where(c["latency_ns"] >= 0, c["latency_ns"] / 1e3, np.nan)
-        self.answered_at = np.where(c["response_ns"] >= 0, (c["response_ns"] - t0_ns) / 1e9,
-                                    np.nan)
+        self.columns, self.t0_ns, self.index = columns, t0_ns, index
 
     def __len__(self):
-        return len(self.time)
+        return len(self.columns["time_ns"]) if self.index is None else len(self.index)
 
     def __getitem__(self, name):
-        return self.columns[name]
+        column = self.columns[name]
+        return (column if self.index is None else column[self.index]).astype(np.int64,
+                                                                            copy=False)
+
+    @property
+    def time(self):
+        """Seconds since the capture start of each request."""
+        return (self["time_ns"] - self.t0_ns) / 1e9
+
+    @property
+    def latency_us(self):
+        """Latency of each request, µs (NaN: no response)."""
+        latency = self["latency_ns"]
+        return np.where(latency >= 0, latency / 1e3, np.nan)
+
+    @property
+    def answered_at(self):
+        """Seconds since the capture start of each response (NaN: none)."""
+        response = self["response_ns"]
+        return np.where(response >= 0, (response - self.t0_ns) / 1e9, np.nan)
 
     def where(self, mask):
-        return Rows(self.columns, self.t0_ns, np.nonzero(mask)[0])
+        at = np.flatnonzero(mask)
+        return Rows(self.columns, self.t0_ns, iorows.narrow(
+            at if self.index is None else self.index[at]))
 
     @property
     def data_io(self):
         """RNBD IO requests (data, not the control messages), each block IO once: a
         request failed over to another path is its copy's row (analysis/rnbd_view.py)."""
-        return self.where((self.columns["rnbd_op"] >= 0) & (self.columns["failed_over"] == 0))
+        return self.where((self["rnbd_op"] >= 0) & (self["failed_over"] == 0))
 
     def rnbd_ops(self):
         """(name, rows) of each RNBD operation present, in the order of its code."""
-        codes = np.unique(self.columns["rnbd_op"])
-        return [(rnbd_op_name(int(code)), self.where(self.columns["rnbd_op"] == code))
-                for code in codes if code >= 0]
+        ops = self["rnbd_op"]
+        return [(rnbd_op_name(int(code)), self.where(ops == code))
+                for code in np.unique(ops) if code >= 0]
 
 
 #: the attributes that say how long an event lasted (an outage, a heartbeat gap)
@@ -144,16 +182,17 @@ class PathView:
         on another path for a request failed over; else the path's next disconnect,
         outage or heartbeat loss; else the capture end."""
         rows = self.rows
-        ends = rows.answered_at.copy()
+        ends = rows.answered_at
+        frames, times = rows["frame"], rows.time
         moved = self.capture.failover_times()
         downs = np.sort([e["time"] - self.capture.t0 for e in self.summary.get("events", ())
                          if e["kind"] in DOWN_KINDS])
         for i in np.nonzero(np.isnan(ends))[0]:
-            resend = moved.get(int(rows["frame"][i]))
+            resend = moved.get(int(frames[i]))
             if resend is not None:
                 ends[i] = resend
                 continue
-            after = np.searchsorted(downs, rows.time[i], side="right")
+            after = np.searchsorted(downs, times[i], side="right")
             ends[i] = downs[after] if after < len(downs) else self.capture.duration
         return ends
 
@@ -190,14 +229,21 @@ class DeviceView:
 
 
 class SessionView:
-    def __init__(self, capture, index, summary, model, rows):
-        self.capture, self.index, self.summary, self.rows = capture, index, summary, rows
+    def __init__(self, capture, index, summary, model, by_path):
+        """``by_path``: path id -> the positions of its rows."""
+        self.capture, self.index, self.summary = capture, index, summary
         self.name = summary["sessname"]
         self.label = summary_label(summary)
         self.anchor = "session-%d" % index
-        by_id = rows["path"]
-        self.paths = [PathView(capture, self, ps, pm, rows.where(by_id == pm.id))
-                      for ps, pm in zip(summary["paths"], _checked_paths(summary, model))]
+        rows = capture.rows
+        paths = _checked_paths(summary, model)
+        mine = [by_path[p.id] for p in paths if p.id in by_path]
+        self.rows = Rows(rows.columns, rows.t0_ns,
+                         iorows.narrow(np.sort(np.concatenate(mine)) if mine
+                                       else np.zeros(0, dtype=np.int64)))
+        self.paths = [PathView(capture, self, ps, pm, Rows(
+            rows.columns, rows.t0_ns, by_path.get(pm.id, np.zeros(0, dtype=np.int64))))
+            for ps, pm in zip(summary["paths"], paths)]
         self.devices = self._devices()
 
     def _devices(self):
@@ -217,6 +263,7 @@ class CaptureView:
     """The capture, its sessions, paths and devices, each with its rows."""
 
     def __init__(self, result, batches):
+        """``batches``: the analysis' IO rows, or what ``kept_rows()`` kept of them."""
         self.summary = result.summary
         cap = self.summary["capture"]
         self.t0 = cap["first_ts"] or 0.0
@@ -226,12 +273,7 @@ class CaptureView:
         self.files = cap.get("files") or [cap["path"]]
         self.name = ", ".join(os.path.basename(f) for f in self.files)
         t0_ns = round(self.t0 * 1e9)
-        if len(batches) == 1:        # already joined (iorows.Kept): no second copy
-            columns = batches[0]
-        else:
-            columns = iorows.concat(batches) if batches else {
-                name: np.zeros(0, dtype=np.int64) for name in iorows.NAMES}
-        self.rows = Rows(columns, t0_ns)
+        self.rows = Rows(kept_rows(batches).take(), t0_ns)
         self._records = {}
         for rec in result.messages:
             if rec["msg"] in LADDER_MESSAGES:
@@ -239,9 +281,9 @@ class CaptureView:
                                          []).append(rec)
         self._failover_times = None
         sessions = list(result.analyzer.sessions.values())
-        self.sessions = [SessionView(self, i, s, m, self.rows.where(
-            np.isin(self.rows["path"], [p.id for p in m.paths])))
-            for i, (s, m) in enumerate(zip(self.summary["sessions"], sessions))]
+        by_path = {pid: iorows.narrow(at) for pid, at in slices(self.rows.columns["path"])}
+        self.sessions = [SessionView(self, i, s, m, by_path)
+                         for i, (s, m) in enumerate(zip(self.summary["sessions"], sessions))]
 
     @property
     def paths(self):

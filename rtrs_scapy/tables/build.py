@@ -10,9 +10,11 @@ import json
 
 import pyarrow as pa
 
+from ..analysis.records import RecordList
 from ..report.messages import MessageView, json_fields, json_rnbd
 from ..report.words import has_sector
 from ..spec.constants import rnbd_op_name
+from .message_table import message_tables
 from .names import PATH_COLUMNS, path_names
 from .schema import schema
 
@@ -113,6 +115,11 @@ def messages_tables(result, capture, rows_per_table=MESSAGE_ROWS):
                 for path in result.analyzer.path_list}
     records = result.messages
     table_schema = schema("messages")
+    if isinstance(records, RecordList) and records.records.order is not None:
+        yield from message_tables(view, result, capture, path_ids, table_schema,
+                                  rows_per_table,
+                                  lambda rec: _message_row(view, rec, capture, path_ids))
+        return
     for start in range(0, len(records), rows_per_table):
         rows = [_message_row(view, rec, capture, path_ids)
                 for rec in records[start:start + rows_per_table]]
