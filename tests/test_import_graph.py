@@ -8,7 +8,9 @@ import functools
 import json
 import subprocess
 import sys
+from collections import deque
 
+import numpy as np
 import pytest
 
 from conftest import REPO
@@ -134,15 +136,42 @@ def test_no_module_imports_upward():
 ANALYZER_NAMES = {"an", "analyzer"}
 
 
+#: methods that change a list, dict, set or deque in place
+MUTATORS = {"append", "extend", "insert", "pop", "popitem", "popleft", "appendleft",
+            "extendleft", "remove", "discard", "clear", "update", "setdefault", "add", "sort",
+            "reverse", "move_to_end", "difference_update", "intersection_update",
+            "symmetric_difference_update", "__setitem__", "__delitem__"}
+#: what a part is not: a bare container
+CONTAINERS = (dict, list, set, deque, bytearray, np.ndarray)
+
+
+def _of_an_analyzer(node):
+    """Is ``node`` an attribute of an analyzer (``an.x``, ``self.an.x``, ``analyzer.x``)?"""
+    if not isinstance(node, ast.Attribute):
+        return False
+    owner = node.value
+    return (isinstance(owner, ast.Name) and owner.id in ANALYZER_NAMES) or \
+        (isinstance(owner, ast.Attribute) and owner.attr in ANALYZER_NAMES)
+
+
 def _analyzer_attributes(tree):
     """(line, name, stored) of every attribute of an analyzer in ``tree``."""
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Attribute):
-            continue
-        owner = node.value
-        if (isinstance(owner, ast.Name) and owner.id in ANALYZER_NAMES) or \
-                (isinstance(owner, ast.Attribute) and owner.attr in ANALYZER_NAMES):
+        if _of_an_analyzer(node):
             yield node.lineno, node.attr, isinstance(node.ctx, (ast.Store, ast.Del))
+
+
+def _changed_in_place(tree):
+    """(line, name) of every attribute of an analyzer changed in place in ``tree``: an
+    item assigned or deleted (``an.x[k] = v``, ``an.x[k] += 1``, ``del an.x[k]``) or a
+    mutating method called (``an.x.append(v)``, ``self.an.x.pop(k)``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                and _of_an_analyzer(node.value):
+            yield node.lineno, node.value.attr
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in MUTATORS and _of_an_analyzer(node.func.value):
+            yield node.lineno, node.func.value.attr
 
 
 def _outside_the_analyzer():
@@ -193,3 +222,48 @@ def test_what_other_modules_read_of_the_analyzer_exists():
     for view in ("path_list", "sessions", "conns", "frames", "carry", "mirrors"):
         with pytest.raises(AttributeError):
             setattr(an, view, None)
+
+
+def test_the_scan_sees_a_change_in_place():
+    """The scan below finds each form of changing an analyzer's container in place, and
+    neither a read nor a change of what an item of it holds."""
+    code = ("an.x[1] = 2\nself.an.y[k] += 1\ndel analyzer.z[0]\nan.w.append(1)\n"
+            "self.an.v.setdefault(k, [])\nresult.analyzer.u.clear()\nan.t.pop()\n"
+            "an.s.update({})\nan.r[0].append(1)\nq = an.q[0]\nan.p.get(1)\n")
+    assert sorted(_changed_in_place(ast.parse(code))) == [
+        (1, "x"), (2, "y"), (3, "z"), (4, "w"), (5, "v"), (6, "u"), (7, "t"), (8, "s")]
+
+
+def test_no_module_changes_an_analyzer_container_in_place():
+    """Outside analyzer.py, what is changed in place on an analyzer is one of its parts,
+    through the part's methods (``an.settle_queue.add(batch)``), never one of its
+    dicts, lists or sets, nor a container a view shows (``an.stream_paths[k] = v``)."""
+    from rtrs_scapy.analysis.analyzer import Analyzer
+
+    an = Analyzer(keep_messages=True)
+    changed, parts = [], set()
+    for path in _outside_the_analyzer():
+        for line, name in _changed_in_place(ast.parse(path.read_text())):
+            if isinstance(getattr(an, name, None), CONTAINERS) or not hasattr(an, name):
+                changed.append("%s:%d %s" % (path.relative_to(REPO), line, name))
+            else:
+                parts.add(name)
+    assert changed == []
+    assert "settle_queue" in parts     # the scan is not blind: io.py adds its batches
+
+
+def test_the_analyzer_state_is_in_documented_parts():
+    """The analyzer holds no bare container of its own, and each part it holds is a row
+    of docs/design.md's table of the analyzer's parts."""
+    from rtrs_scapy.analysis.analyzer import Analyzer
+
+    an = Analyzer(keep_messages=True)
+    assert [name for name, value in vars(an).items() if isinstance(value, CONTAINERS)] == []
+    parts = sorted(name for name, value in vars(an).items()
+                   if type(value).__module__.startswith("rtrs_scapy."))
+    text = (REPO / "docs" / "design.md").read_text()
+    table = text[text.index("## The analyzer's parts"):text.index("## One layout")]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert [name for name in parts if not any("`%s` (" % name in row.split("|")[1]
+                                              for row in rows)] == []
+    assert {"registry", "unbound", "control_reads", "records", "settle_queue"} <= set(parts)
