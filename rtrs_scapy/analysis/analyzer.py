@@ -138,7 +138,7 @@ class Analyzer:
             self._evict(next(iter(idle)))   # OrderedDict: O(1) at the front
         while self.registry.live_paths >= size["paths"]:
             if not idle:
-                self.bounds.refused["paths"] += 1
+                self.bounds.refuse("paths")
                 return False
             self._evict(next(iter(idle)))
         return True
@@ -146,7 +146,7 @@ class Analyzer:
     def _evict(self, path):
         self.registry.remove(path)
         self.cm.forget(path)
-        self.bounds.evicted["idle_paths"] += 1
+        self.bounds.evict("idle_paths")
         for attempt in path.attempts:   # no cyclic GC while reading: break the cycles
             attempt.connections.clear()
         path.attempts.clear()
@@ -543,7 +543,7 @@ class Analyzer:
         extra = len(self.carry["key"]) - self.bounds.size["requests"]
         if extra > 0:
             self.pending.keep(np.sort(np.argsort(self.carry["frame"], kind="stable")[extra:]))
-            self.bounds.evicted["requests"] += extra
+            self.bounds.evict("requests", extra)
 
     def _forget_evicted_streams(self):
         """Streams the transport evicted (their slot has a newer generation) leave the
