@@ -161,17 +161,61 @@ def _analyzer_attributes(tree):
             yield node.lineno, node.attr, isinstance(node.ctx, (ast.Store, ast.Del))
 
 
+def _bound_names(target):
+    """The local names an assignment's target binds."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _bound_names(element)]
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    return []       # an attribute or an item: no local name
+
+
+def _aliases(function):
+    """Local names of ``function`` that only ever hold an analyzer's attribute
+    (``paths = an.path_list``): name -> the attribute."""
+    held = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr)):
+            targets = [node.target]
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            targets = [node.optional_vars]
+        else:
+            continue
+        for target in targets:
+            whole = isinstance(node, ast.Assign) and isinstance(target, ast.Name) \
+                and _of_an_analyzer(node.value)
+            for name in _bound_names(target):
+                held.setdefault(name, set()).add(node.value.attr if whole else None)
+    return {name: attrs.pop() for name, attrs in held.items()
+            if len(attrs) == 1 and None not in attrs}
+
+
 def _changed_in_place(tree):
     """(line, name) of every attribute of an analyzer changed in place in ``tree``: an
     item assigned or deleted (``an.x[k] = v``, ``an.x[k] += 1``, ``del an.x[k]``) or a
-    mutating method called (``an.x.append(v)``, ``self.an.x.pop(k)``)."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
-                and _of_an_analyzer(node.value):
-            yield node.lineno, node.value.attr
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in MUTATORS and _of_an_analyzer(node.func.value):
-            yield node.lineno, node.func.value.attr
+    mutating method called (``an.x.append(v)``, ``self.an.x.pop(k)``), also through a
+    local name that holds it (``paths = an.x`` … ``paths[k] = v``)."""
+    found = set()
+    for scope in [tree] + [node for node in ast.walk(tree)
+                           if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        aliases = _aliases(scope) if scope is not tree else {}
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                target = node.value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in MUTATORS:
+                target = node.func.value
+            else:
+                continue
+            if _of_an_analyzer(target):
+                found.add((node.lineno, target.attr))
+            elif isinstance(target, ast.Name) and target.id in aliases:
+                found.add((node.lineno, aliases[target.id]))
+    return sorted(found)
 
 
 def _outside_the_analyzer():
@@ -225,13 +269,17 @@ def test_what_other_modules_read_of_the_analyzer_exists():
 
 
 def test_the_scan_sees_a_change_in_place():
-    """The scan below finds each form of changing an analyzer's container in place, and
-    neither a read nor a change of what an item of it holds."""
+    """The scan below finds each form of changing an analyzer's container in place, by
+    its name or a local one, and neither a read nor a change of what an item of it
+    holds."""
     code = ("an.x[1] = 2\nself.an.y[k] += 1\ndel analyzer.z[0]\nan.w.append(1)\n"
             "self.an.v.setdefault(k, [])\nresult.analyzer.u.clear()\nan.t.pop()\n"
-            "an.s.update({})\nan.r[0].append(1)\nq = an.q[0]\nan.p.get(1)\n")
-    assert sorted(_changed_in_place(ast.parse(code))) == [
-        (1, "x"), (2, "y"), (3, "z"), (4, "w"), (5, "v"), (6, "u"), (7, "t"), (8, "s")]
+            "an.s.update({})\nan.r[0].append(1)\nq = an.q[0]\nan.p.get(1)\n"
+            "def f(an):\n    o = an.o\n    o[1] = 2\n    o.add(3)\n    n = o.get(1)\n"
+            "def g(an):\n    m = an.m\n    m = []\n    m.append(1)\n")
+    assert _changed_in_place(ast.parse(code)) == [
+        (1, "x"), (2, "y"), (3, "z"), (4, "w"), (5, "v"), (6, "u"), (7, "t"), (8, "s"),
+        (14, "o"), (15, "o")]
 
 
 def test_no_module_changes_an_analyzer_container_in_place():
