@@ -11,11 +11,8 @@ depth rule of paths without a handshake (until it decides), and the message
 records of ``rtrs-dissect messages``.
 """
 
-from collections import Counter
-
 import numpy as np
 
-from ..capture.links import address_text
 from ..spec.constants import RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
 from ..engine import mads
 from ..engine import transport as T
@@ -26,6 +23,7 @@ from . import decode as D
 from . import failover, heartbeat, iorows, other_rdma, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
+from .controlreads import ControlReads
 from .counts import CaptureCounts
 from .io import IoBatch, acknowledged
 from .linking import link_reconnected
@@ -35,8 +33,9 @@ from .inflight import InFlight
 from .qdepth import MemBitsInference
 from .readdata import ReadData
 from .records import Records
-from .registry import PathRegistry
+from .registry import AddressTexts, PathRegistry
 from .rnbd_view import RnbdView
+from .unbound import UnboundStreams
 
 _info_req = plan("RtrsMsgInfoReq")
 _info_rsp = plan("RtrsMsgInfoRsp")
@@ -45,7 +44,6 @@ _sg_cnt = _info_rsp.reader("sg_cnt")
 #: a stream's transport counters
 COUNTERS = (T.SEEN, T.ACKS, T.NAKS, T.RNRS, T.DUPS, T.CNPS, T.SKIPPED, T.FILLED)
 IMMEDIATE_KINDS = (D.K_REQUEST, D.K_RESPONSE, D.K_HB_MSG, D.K_HB_ACK)
-CONTROL_READS = 256          # RNBD control reads waiting for their reply (bounded)
 
 
 def _view(part, name):
@@ -57,12 +55,17 @@ class Analyzer:
     """The engine's consumer; ``close()`` ends the capture.
 
     Its state is in named parts (docs/design.md#the-analyzers-parts): ``registry``
-    (registry.py: sessions, paths, connections, the streams tied to them), ``counts``
-    (counts.py: the capture's frames and counts), ``failover_state`` (failover.py),
-    ``pending`` (pairing.py: the requests awaiting their response), ``io_spans``
-    (iorows.py: each path's first and last IO).  Other modules read
-    them through the read-only views below or the parts' methods, never by assigning
-    the analyzer's attributes (tests/test_import_graph.py)."""
+    and ``addresses`` (registry.py: sessions, paths, connections, the streams tied to
+    them; the addresses' texts), ``counts`` (counts.py: the capture's frames and counts),
+    ``failover_state`` (failover.py), ``pending`` (pairing.py: the requests awaiting
+    their response), ``io_spans`` (iorows.py: each path's first and last IO),
+    ``unbound`` (unbound.py: what waits for a stream to prove it is RTRS's),
+    ``control_reads`` (controlreads.py), ``read_data`` (readdata.py), ``settle_queue``
+    (settling.py), ``records`` (records.py), ``rnbd_view`` (rnbd_view.py),
+    ``in_flight`` (inflight.py), ``cm`` (cm_tracker.py), ``bounds`` and
+    ``anomaly_log`` (bounds.py).  Other modules read them through the read-only views
+    below or the parts' methods, never by assigning the analyzer's attributes or
+    changing its containers in place (tests/test_import_graph.py)."""
 
     sessions = _view("registry", "sessions")
     paths = _view("registry", "paths")
@@ -82,6 +85,8 @@ class Analyzer:
     link_type = _view("counts", "link_type")
     mirrors = _view("counts", "mirrors")
     carry = _view("pending", "table")
+    unattributed = _view("unbound", "unattributed")
+    anomalies = _view("anomaly_log", "examples")
 
     def __init__(self, keep_messages=False, queue_depth=None, io_sink=None,
                  keep_latencies=True, limits=None):
@@ -100,34 +105,24 @@ class Analyzer:
             if keep_messages else None
         self.registry = PathRegistry()
         self.anomaly_log = Anomalies(self.bounds.size["examples"])
-        self.anomalies = self.anomaly_log.examples
         self.cm = CmTracker(self)
         self.engine = None          # set by the engine that feeds this analyzer
-        self.addr_cache = {}
+        self.addresses = AddressTexts(self.bounds)   # endpoints' texts, cached
         self.counts = CaptureCounts(self.bounds)
-        self.unattributed = []      # heartbeats of streams not yet tied to a path
         self.frame = None
         self.closed = False
         self.pending = pairing.Pending()    # requests in flight, all sessions
         self.read_data = ReadData(self.bounds.size["requests"])   # READ data until paired
         self.failover_state = failover.FailoverState()
         self.settle_queue = SettleQueue(self)     # IO batches settled in capture order
-        self.control_reads = {}        # desc key -> (path id, RNBD fields, record index)
-        self.opens_asked = {}          # OPEN request frame -> the device path it names
-        self.naks = []                 # (frame, syndrome, conn, slot, gen) of AETH NAKs
-        # (slot, gen) -> (first anomalies, counts by kind) of a stream not yet RTRS's
-        self.unproven = {}
-        self.immediates = set()        # (slot, gen) of unbound streams with RTRS immediates
+        self.control_reads = ControlReads()    # RNBD control reads awaiting their reply
+        self.unbound = UnboundStreams(self.bounds)  # what waits for a stream to prove RTRS's
 
     # -- model helpers (also used by the CM tracker) ------------------------------------
 
     def text(self, raw):
-        text = self.addr_cache.get(raw)
-        if text is None:
-            if len(self.addr_cache) >= self.bounds.size["cm"]:
-                self.addr_cache.clear()
-            text = self.addr_cache[raw] = address_text(raw)
-        return text
+        """The text of the address ``raw`` (a 128-bit pair)."""
+        return self.addresses.text(raw)
 
     def anomaly(self, frame, kind, detail, *args):
         """Counted by kind; the first ones kept with ``detail % args``."""
@@ -143,7 +138,7 @@ class Analyzer:
             self._evict(next(iter(idle)))   # OrderedDict: O(1) at the front
         while self.registry.live_paths >= size["paths"]:
             if not idle:
-                self.bounds.refused["paths"] += 1
+                self.bounds.refuse("paths")
                 return False
             self._evict(next(iter(idle)))
         return True
@@ -151,7 +146,7 @@ class Analyzer:
     def _evict(self, path):
         self.registry.remove(path)
         self.cm.forget(path)
-        self.bounds.evicted["idle_paths"] += 1
+        self.bounds.evict("idle_paths")
         for attempt in path.attempts:   # no cyclic GC while reading: break the cycles
             attempt.connections.clear()
         path.attempts.clear()
@@ -390,8 +385,8 @@ class Analyzer:
                 self.stream_anomaly(row, frame, "partial_message",
                                     "last packet without its first")
             elif kind == T.EV_NAK:   # reported if the stream turns out to be RTRS's
-                self.bounds.keep("unattributed", self.naks, (frame, code, int(row[T.E_CONN]),
-                                               int(row[T.E_SLOT]), int(row[T.E_GEN])))
+                self.unbound.nak((frame, code, int(row[T.E_CONN]), int(row[T.E_SLOT]),
+                                  int(row[T.E_GEN])))
             elif kind == T.EV_UNKNOWN_OPCODE:
                 self.anomaly(frame, "unknown_opcode", "BTH opcode 0x%02x" % code)
             elif kind == T.EV_FOREIGN_OPCODE:
@@ -413,11 +408,8 @@ class Analyzer:
         if row[T.E_CONN] >= 0 or key in self.stream_paths or key[0] < 0:
             self.anomaly(frame, kind, detail, *args)
             return
-        examples, counts = self.unproven.setdefault(key, ([], Counter()))
-        if counts[kind] < self.bounds.size["examples"]:
-            examples.append((frame, kind, detail, args))
-        counts[kind] += 1
-        if len(self.unproven) > 2 * self.bounds.size["streams"]:
+        self.unbound.anomaly(key, frame, kind, detail, args)
+        if len(self.unbound.unproven) > 2 * self.bounds.size["streams"]:
             self._forget_evicted_streams()
 
     def foreign_stream(self, address, qpn):
@@ -431,7 +423,7 @@ class Analyzer:
         if state[T.CONN] != -1:
             return state[T.CONN] < -1
         key = (slot, int(state[T.GEN]))
-        return key not in self.stream_paths and key not in self.immediates \
+        return key not in self.stream_paths and key not in self.unbound.immediates \
             and state[T.SEEN] > 0
 
     def stream_path(self, conn, slot, gen):
@@ -508,8 +500,8 @@ class Analyzer:
         rtrs = (rows[:, T.R_CONN] == -1) & np.isin(kind, IMMEDIATE_KINDS)
         if rtrs.any():
             keys = np.unique(rows[rtrs][:, [T.R_SLOT, T.R_GEN]], axis=0)
-            self.immediates.update(map(tuple, keys.tolist()))
-            if len(self.immediates) > 2 * self.bounds.size["streams"]:
+            self.unbound.carried_immediates(map(tuple, keys.tolist()))
+            if len(self.unbound.immediates) > 2 * self.bounds.size["streams"]:
                 self._forget_evicted_streams()
 
     def _other_messages(self, rows):
@@ -532,7 +524,7 @@ class Analyzer:
         if path is None:     # the paths are full (rtrs_scapy/spec/limits.py)
             return None
         known = self.registry.stream_paths[key] = (path.id, c2s)
-        examples, counts = self.unproven.pop(key, ((), {}))
+        examples, counts = self.unbound.proven(key)
         for frame, kind, detail, args in examples:
             self.anomaly(frame, kind, detail, *args)
             counts[kind] -= 1
@@ -551,16 +543,14 @@ class Analyzer:
         extra = len(self.carry["key"]) - self.bounds.size["requests"]
         if extra > 0:
             self.pending.keep(np.sort(np.argsort(self.carry["frame"], kind="stable")[extra:]))
-            self.bounds.evicted["requests"] += extra
+            self.bounds.evict("requests", extra)
 
     def _forget_evicted_streams(self):
         """Streams the transport evicted (their slot has a newer generation) leave the
         table of streams tied to a path by their content."""
         gens = self.engine.streams.state[:, T.GEN]
         self.registry.forget_streams(gens)
-        self.unproven = {key: waiting for key, waiting in self.unproven.items()
-                         if gens[key[0]] == key[1]}
-        self.immediates = {key for key in self.immediates if gens[key[0]] == key[1]}
+        self.unbound.forget(gens)
 
     def _heartbeats(self, rows, kind, path_id, c2s):
         """Heartbeats of CM-bound streams count at once; the others once the capture
@@ -577,7 +567,7 @@ class Analyzer:
                 self.count_heartbeat(path, bool(c2s[i]), is_msg, frame, time)
                 self.cm.heartbeat(path, frame, time)
             else:
-                self.bounds.keep("unattributed", self.unattributed, (
+                self.unbound.heartbeat((
                     (int(row[T.R_SLOT]), int(row[T.R_GEN])), int(row[T.R_LAST_FRAME]),
                     int(row[T.R_LAST_TS]), (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO])),
                     (int(row[T.R_DST_HI]), int(row[T.R_DST_LO])), is_msg))
@@ -643,13 +633,13 @@ class Analyzer:
         (docs/PROTOCOL.md#rnbd-session-life-cycle)."""
         for i in np.flatnonzero((kind == D.K_DATA) & (path_id >= 0)).tolist():
             key = int(rows[i, T.R_RKEY])
-            entry = self.control_reads.get(key)
-            if entry is None or entry[0] != path_id[i]:
+            entry = self.control_reads.waiting(key, path_id[i])
+            if entry is None:
                 continue
             reply = rnbd.reply(D.head_bytes(rows, arena, i), int(rows[i, T.R_LEN]))
             if reply is None:
                 continue
-            del self.control_reads[key]
+            self.control_reads.answered(key)
             path, request, index = self.path_list[path_id[i]], entry[1], entry[2]
             if reply["msg"] == "open_rsp" and request.get("dev_name") is not None:
                 path.devices[reply["device_id"]] = request["dev_name"]
@@ -658,17 +648,6 @@ class Analyzer:
                                       int(rows[i, T.R_LAST_TS]) / 1e9)
             if self.records is not None:
                 self.records.reply(index, int(rows[i, T.R_LAST_FRAME]), reply)
-
-    def control_read(self, desc_key, path_id, fields, record, frame):
-        """A SESS_INFO/OPEN read: its reply arrives as READ data with this rkey.  The
-        device an OPEN asked for is kept by its frame: a failed OPEN names it."""
-        if len(self.control_reads) >= CONTROL_READS:
-            del self.control_reads[next(iter(self.control_reads))]
-        self.control_reads[desc_key] = (path_id, fields, record)
-        if fields.get("dev_name") is not None:
-            if len(self.opens_asked) >= CONTROL_READS:
-                del self.opens_asked[next(iter(self.opens_asked))]
-            self.opens_asked[frame] = fields["dev_name"]
 
     # -- end ------------------------------------------------------------------------
 
@@ -686,10 +665,10 @@ class Analyzer:
         self._tie_heartbeat_streams()
         self._harvest()
         self._unmatched()
-        for frame, syndrome, conn, slot, gen in self.naks:
+        for frame, syndrome, conn, slot, gen in self.unbound.naks:
             if self.stream_path(conn, slot, gen) is not None:
                 self.anomaly(frame, "nak", "AETH NAK syndrome 0x%02x" % syndrome)
-        for stream, frame, stamp, src, dst, is_msg in self.unattributed:
+        for stream, frame, stamp, src, dst, is_msg in self.unbound.unattributed:
             known = self.stream_paths.get(stream)
             if known is not None:
                 path, c2s = self.path_list[known[0]], known[1]
@@ -739,7 +718,7 @@ class Analyzer:
         their addresses (as its heartbeats are counted, below): its transport counters
         count there too (docs/PROTOCOL.md#stalls)."""
         gens = self.engine.streams.state[:, T.GEN]
-        for stream, _, _, src, dst, _ in self.unattributed:
+        for stream, _, _, src, dst, _ in self.unbound.unattributed:
             if stream not in self.stream_paths and gens[stream[0]] == stream[1]:
                 path = self.path_between(src, dst)
                 if path is not None:

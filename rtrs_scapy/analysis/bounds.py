@@ -20,12 +20,20 @@ class Bounds:
         self.evicted = Counter()    # table -> entries evicted (least recently used first)
         self.refused = Counter()    # table -> entries not made because the table was full
 
+    def evict(self, table, count=1):
+        """``count`` entries of ``table`` were evicted to make room."""
+        self.evicted[table] += count
+
+    def refuse(self, table):
+        """An entry of ``table`` was not made: the table was full."""
+        self.refused[table] += 1
+
     def keep(self, table, items, item):
         """Append ``item`` to ``items`` while the ``table`` bound allows; else count it."""
         if len(items) < self.size[table]:
             items.append(item)
         else:
-            self.refused[table] += 1
+            self.refuse(table)
 
     def keep_new(self, table, kept, items):
         """Add to the set ``kept`` the ``items`` not in it while the ``table`` bound
@@ -35,7 +43,7 @@ class Bounds:
                 if len(kept) < self.size[table]:
                     kept.add(item)
                 else:
-                    self.refused[table] += 1
+                    self.refuse(table)
 
     def summary(self, transport_counters):
         evicted = dict(self.evicted)

@@ -251,7 +251,7 @@ class CmTracker:
             return 0
         dropped = self.block.count if self.block is not None else 0
         self.rtrs_frames += count - size + dropped
-        self.an.bounds.evicted["cm"] += count - size + dropped + len(self.requested)
+        self.an.bounds.evict("cm", count - size + dropped + len(self.requested))
         self.requested.clear()       # the flood pushes out every deferred REQ
         self.requested_ids.clear()
         self.block = _Block(chunk, packets, first + count - size, first + count, flood,
@@ -270,7 +270,7 @@ class CmTracker:
         table[key] = value
         if len(table) > self.an.bounds.size["cm"]:
             table.popitem(last=False)
-            self.an.bounds.evicted["cm"] += 1
+            self.an.bounds.evict("cm")
 
     def forget(self, path):
         """A path evicted by the analyzer: its connections leave the CM tables."""
@@ -369,7 +369,7 @@ class CmTracker:
         if len(self.requested) > self.an.bounds.size["cm"]:
             for forgotten in self.requested.popitem(last=False)[1]:
                 self.requested_ids.pop((forgotten[2], forgotten[9]), None)
-            self.an.bounds.evicted["cm"] += 1
+            self.an.bounds.evict("cm")
         if len(waiting) > MAX_DEFERRED:
             self.materialize(waiting[-1][0])
 
@@ -586,7 +586,7 @@ class CmTracker:
             if len(self.unattached) < self.an.bounds.size["cm"]:
                 self.unattached.append((frame, ts, src, dst))
             else:
-                self.an.bounds.refused["cm"] += 1
+                self.an.bounds.refuse("cm")
             return None
         initiator = _side(path, src)
         self._disconnect(path, frame, ts, initiator)

@@ -119,9 +119,9 @@ class IoBatch:
         reqs = self.reqs
         for i in np.flatnonzero(np.isin(reqs["rnbd_type"], rnbd.CONTROL_READS)
                                 & (reqs["op"] == READ)).tolist():
-            self.an.control_read(int(reqs["desc_key"][i]), int(self.req_path[i]),
-                                 rnbd.decode(self.usr[i]) or {}, int(self.req_record[i]),
-                                 int(self.req_rows[i, T.R_LAST_FRAME]))
+            self.an.control_reads.ask(int(reqs["desc_key"][i]), int(self.req_path[i]),
+                                      rnbd.decode(self.usr[i]) or {}, int(self.req_record[i]),
+                                      int(self.req_rows[i, T.R_LAST_FRAME]))
 
     def _rkeys(self):
         paths, rows = self.an.path_list, self.rsp_rows
@@ -478,7 +478,7 @@ class IoBatch:
                              sector=int(table["sector"][request]),
                              bi_size=int(table["bi_size"][request]))
             elif error["rnbd"] == "open":   # the device the client asked for
-                error["device"] = self.an.opens_asked.get(error["request_frame"])
+                error["device"] = self.an.control_reads.device_asked(error["request_frame"])
         self.an.listed(path.errors, error)
 
     def _records(self, rsp, rows, msg_id, errno, result, table, answered, latency):

@@ -118,7 +118,7 @@ class OtherRdma:
         conn = self.by_comm_id.get((src, comm_id))
         if conn is None:
             if len(self.connections) >= self.an.bounds.size["cm"]:
-                self.an.bounds.refused["cm"] += 1
+                self.an.bounds.refuse("cm")
                 return None
             conn = OtherConnection(
                 len(self.connections), classify(sid, private), self.an.text(src),
@@ -164,7 +164,7 @@ class OtherRdma:
         self.by_comm_id[key] = conn
         if len(self.by_comm_id) > self.an.bounds.size["cm"]:
             self.by_comm_id.popitem(last=False)
-            self.an.bounds.evicted["cm"] += 1
+            self.an.bounds.evict("cm")
 
     def of(self, value):
         """The connection of an engine marker."""

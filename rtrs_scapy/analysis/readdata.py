@@ -8,7 +8,8 @@ read is the latest data message of its path with that key before its response,
 if it came after the request (a key comes back with a later IO of the same
 buffer).  The table keeps the data messages not yet claimed, as columns, at
 most ``size`` of them (the oldest go); a read claims its data when its
-response pairs, which is soon.
+response pairs, which is soon.  It is the analyzer's ``read_data`` part
+(docs/design.md#the-analyzers-parts): the analyzer adds, io.py looks up.
 """
 
 import numpy as np

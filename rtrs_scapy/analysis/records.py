@@ -12,6 +12,8 @@ a capture, are columns through and through; the rare rich records (CM, info
 exchange, other protocols) keep their fields dicts in a side table.  The few
 fields a record gains late (failover_from, not_delivered, ...) go to a side
 dict in the order they came.  ``RecordList`` shows them as dicts (views).
+``Records`` is the analyzer's ``records`` part (docs/design.md#the-analyzers-parts):
+the analyzer, io.py, failover.py and linking.py change it through its methods.
 """
 
 from collections.abc import Mapping, Sequence

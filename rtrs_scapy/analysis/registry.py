@@ -5,11 +5,13 @@ A path is known by its sess_uuid (from its handshake) or by its two addresses (a
 path without a handshake, docs/PROTOCOL.md#rtrs-without-a-handshake); its id is its
 place in ``path_list`` (IO rows carry it), reused once the path is evicted.  The
 analyzer fills the registry; the other modules read it (``Analyzer.path_list`` and
-its sisters are read-only views of it).
+its sisters are read-only views of it).  ``AddressTexts``, below, the analyzer's
+``addresses``: the texts of the addresses that name the paths' endpoints.
 """
 
 from collections import OrderedDict
 
+from ..capture.links import address_text
 from .io import per_id
 
 
@@ -101,3 +103,20 @@ class PathRegistry:
             conn = self.conns[i][0] if i >= 0 else None
             return conn.cid if conn is not None and conn.cid is not None else -1
         return per_id(conn_ids, cid)
+
+
+class AddressTexts:
+    """The texts of the endpoints' addresses (paths', records', other protocols'), each
+    worked out once; at the "cm" limit of ``bounds`` the cache starts again."""
+
+    def __init__(self, bounds):
+        self.bounds = bounds
+        self.cache = {}         # (hi, lo) -> text
+
+    def text(self, raw):
+        text = self.cache.get(raw)
+        if text is None:
+            if len(self.cache) >= self.bounds.size["cm"]:
+                self.cache.clear()
+            text = self.cache[raw] = address_text(raw)
+        return text

@@ -10,6 +10,8 @@ every path it involves is decided, and batches settle in the order they came.
 What waits is bounded: beyond HOLD requests and responses the oldest batch settles
 its decided paths, and its undecided ones wait for their rule alone (the failovers
 are then found at the end, failover.late_copies, and only the summary has them).
+The queue is the analyzer's ``settle_queue`` part (docs/design.md#the-analyzers-parts):
+io.py adds its batches, the analyzer drains it when a path's rule decides.
 """
 
 from collections import deque
