@@ -12,7 +12,7 @@ import threading
 import time
 
 from conftest import real_pcap
-from watch_util import RTRS_DISSECT, summary
+from watch_util import RTRS_DISSECT, at_a_terminal, summary
 
 ETH_IPV4 = 14
 LOOPBACK = {bytes([10, 77, 0, 1]): bytes([127, 0, 0, 1]), bytes([10, 77, 0, 2]): bytes([127, 0, 0, 2])}
@@ -65,11 +65,13 @@ def frames_on_loopback(capture):
 
 
 def exit_code_or_stacks(proc, readers, said):
-    """The child's exit code after SIGINT; if it does not end in 30 s, its threads'
-    stacks (faulthandler on SIGABRT) in the failure."""
+    """The child's exit code after SIGINT; if it does not end in 30 s, its signal masks
+    and its threads' stacks (faulthandler on SIGABRT) in the failure."""
     try:
         return proc.wait(30)
     except subprocess.TimeoutExpired:
+        with open("/proc/%d/status" % proc.pid) as status:
+            said[:0] = [line for line in status if line.startswith(("SigBlk", "SigIgn"))]
         proc.send_signal(signal.SIGABRT)
         proc.wait(30)
         for reader in readers:
@@ -84,8 +86,8 @@ def test_live_capture_on_loopback():
     assert tool, "scripts/test.sh installs dumpcap (with tshark)"
     capture = real_pcap("basic_inval")
     want = summary(capture)["sessions"][0]["paths"][0]["io"]
-    proc = subprocess.Popen([RTRS_DISSECT, "watch", "-i", "lo", "--jsonl", "--filter",
-                             "udp port 4791"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(at_a_terminal([RTRS_DISSECT, "watch", "-i", "lo", "--jsonl",
+                                           "--filter", "udp port 4791"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=dict(os.environ, PYTHONFAULTHANDLER="1"))
     lines, said = [], []
     first = threading.Event()

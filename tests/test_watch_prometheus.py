@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import real_pcap
 from ib_decode import ib_frames, in_flight_at, pcap_records
-from watch_util import RTRS_DISSECT, free_port, summary
+from watch_util import RTRS_DISSECT, at_a_terminal, free_port, summary
 
 SCRAPE_EVERY = 0.3
 
@@ -48,8 +48,8 @@ def exporter_scrapes(*args):
     """(scrapes while the input lasted, the scrape after it ended) of ``rtrs-dissect
     watch --prometheus 127.0.0.1:PORT ARGS``, stopped by SIGINT then."""
     port = free_port()
-    proc = subprocess.Popen([RTRS_DISSECT, "watch", "--prometheus", "127.0.0.1:%d" % port,
-                             *map(str, args)],
+    proc = subprocess.Popen(at_a_terminal([RTRS_DISSECT, "watch", "--prometheus",
+                                           "127.0.0.1:%d" % port, *map(str, args)]),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ended = threading.Event()
 
@@ -129,8 +129,8 @@ def test_retransmissions_counter_of_failover_equals_the_summary():
     the second scrape on (the first shows every new series at 0, docs/watch.md)."""
     capture = real_pcap("failover")
     port = free_port()
-    proc = subprocess.Popen([RTRS_DISSECT, "watch", "--prometheus", "127.0.0.1:%d" % port,
-                             str(capture)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(at_a_terminal([RTRS_DISSECT, "watch", "--prometheus",
+                                           "127.0.0.1:%d" % port, str(capture)]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     threading.Thread(target=proc.stdout.read, daemon=True).start()   # the JSON lines
     try:

@@ -11,7 +11,7 @@ import urllib.parse
 import urllib.request
 
 from conftest import real_pcap
-from watch_util import RTRS_DISSECT, free_port, summary
+from watch_util import RTRS_DISSECT, at_a_terminal, free_port, summary
 
 PROMETHEUS = shutil.which("prometheus") or "prometheus"   # scripts/test.sh installs it
 CONFIG = """global:
@@ -71,8 +71,9 @@ def test_promql_increase_over_a_replay_equals_the_summary(tmp_path):
     try:
         wait_for(lambda: api(web, "/api/v1/status/buildinfo")["status"] == "success", 60,
                  "prometheus to answer")
-        watch = subprocess.Popen([RTRS_DISSECT, "watch", "--replay", "--speed", "15",
-                                  "--prometheus", "127.0.0.1:%d" % exporter, str(capture)],
+        watch = subprocess.Popen(at_a_terminal([RTRS_DISSECT, "watch", "--replay", "--speed", "15",
+                                                "--prometheus", "127.0.0.1:%d" % exporter,
+                                                str(capture)]),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         ended = threading.Event()
         threading.Thread(target=lambda: [ended.set() for line in watch.stderr

@@ -15,6 +15,19 @@ from once_per_run import once_per_run
 from rtrs_scapy.cli import main
 
 RTRS_DISSECT = str(Path(sys.executable).with_name("rtrs-dissect"))
+
+#: runs its arguments with SIGINT delivered and acted on, as a command started at a
+#: terminal has it: a test process may have inherited SIGINT ignored or blocked (both are
+#: kept across exec), and a child that ignores Ctrl-C would never end on it
+_TERMINAL_SIGINT = ("import os, signal, sys; "
+                    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+                    "signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                    "os.execv(sys.argv[1], sys.argv[1:])")
+
+
+def at_a_terminal(argv):
+    """``argv`` started with SIGINT as at a terminal (Ctrl-C ends it)."""
+    return [sys.executable, "-c", _TERMINAL_SIGINT] + list(argv)
 OPS = ("read", "write")
 
 
