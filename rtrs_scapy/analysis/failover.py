@@ -20,20 +20,21 @@ not found.  Such failovers are counted (``failovers``) and listed apart
 (``failovers_unseen``, kind ``original_not_on_wire``).
 """
 
+from collections import deque
+
 import numpy as np
 
 from ..spec.constants import RNBD_MSG_IO
 from ..spec.limits import limit
 
+from .growing import Growing
 from .io import HEADER, count_failover, failover_record
 from .linking import merge_sessions
 
 #: IO rows kept for this rule (the newest; the run of one failure is far shorter), as
 #: many as the plugin keeps requests per session
 KEEP = limit("failover_log")
-COLUMNS = ("frame", "time_ns", "path", "buf_id", "outcome", "response_ns", "response_frame",
-           "sector",
-           "bi_size", "rnbd_op", "op", "device_id", "rnbd_type")
+COLUMNS = ("frame", "time_ns", "path", "buf_id", "response_ns", "response_frame") + HEADER
 
 
 class FailoverState:
@@ -61,23 +62,35 @@ class FailoverState:
 
 
 class RequestLog:
-    """The last KEEP IO rows, as columns."""
+    """The last KEEP IO rows (whole batches), the columns the rules at the end read,
+    each one growing array; ``table()`` sorts them by frame once, in place."""
 
     def __init__(self):
-        self.chunks, self.size = [], 0
+        self.columns = {c: Growing() for c in COLUMNS}
+        self.lengths = deque()      # the rows of each batch kept, oldest first
+        self.size = 0
+        self.ordered = False
 
     def add(self, batch):
-        self.chunks.append({c: batch[c].copy() for c in COLUMNS})
-        self.size += len(batch["frame"])
-        while self.size - len(self.chunks[0]["frame"]) >= KEEP:
-            self.size -= len(self.chunks.pop(0)["frame"])
+        for c in COLUMNS:
+            self.columns[c].extend(batch[c])
+        self.lengths.append(len(batch["frame"]))
+        self.size += self.lengths[-1]
+        self.ordered = False
+        while self.size - self.lengths[0] >= KEEP:
+            gone = self.lengths.popleft()
+            self.size -= gone
+            for column in self.columns.values():
+                column.drop(gone)
 
     def table(self):
-        if not self.chunks:
-            return {c: np.zeros(0, dtype=np.int64) for c in COLUMNS}
-        rows = {c: np.concatenate([k[c] for k in self.chunks]) for c in COLUMNS}
-        order = np.argsort(rows["frame"], kind="stable")
-        return {c: v[order] for c, v in rows.items()}
+        """The rows in frame order, each column in its narrowed type."""
+        if not self.ordered:
+            order = np.argsort(self.columns["frame"].values(), kind="stable")
+            for column in self.columns.values():
+                column.replace(column.values()[order])
+            self.ordered = True
+        return {c: column.values() for c, column in self.columns.items()}
 
 
 def runs(records):

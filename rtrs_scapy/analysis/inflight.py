@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .growing import Growing
 from .iorows import ANSWERED
 
 
@@ -63,12 +64,15 @@ class InFlight:
     the summary's deepest queue and time at the queue depth."""
 
     def __init__(self):
-        self.batches = []
+        # per answered IO: path id, device id, an RNBD IO or not, its end and its
+        # length (the start is the end minus the length), each one growing array
+        self.kept = tuple(Growing() for _ in range(5))
 
     def add(self, rows):
         mask, start, end = spans(rows)
-        self.batches.append((rows["path"][mask], rows["device_id"][mask],
-                             rows["rnbd_op"][mask] >= 0, start[mask], end[mask]))
+        for kept, column in zip(self.kept, (rows["path"], rows["device_id"],
+                                            rows["rnbd_op"] >= 0, end, end - start)):
+            kept.extend(column[mask])
 
     def figures(self, session_of, depth_of):
         """{("path", path id) | ("device", session, device id): {"max_in_flight",
@@ -76,11 +80,10 @@ class InFlight:
         permits were all taken (the permits are the session's: ``session_of(path
         id)``, ``depth_of(path id)``); a device's deepest queue, and the time its own
         IOs held all the permits."""
-        if not self.batches:
-            return {}
-        path, device, is_io, start, end = (np.concatenate(c) for c in zip(*self.batches))
+        path, device, is_io, end, length = (kept.values() for kept in self.kept)
         if not len(path):
             return {}
+        device, start = device.astype(np.int64), end - length
         paths = np.unique(path)
         owners, owner_of = [], {}
         for pid in paths.tolist():

@@ -22,6 +22,7 @@ import numpy as np
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
 from . import iorows, rnbd, split
+from .growing import Growing
 from .io import WRITE
 from .summary import latency_stats
 
@@ -103,12 +104,13 @@ class RnbdView:
 
 
 class _Ops:
-    """count, bytes (bi_size), errors, latencies and sizes of one RNBD operation."""
+    """count, bytes (bi_size), errors, latencies and sizes of one RNBD operation; the
+    latencies and the split's parts as ns, each one growing array (growing.py)."""
 
     def __init__(self, keep_latencies=True):
         self.count = self.bytes = self.errors = 0
-        self.latencies = [] if keep_latencies else None
-        self.parts = {part: [] for part in split.PARTS} if keep_latencies else None
+        self.latencies = Growing() if keep_latencies else None
+        self.parts = {part: Growing() for part in split.PARTS} if keep_latencies else None
         self.sizes = Counter()
 
     def add(self, rows, mask):
@@ -117,10 +119,10 @@ class _Ops:
         answered = mask & (rows["outcome"] == iorows.ANSWERED)
         self.errors += int(np.count_nonzero(answered & (rows["errno"] != 0)))
         if self.latencies is not None:
-            self.latencies.append(rows["latency_ns"][answered] / 1e9)
+            self.latencies.extend(rows["latency_ns"][answered])
             for part, values in self.parts.items():
                 known = rows["split_" + part][mask]
-                values.append(known[known >= 0] / 1e9)
+                values.extend(known[known >= 0])
         self.sizes.update(rows["bi_size"][mask].tolist())
 
     def merge(self, other):
@@ -128,22 +130,25 @@ class _Ops:
         self.bytes += other.bytes
         self.errors += other.errors
         if self.latencies is not None:
-            self.latencies = other.latencies + self.latencies
+            self.latencies.extend(other.latencies.values())
             for part, values in (other.parts or {}).items():
-                self.parts[part] = values + self.parts[part]
+                self.parts[part].extend(values.values())
         self.sizes.update(other.sizes)
 
     def summary(self, with_latency=True):
         out = {"count": self.count, "bytes": self.bytes, "errors": self.errors,
                "sizes": {str(k): v for k, v in sorted(self.sizes.items())}}
         if with_latency:
-            values = np.concatenate(self.latencies) if self.latencies else np.zeros(0)
-            out["latency_us"] = latency_stats(values.tolist())
+            out["latency_us"] = latency_stats(_seconds(self.latencies))
             if self.parts is not None:
-                out["split_us"] = {part: latency_stats(np.concatenate(values).tolist()
-                                                       if values else [])
+                out["split_us"] = {part: latency_stats(_seconds(values))
                                    for part, values in self.parts.items()}
         return out
+
+
+def _seconds(kept):
+    """The ns a Growing holds, as seconds (none: an empty array)."""
+    return kept.values() / 1e9 if kept is not None else np.zeros(0)
 
 
 class _Device:
