@@ -21,6 +21,27 @@ def spans(rows):
     return answered, end - rows["latency_ns"], end
 
 
+def levels(start, end):
+    """(time, count): the event times in order and the IOs in flight from each on
+    (at a tie the ends go first); a flag a step and one copy of the times at a time."""
+    time = np.concatenate((start, end))
+    delta = np.concatenate((np.ones(len(start), np.int8), -np.ones(len(end), np.int8)))
+    order = np.lexsort((delta, time))
+    time = time[order]
+    return time, np.cumsum(delta[order], dtype=np.int64)
+
+
+def peak(count):
+    return int(count.max()) if len(count) else 0
+
+
+def at_least(time, count, depth):
+    """Seconds with ``depth`` or more IOs in flight."""
+    if not len(time) or not depth:
+        return 0.0
+    return float(np.diff(time)[count[:-1] >= depth].sum()) / 1e9
+
+
 @dataclass
 class Steps:
     """The in-flight count between event times: ``count[i]`` IOs from ``time[i]``
@@ -32,10 +53,7 @@ class Steps:
 
     @classmethod
     def of(cls, start, end):
-        time = np.concatenate((start, end))
-        delta = np.concatenate((np.ones(len(start), np.int64), -np.ones(len(end), np.int64)))
-        order = np.lexsort((delta, time))        # at a tie the ends go first
-        time, count = time[order], np.cumsum(delta[order])
+        time, count = levels(start, end)
         dt = np.diff(time)
         area = np.concatenate(([0], np.cumsum(count[:-1] * dt))) if len(time) else time
         busy = np.concatenate(([0], np.cumsum((count[:-1] > 0) * dt))) if len(time) else time
@@ -50,13 +68,10 @@ class Steps:
                 np.interp(edges, self.time, self.busy))
 
     def peak(self):
-        return int(self.count.max()) if len(self.count) else 0
+        return peak(self.count)
 
     def at_least(self, depth):
-        """Seconds with ``depth`` or more IOs in flight."""
-        if not len(self.time) or not depth:
-            return 0.0
-        return float(np.sum((self.count[:-1] >= depth) * np.diff(self.time))) / 1e9
+        return at_least(self.time, self.count, depth)
 
 
 class InFlight:
@@ -83,35 +98,40 @@ class InFlight:
         path, device, is_io, end, length = (kept.values() for kept in self.kept)
         if not len(path):
             return {}
-        device, start = device.astype(np.int64), end - length
         paths = np.unique(path)
-        owners, owner_of = [], {}
+        owners, owner_of, index = [], {}, {}     # index: id(owner) -> its position
         for pid in paths.tolist():
             owner = session_of(pid)
-            known = next((k for k, o in enumerate(owners) if o is owner), None)
+            known = index.get(id(owner))
             if known is None:
                 owners.append(owner)
-                known = len(owners) - 1
+                known = index[id(owner)] = len(owners) - 1
             owner_of[pid] = known
         session = np.array([owner_of[p] for p in paths.tolist()],
                            dtype=np.int64)[np.searchsorted(paths, path)]
         depth = {}      # session index -> the smallest queue depth of its paths
         for pid, sid in owner_of.items():
             depth[sid] = min(depth.get(sid, 1 << 30), depth_of(pid) or 0)
+        paths_of = {}   # session index -> its path ids
+        for pid, sid in owner_of.items():
+            paths_of.setdefault(sid, []).append(pid)
+        full = {}       # path id -> seconds its session's permits were all taken
+        for sid, at in slices(session):
+            time, count = levels(end[at] - length[at], end[at])
+            for pid in paths_of[sid]:
+                full[pid] = at_least(time, count, depth_of(pid) or 0)
         out = {}
-        full = {sid: Steps.of(start[at], end[at]) for sid, at in slices(session)}
         for pid, at in slices(path):
-            sid = owner_of[pid]
-            out[("path", pid)] = {"max_in_flight": Steps.of(start[at], end[at]).peak(),
-                                  "queue_full_s": round(full[sid].at_least(depth_of(pid) or 0),
-                                                        6)}
+            out[("path", pid)] = {"max_in_flight": peak(levels(end[at] - length[at],
+                                                               end[at])[1]),
+                                  "queue_full_s": round(full[pid], 6)}
         io = np.flatnonzero(is_io)
-        for key, at in slices((session[io] << 32) | (device[io] & 0xFFFFFFFF)):
+        for key, at in slices((session[io] << 32) | (device[io].astype(np.int64) & 0xFFFFFFFF)):
             at = io[at]
-            steps = Steps.of(start[at], end[at])
+            time, count = levels(end[at] - length[at], end[at])
             out[("device", owners[key >> 32], key & 0xFFFFFFFF)] = {
-                "max_in_flight": steps.peak(),
-                "queue_full_s": round(steps.at_least(depth[key >> 32]), 6)}
+                "max_in_flight": peak(count),
+                "queue_full_s": round(at_least(time, count, depth[key >> 32]), 6)}
         return out
 
 
