@@ -98,41 +98,39 @@ class InFlight:
         path, device, is_io, end, length = (kept.values() for kept in self.kept)
         if not len(path):
             return {}
-        paths = np.unique(path)
-        owners, owner_of, index = [], {}, {}     # index: id(owner) -> its position
-        for pid in paths.tolist():
+        by_path = dict(slices(path))        # path id -> positions of its IOs
+        owners, paths_of, index = [], [], {}     # index: id(owner) -> its position
+        for pid in sorted(by_path):
             owner = session_of(pid)
             known = index.get(id(owner))
             if known is None:
                 owners.append(owner)
+                paths_of.append([])
                 known = index[id(owner)] = len(owners) - 1
-            owner_of[pid] = known
-        session = np.array([owner_of[p] for p in paths.tolist()],
-                           dtype=np.int64)[np.searchsorted(paths, path)]
-        depth = {}      # session index -> the smallest queue depth of its paths
-        for pid, sid in owner_of.items():
-            depth[sid] = min(depth.get(sid, 1 << 30), depth_of(pid) or 0)
-        paths_of = {}   # session index -> its path ids
-        for pid, sid in owner_of.items():
-            paths_of.setdefault(sid, []).append(pid)
-        full = {}       # path id -> seconds its session's permits were all taken
-        for sid, at in slices(session):
-            time, count = levels(end[at] - length[at], end[at])
-            for pid in paths_of[sid]:
-                full[pid] = at_least(time, count, depth_of(pid) or 0)
-        out = {}
-        for pid, at in slices(path):
-            out[("path", pid)] = {"max_in_flight": peak(levels(end[at] - length[at],
-                                                               end[at])[1]),
-                                  "queue_full_s": round(full[pid], 6)}
-        io = np.flatnonzero(is_io)
-        for key, at in slices((session[io] << 32) | (device[io].astype(np.int64) & 0xFFFFFFFF)):
-            at = io[at]
-            time, count = levels(end[at] - length[at], end[at])
-            out[("device", owners[key >> 32], key & 0xFFFFFFFF)] = {
-                "max_in_flight": peak(count),
-                "queue_full_s": round(at_least(time, count, depth[key >> 32]), 6)}
+            paths_of[known].append(pid)
+        out = {("path", pid): {"max_in_flight": peak(_levels(end, length, at)[1])}
+               for pid, at in by_path.items()}
+        devices = {}
+        for sid, pids in enumerate(paths_of):
+            at = np.concatenate([by_path[pid] for pid in pids])
+            time, count = _levels(end, length, at)
+            for pid in pids:
+                out[("path", pid)]["queue_full_s"] = round(at_least(time, count,
+                                                                    depth_of(pid) or 0), 6)
+            depth = min(depth_of(pid) or 0 for pid in pids)   # the smallest of its paths
+            io = at[is_io[at] != 0]
+            for key, mine in slices(device[io].astype(np.int64) & 0xFFFFFFFF):
+                time, count = _levels(end, length, io[mine])
+                devices[("device", owners[sid], key)] = {
+                    "max_in_flight": peak(count),
+                    "queue_full_s": round(at_least(time, count, depth), 6)}
+        out.update(devices)
         return out
+
+
+def _levels(end, length, at):
+    """levels() of the IOs at positions ``at`` of the kept ends and lengths."""
+    return levels(end[at] - length[at], end[at])
 
 
 def slices(keys):
