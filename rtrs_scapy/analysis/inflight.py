@@ -81,7 +81,8 @@ class InFlight:
     def __init__(self):
         # per answered IO: path id, device id, an RNBD IO or not, its end and its
         # length (the start is the end minus the length), each one growing array
-        self.kept = tuple(Growing() for _ in range(5))
+        self.kept = (Growing(), Growing(), Growing(), Growing(times=True, instants=True),
+                     Growing(times=True))
 
     def add(self, rows):
         mask, start, end = spans(rows)
@@ -95,7 +96,8 @@ class InFlight:
         permits were all taken (the permits are the session's: ``session_of(path
         id)``, ``depth_of(path id)``); a device's deepest queue, and the time its own
         IOs held all the permits."""
-        path, device, is_io, end, length = (kept.values() for kept in self.kept)
+        path, device, is_io = (kept.values() for kept in self.kept[:3])
+        end, length = self.kept[3:]
         if not len(path):
             return {}
         by_path = dict(slices(path))        # path id -> positions of its IOs
@@ -130,7 +132,8 @@ class InFlight:
 
 def _levels(end, length, at):
     """levels() of the IOs at positions ``at`` of the kept ends and lengths."""
-    return levels(end[at] - length[at], end[at])
+    end = end.take(at)
+    return levels(end - length.take(at), end)
 
 
 def slices(keys):

@@ -113,8 +113,8 @@ class _Ops:
         self.keep_latencies = keep_latencies
         self.count = self.bytes = self.errors = 0
         own = keep_latencies and timed
-        self.latencies = Growing() if own else None
-        self.parts = {part: Growing() for part in split.PARTS} if own else None
+        self.latencies = Growing(times=True) if own else None
+        self.parts = {part: Growing(times=True) for part in split.PARTS} if own else None
         self.sizes = Counter()
 
     def add(self, rows, mask):
