@@ -57,7 +57,7 @@ def path_summary(path):
                         for c in path.connections],
         "io": {op: {"count": path.io[op].count, "bytes": path.io[op].bytes,
                     "errors": path.io[op].errors} for op in OPS},
-        "latency_us": {op: latency_stats(path.latencies[op]) for op in OPS},
+        "latency_us": {op: latency_stats(path.latencies[op].values() / 1e9) for op in OPS},
         "heartbeats": dict(path.heartbeats),
         "rkey_refreshes": path.rkey_refreshes,
         "reconnects": path.reconnects,
