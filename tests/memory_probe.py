@@ -6,6 +6,9 @@ nothing of the test process counts:
   analysis (tracemalloc, after a collection): a leak of one byte per packet shows;
 - ``numba_live``: the allocations numba's runtime made and never freed (its own
   counters, ``NUMBA_NRT_STATS``), which tracemalloc does not see;
+- ``held``: the bytes of Python objects and numpy arrays alive at the end of the
+  analysis, while it is still held (summary: the state the end of the capture reads,
+  which grows with the requests of the capture, within its bounds);
 - ``peak``: the whole process's peak resident set (``VmHWM``: Python, numpy, numba
   and the compiled code alike; a fresh process's own, not its parent's).
 """
@@ -38,25 +41,31 @@ def _peak():
 
 
 def _run(mode, capture):
+    """(output, bytes alive while the analysis is held)."""
     if mode == "summary":
         from rtrs_scapy.analysis import analyze
-        return analyze(capture, keep_messages=False).summary
+        analysis = analyze(capture, keep_messages=False)
+        gc.collect()
+        return analysis.summary, tracemalloc.get_traced_memory()[0]
     from rtrs_scapy.capture import open_capture
     from rtrs_scapy.watch.pacing import capture_intervals
     from rtrs_scapy.watch.watcher import Watcher
     with open_capture(capture) as cap:
-        return sum(1 for interval in capture_intervals(cap, Watcher(), 1.0) if interval.json())
+        intervals = sum(1 for interval in capture_intervals(cap, Watcher(), 1.0)
+                        if interval.json())
+    gc.collect()
+    return intervals, tracemalloc.get_traced_memory()[0]
 
 
 def main(mode, capture):
     from numba.core.runtime import rtsys
     tracemalloc.start()
-    output = _run(mode, capture)
+    output, held = _run(mode, capture)
     gc.collect()
     retained = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     stats = rtsys.get_allocation_stats()
-    json.dump({"retained": retained, "numba_live": stats.alloc - stats.free,
+    json.dump({"retained": retained, "held": held, "numba_live": stats.alloc - stats.free,
                "numba_allocations": stats.alloc, "peak": _peak(), "output": output},
               sys.stdout)
 

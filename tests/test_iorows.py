@@ -6,6 +6,7 @@ import pytest
 
 from conftest import PROJECT_PCAPS, REAL_ALL
 from rtrs_scapy.analysis import analyze, iorows
+from rtrs_scapy.analysis.growing import Growing
 
 CAPTURES = [path for _name, path, _truth in REAL_ALL] + [
     PROJECT_PCAPS / name for name in ("failover_inflight.pcap", "multipath_failover.pcap",
@@ -78,3 +79,40 @@ def test_kept_rows_are_the_rows_narrowed():
     for values in ([-1, 5], [70_000, 3], [2 ** 40]):
         mixed({"frame": np.array(values, dtype=np.int64)})
     assert mixed.take()["frame"].tolist() == [-1, 5, 70_000, 3, 2 ** 40]
+
+
+@pytest.mark.parametrize("times,instants", [(False, False), (True, False), (True, True)])
+def test_a_growing_array_gives_back_the_values_appended(times, instants):
+    """growing.py: what the summary keeps per IO row until the end (µs while every
+    time is a whole µs, instants after the first) comes back as appended: batches of
+    whole µs, then of ns, -1 and int64 extremes; the oldest batches dropped; reordered;
+    read whole, at positions and one by one."""
+    rng = np.random.default_rng(24)
+    stamp = 1_764_000_000 * 10**9
+    batches = [stamp + rng.integers(0, 10**6, 50) * 1000, rng.integers(0, 300, 7) * 1000,
+               np.array([], dtype=np.int64), stamp + rng.integers(0, 10**9, 60),
+               np.array([-1, 0, 1, -(2**62), 2**62], dtype=np.int64),
+               rng.integers(-100, 100, 100).astype(np.int8)]
+    kept = Growing(times=times, instants=instants)
+    for batch in batches:
+        kept.extend(batch)
+    expected = np.concatenate([b.astype(np.int64) for b in batches])
+    assert kept.values().tolist() == expected.tolist()
+    kept.drop(57)
+    expected = expected[57:]
+    assert kept.values().tolist() == expected.tolist()
+    kept.extend(batches[0])
+    expected = np.concatenate((expected, batches[0]))
+    order = rng.permutation(len(expected))
+    kept.reorder(order)
+    expected = expected[order]
+    assert kept.values().tolist() == expected.tolist()
+    at = np.array([0, 3, len(expected) - 1])
+    assert kept.take(at).tolist() == expected[at].tolist()
+    assert [kept.at(k) for k in range(len(expected))] == expected.tolist()
+    if times:   # instants of 1 s in whole µs in four bytes, latencies below 300 µs in two
+        sample, size = (batches[0], 4) if instants else (batches[1], 2)
+        whole_us = Growing(times=True, instants=instants)
+        whole_us.extend(sample)
+        assert whole_us.values().tolist() == sample.tolist()
+        assert whole_us.data.itemsize == size

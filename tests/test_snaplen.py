@@ -58,7 +58,7 @@ def figures(analysis):
         for op in OPS:
             mine["count"][op] += path.io[op].count
             mine["bytes"][op] += path.io[op].bytes
-            mine["latency"][op] += list(path.latencies[op])
+            mine["latency"][op] += path.latencies[op].values().tolist()
         mine["errors"] += [(e["frame"], e["errno"]) for e in path.errors]
         for kind, value in path.heartbeats.items():
             mine["heartbeats"][kind] = mine["heartbeats"].get(kind, 0) + value

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .growing import Growing
 from .iorows import ANSWERED
 
 
@@ -18,6 +19,27 @@ def spans(rows):
     answered = (rows["outcome"] == ANSWERED) & (rows["latency_ns"] >= 0)
     end = rows["response_ns"]
     return answered, end - rows["latency_ns"], end
+
+
+def levels(start, end):
+    """(time, count): the event times in order and the IOs in flight from each on
+    (at a tie the ends go first); a flag a step and one copy of the times at a time."""
+    time = np.concatenate((start, end))
+    delta = np.concatenate((np.ones(len(start), np.int8), -np.ones(len(end), np.int8)))
+    order = np.lexsort((delta, time))
+    time = time[order]
+    return time, np.cumsum(delta[order], dtype=np.int64)
+
+
+def peak(count):
+    return int(count.max()) if len(count) else 0
+
+
+def at_least(time, count, depth):
+    """Seconds with ``depth`` or more IOs in flight."""
+    if not len(time) or not depth:
+        return 0.0
+    return float(np.diff(time)[count[:-1] >= depth].sum()) / 1e9
 
 
 @dataclass
@@ -31,10 +53,7 @@ class Steps:
 
     @classmethod
     def of(cls, start, end):
-        time = np.concatenate((start, end))
-        delta = np.concatenate((np.ones(len(start), np.int64), -np.ones(len(end), np.int64)))
-        order = np.lexsort((delta, time))        # at a tie the ends go first
-        time, count = time[order], np.cumsum(delta[order])
+        time, count = levels(start, end)
         dt = np.diff(time)
         area = np.concatenate(([0], np.cumsum(count[:-1] * dt))) if len(time) else time
         busy = np.concatenate(([0], np.cumsum((count[:-1] > 0) * dt))) if len(time) else time
@@ -49,13 +68,10 @@ class Steps:
                 np.interp(edges, self.time, self.busy))
 
     def peak(self):
-        return int(self.count.max()) if len(self.count) else 0
+        return peak(self.count)
 
     def at_least(self, depth):
-        """Seconds with ``depth`` or more IOs in flight."""
-        if not len(self.time) or not depth:
-            return 0.0
-        return float(np.sum((self.count[:-1] >= depth) * np.diff(self.time))) / 1e9
+        return at_least(self.time, self.count, depth)
 
 
 class InFlight:
@@ -63,12 +79,16 @@ class InFlight:
     the summary's deepest queue and time at the queue depth."""
 
     def __init__(self):
-        self.batches = []
+        # per answered IO: path id, device id, an RNBD IO or not, its end and its
+        # length (the start is the end minus the length), each one growing array
+        self.kept = (Growing(), Growing(), Growing(), Growing(times=True, instants=True),
+                     Growing(times=True))
 
     def add(self, rows):
         mask, start, end = spans(rows)
-        self.batches.append((rows["path"][mask], rows["device_id"][mask],
-                             rows["rnbd_op"][mask] >= 0, start[mask], end[mask]))
+        for kept, column in zip(self.kept, (rows["path"], rows["device_id"],
+                                            rows["rnbd_op"] >= 0, end, end - start)):
+            kept.extend(column[mask])
 
     def figures(self, session_of, depth_of):
         """{("path", path id) | ("device", session, device id): {"max_in_flight",
@@ -76,40 +96,44 @@ class InFlight:
         permits were all taken (the permits are the session's: ``session_of(path
         id)``, ``depth_of(path id)``); a device's deepest queue, and the time its own
         IOs held all the permits."""
-        if not self.batches:
-            return {}
-        path, device, is_io, start, end = (np.concatenate(c) for c in zip(*self.batches))
+        path, device, is_io = (kept.values() for kept in self.kept[:3])
+        end, length = self.kept[3:]
         if not len(path):
             return {}
-        paths = np.unique(path)
-        owners, owner_of = [], {}
-        for pid in paths.tolist():
+        by_path = dict(slices(path))        # path id -> positions of its IOs
+        owners, paths_of, index = [], [], {}     # index: id(owner) -> its position
+        for pid in sorted(by_path):
             owner = session_of(pid)
-            known = next((k for k, o in enumerate(owners) if o is owner), None)
+            known = index.get(id(owner))
             if known is None:
                 owners.append(owner)
-                known = len(owners) - 1
-            owner_of[pid] = known
-        session = np.array([owner_of[p] for p in paths.tolist()],
-                           dtype=np.int64)[np.searchsorted(paths, path)]
-        depth = {}      # session index -> the smallest queue depth of its paths
-        for pid, sid in owner_of.items():
-            depth[sid] = min(depth.get(sid, 1 << 30), depth_of(pid) or 0)
-        out = {}
-        full = {sid: Steps.of(start[at], end[at]) for sid, at in slices(session)}
-        for pid, at in slices(path):
-            sid = owner_of[pid]
-            out[("path", pid)] = {"max_in_flight": Steps.of(start[at], end[at]).peak(),
-                                  "queue_full_s": round(full[sid].at_least(depth_of(pid) or 0),
-                                                        6)}
-        io = np.flatnonzero(is_io)
-        for key, at in slices((session[io] << 32) | (device[io] & 0xFFFFFFFF)):
-            at = io[at]
-            steps = Steps.of(start[at], end[at])
-            out[("device", owners[key >> 32], key & 0xFFFFFFFF)] = {
-                "max_in_flight": steps.peak(),
-                "queue_full_s": round(steps.at_least(depth[key >> 32]), 6)}
+                paths_of.append([])
+                known = index[id(owner)] = len(owners) - 1
+            paths_of[known].append(pid)
+        out = {("path", pid): {"max_in_flight": peak(_levels(end, length, at)[1])}
+               for pid, at in by_path.items()}
+        devices = {}
+        for sid, pids in enumerate(paths_of):
+            at = np.concatenate([by_path[pid] for pid in pids])
+            time, count = _levels(end, length, at)
+            for pid in pids:
+                out[("path", pid)]["queue_full_s"] = round(at_least(time, count,
+                                                                    depth_of(pid) or 0), 6)
+            depth = min(depth_of(pid) or 0 for pid in pids)   # the smallest of its paths
+            io = at[is_io[at] != 0]
+            for key, mine in slices(device[io].astype(np.int64) & 0xFFFFFFFF):
+                time, count = _levels(end, length, io[mine])
+                devices[("device", owners[sid], key)] = {
+                    "max_in_flight": peak(count),
+                    "queue_full_s": round(at_least(time, count, depth), 6)}
+        out.update(devices)
         return out
+
+
+def _levels(end, length, at):
+    """levels() of the IOs at positions ``at`` of the kept ends and lengths."""
+    end = end.take(at)
+    return levels(end - length.take(at), end)
 
 
 def slices(keys):

@@ -287,7 +287,7 @@ class IoBatch:
         for pid in np.unique(apath).tolist():
             mine = apath == pid
             for op, code in (("read", READ), ("write", WRITE)):
-                paths[pid].latencies[op].extend((latency[mine & (ops == code)] / 1e9).tolist())
+                paths[pid].latencies[op].extend(latency[mine & (ops == code)])
         errno = self.rsps["errno"][rsp]
         for k in np.flatnonzero(errno != 0).tolist():
             self._error(rows[k], int(spath[k]), int(errno[k]), int(result.response_request[k]),

@@ -24,11 +24,10 @@ reconnect), so the two are one path when the evidence is unambiguous
 Otherwise the two stay apart and the inferred path says why (``link``).
 """
 
-from array import array
-
 import numpy as np
 
 from ..spec.constants import RNBD_MSG_IO
+from .growing import Growing
 
 def link_reconnected(an):
     """Merge every inferred path into the handshake path it continues; returns the
@@ -115,7 +114,10 @@ def _merge(an, inferred, path):
         mine.count += counter.count
         mine.bytes += counter.bytes
         mine.errors += counter.errors
-        path.latencies[op] = array("d", list(inferred.latencies[op]) + list(path.latencies[op]))
+        merged = Growing(times=True)
+        for latencies in (inferred.latencies[op], path.latencies[op]):
+            merged.extend(latencies.values())
+        path.latencies[op] = merged
     for key, value in inferred.heartbeats.items():
         path.heartbeats[key] += value
     for key, value in inferred.transport.items():

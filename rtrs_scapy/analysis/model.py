@@ -9,6 +9,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
+from .growing import Growing
 from .naming import session_label
 
 OPS = ("read", "write")
@@ -84,7 +85,9 @@ class Path:
     chunks: Optional[int] = None          # descriptors in the last info_rsp
     connections: List[Connection] = field(default_factory=list)
     io: Dict[str, IoCounter] = field(default_factory=lambda: {op: IoCounter() for op in OPS})
-    latencies: Dict[str, array] = field(default_factory=lambda: {op: array("d") for op in OPS})
+    # answered requests' latencies, ns (growing.py: a few bytes each)
+    latencies: Dict[str, Growing] = field(default_factory=lambda: {op: Growing(times=True)
+                                                                   for op in OPS})
     heartbeats: Dict[str, int] = field(default_factory=lambda: {
         "client_to_server": 0, "server_to_client": 0,
         "acks_client_to_server": 0, "acks_server_to_client": 0})

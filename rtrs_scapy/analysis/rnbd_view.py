@@ -22,6 +22,7 @@ import numpy as np
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
 from . import iorows, rnbd, split
+from .growing import Growing
 from .io import WRITE
 from .summary import latency_stats
 
@@ -103,12 +104,17 @@ class RnbdView:
 
 
 class _Ops:
-    """count, bytes (bi_size), errors, latencies and sizes of one RNBD operation."""
+    """count, bytes (bi_size), errors, latencies and sizes of one RNBD operation; the
+    latencies and the split's parts as ns, each one growing array (growing.py).  A
+    device's op keeps them (``timed``); its session's op, made of the same rows,
+    joins its devices' when it is summarized."""
 
-    def __init__(self, keep_latencies=True):
+    def __init__(self, keep_latencies=True, timed=True):
+        self.keep_latencies = keep_latencies
         self.count = self.bytes = self.errors = 0
-        self.latencies = [] if keep_latencies else None
-        self.parts = {part: [] for part in split.PARTS} if keep_latencies else None
+        own = keep_latencies and timed
+        self.latencies = Growing(times=True) if own else None
+        self.parts = {part: Growing(times=True) for part in split.PARTS} if own else None
         self.sizes = Counter()
 
     def add(self, rows, mask):
@@ -117,10 +123,10 @@ class _Ops:
         answered = mask & (rows["outcome"] == iorows.ANSWERED)
         self.errors += int(np.count_nonzero(answered & (rows["errno"] != 0)))
         if self.latencies is not None:
-            self.latencies.append(rows["latency_ns"][answered] / 1e9)
+            self.latencies.extend(rows["latency_ns"][answered])
             for part, values in self.parts.items():
                 known = rows["split_" + part][mask]
-                values.append(known[known >= 0] / 1e9)
+                values.extend(known[known >= 0])
         self.sizes.update(rows["bi_size"][mask].tolist())
 
     def merge(self, other):
@@ -128,22 +134,36 @@ class _Ops:
         self.bytes += other.bytes
         self.errors += other.errors
         if self.latencies is not None:
-            self.latencies = other.latencies + self.latencies
+            self.latencies.extend(other.latencies.values())
             for part, values in (other.parts or {}).items():
-                self.parts[part] = values + self.parts[part]
+                self.parts[part].extend(values.values())
         self.sizes.update(other.sizes)
 
-    def summary(self, with_latency=True):
+    def summary(self, timing=None):
+        """The figures; the latencies of ``timing`` (an _Ops of the same rows), or
+        this op's own."""
+        timing = self if timing is None else timing
         out = {"count": self.count, "bytes": self.bytes, "errors": self.errors,
                "sizes": {str(k): v for k, v in sorted(self.sizes.items())}}
-        if with_latency:
-            values = np.concatenate(self.latencies) if self.latencies else np.zeros(0)
-            out["latency_us"] = latency_stats(values.tolist())
-            if self.parts is not None:
-                out["split_us"] = {part: latency_stats(np.concatenate(values).tolist()
-                                                       if values else [])
-                                   for part, values in self.parts.items()}
+        out["latency_us"] = latency_stats(_seconds(timing.latencies))
+        if self.keep_latencies:
+            out["split_us"] = {part: latency_stats(_seconds(values))
+                               for part, values in timing.parts.items()}
         return out
+
+
+def _joined(devices, name, keep_latencies):
+    """The latencies of op ``name`` of ``devices``, joined (a session's op)."""
+    joined = _Ops(keep_latencies)
+    for device in devices:
+        if name in device.ops:
+            joined.merge(device.ops[name])
+    return joined
+
+
+def _seconds(kept):
+    """The ns a Growing holds, as seconds (none: an empty array)."""
+    return kept.values() / 1e9 if kept is not None else np.zeros(0)
 
 
 class _Device:
@@ -232,7 +252,7 @@ class _SessionView:
     def add(self, rows):
         io = rows["rnbd_type"] == RNBD_MSG_IO
         for code in np.unique(rows["rnbd_op"][io]).tolist():
-            self.ops.setdefault(rnbd_op_name(code), _Ops(self.keep_latencies)).add(
+            self.ops.setdefault(rnbd_op_name(code), _Ops(self.keep_latencies, False)).add(
                 rows, io & (rows["rnbd_op"] == code))
         for device_id in np.unique(rows["device_id"][io]).tolist():
             self.device(device_id).add(rows, io & (rows["device_id"] == device_id))
@@ -285,7 +305,7 @@ class _SessionView:
         blind = self.blind
         control = {kind: None if blind[rtrs_op_of(kind)] else dict(counts)
                    for kind, counts in self.control.items()}
-        out = {"ops": _ops_summary(self.ops, blind), "control": control,
+        out = {"ops": _ops_summary(self.ops, blind, self.devices.values()), "control": control,
                "failovers": dict(self.failovers),
                "devices": {str(k): d.summary(blind) for k, d in sorted(self.devices.items())}}
         if any(blind.values()):
@@ -293,10 +313,13 @@ class _SessionView:
         return out
 
 
-def _ops_summary(ops, blind):
+def _ops_summary(ops, blind, devices=None):
     """The ops' figures; null for every op of a direction with header-only requests
-    (its RNBD IO is not all known), the main op of that direction included."""
-    out = {op: stats.summary() for op, stats in sorted(ops.items())}
+    (its RNBD IO is not all known), the main op of that direction included.  A
+    session's ops take their latencies from its ``devices``."""
+    out = {op: stats.summary(None if devices is None
+                             else _joined(devices, op, stats.keep_latencies))
+           for op, stats in sorted(ops.items())}
     for op, count in (blind or {}).items():
         if count:
             out[op] = None
@@ -308,4 +331,4 @@ def _ops_summary(ops, blind):
 
 def _merge_ops(ops, earlier):
     for name, stats in earlier.items():
-        ops.setdefault(name, _Ops(stats.latencies is not None)).merge(stats)
+        ops.setdefault(name, _Ops(stats.keep_latencies, stats.latencies is not None)).merge(stats)

@@ -4,6 +4,8 @@ Keys may be added, never renamed.  UUIDs as canonical strings, addresses as
 text, frames 1-based, latencies in microseconds.
 """
 
+import numpy as np
+
 from ..engine import transport as T
 from .heartbeat import TIMEOUT_S
 from .model import OPS
@@ -14,10 +16,12 @@ PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 
 
 def latency_stats(values):
-    """count/min/percentiles/max in µs (nearest-rank percentiles), None when empty."""
-    if not values:
+    """count/min/percentiles/max in µs (nearest-rank percentiles), None when empty;
+    ``values`` seconds (a sequence or an array: sorted as one float array, not as
+    Python floats)."""
+    if not len(values):
         return {"count": 0, "min": None, "p50": None, "p90": None, "p99": None, "max": None}
-    ordered = sorted(values)
+    ordered = np.sort(np.asarray(values, dtype=np.float64))
     count = len(ordered)
     stats = {"count": count, "min": _us(ordered[0])}
     for name, pct in PERCENTILES:
@@ -28,7 +32,7 @@ def latency_stats(values):
 
 
 def _us(seconds):
-    return round(seconds * 1e6, 1)
+    return round(float(seconds) * 1e6, 1)
 
 
 def path_summary(path):
@@ -53,7 +57,7 @@ def path_summary(path):
                         for c in path.connections],
         "io": {op: {"count": path.io[op].count, "bytes": path.io[op].bytes,
                     "errors": path.io[op].errors} for op in OPS},
-        "latency_us": {op: latency_stats(path.latencies[op]) for op in OPS},
+        "latency_us": {op: latency_stats(path.latencies[op].values() / 1e9) for op in OPS},
         "heartbeats": dict(path.heartbeats),
         "rkey_refreshes": path.rkey_refreshes,
         "reconnects": path.reconnects,
