@@ -13,12 +13,13 @@ import numpy as np
 
 from ..analysis import records as R
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
-from .messages import MessageView, _path_key, json_fields, json_rnbd
+from .messages import LINE, MessageView, _path_key, json_fields, json_rnbd
 from .words import errno_text, utc_iso
 
 BATCH = 4096
-#: MessageView.line's columns before the details, the time (27 characters) in two
-HEAD = "%6d  %s.%06dZ %11.6f  %-8s %-31s %7s %3s  %-10s "
+#: MessageView's LINE before the details, the time (27 characters) in two: its seconds
+#: (utc_iso's 19 characters) and its microseconds
+HEAD = LINE[:LINE.rindex("%s")].replace("%-27s", "%s.%06dZ")
 #: MessageView.as_json's object: the names of the path and the two addresses in one
 JSON = ('{"frame": %d, "time": %r, "time_iso": "%s.%06dZ", "time_rel": %r, %s, %s, '
         '"dst_qpn": %d, "cid": %s, "msg": "%s", "fields": %s, "rnbd": %s, '

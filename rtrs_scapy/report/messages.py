@@ -35,7 +35,10 @@ REQUESTS = ("read", "write")
 #: kernel lines that ``--errors`` keeps: failure events, and lines that say so
 FAILURES = ("io_error", "io_failed", "open_failed", "reject")
 FAILED = re.compile(r"fail|error", re.IGNORECASE)
-HEADER = "%6s  %-27s %11s  %-8s %-31s %7s %3s  %-10s %s" % (
+#: one text line: frame, time (UTC), seconds since the first frame, session, src → dst,
+#: dst_qpn, cid, message, details (the one place the columns' widths are written)
+LINE = "%6s  %-27s %11.6f  %-8s %-31s %7s %3s  %-10s %s"
+HEADER = LINE.replace("%11.6f", "%11s") % (
     "frame", "time (UTC)", "+s", "session", "src → dst", "dst_qpn", "cid", "message",
     "details")
 
@@ -215,10 +218,10 @@ class MessageView:
         ref = self.session_of(rec)
         session = ref.label if ref else None
         if rec["msg"] == "kernel_log":
-            return ("%6s  %-27s %11.6f  %-8s %-31s %7s %3s  %-10s %s" % (
+            return (LINE % (
                 "-", utc_iso(rec["time"]), rec["time"] - self.first_ts, session or "-",
                 rec["log"], "-", "-", "kernel_log", rec["text"])).rstrip()
-        text = "%6d  %-27s %11.6f  %-8s %-31s %7s %3s  %-10s %s" % (
+        text = LINE % (
             rec["frame"], utc_iso(rec["time"]), rec["time"] - self.first_ts, session or "-",
             "%s → %s" % (rec["src"], rec["dst"]), "0x%x" % rec["qpn"],
             "-" if rec["cid"] is None else rec["cid"], rec["msg"], self.details(rec, ref))
