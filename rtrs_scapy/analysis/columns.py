@@ -3,6 +3,8 @@ message records (records.py) — a few bytes per value instead of a Python objec
 
 import numpy as np
 
+from .growing import capacity_for
+
 
 class Columns:
     """``spec``: name -> (dtype, default).  Rows are added by ``extend`` (their
@@ -23,7 +25,7 @@ class Columns:
         need = start + count
         capacity = len(next(iter(self.data.values())))
         if need > capacity:
-            capacity = max(need, capacity + capacity // 2)
+            capacity = capacity_for(need)
             for name, (dtype, default) in self.spec.items():
                 grown = np.full(capacity, default, dtype=dtype)
                 grown[:start] = self.data[name][:start]

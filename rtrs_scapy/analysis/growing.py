@@ -15,6 +15,12 @@ from .iorows import narrow
 
 #: the capacity grows by half each time it is full (amortized copies, a bounded slack)
 GROWTH = 1.5
+
+
+def capacity_for(need):
+    """The room to allocate when ``need`` values no longer fit (this module's
+    arrays and the message records' columns, analysis/columns.py)."""
+    return max(int(need * GROWTH), 64)
 #: ns per µs: the unit of times kept while all of them are whole µs
 MICRO = 1000
 
@@ -48,7 +54,7 @@ class Growing:
         kind = np.promote_types(self.data.dtype, values.dtype)
         if kind != self.data.dtype or self.stop + len(values) > len(self.data):
             live = len(self) + len(values)
-            grown = np.empty(max(int(live * GROWTH), 64), dtype=kind)
+            grown = np.empty(capacity_for(live), dtype=kind)
             grown[:len(self)] = self._raw()
             self.data, self.start, self.stop = grown, 0, len(self)
         self.data[self.stop:self.stop + len(values)] = values
