@@ -40,7 +40,12 @@ def test_memory_does_not_grow_with_the_file(hostile):
     kind, runs = hostile
     small, large = runs[SIZES[0]], runs[SIZES[1]]
     assert small["numba_live"] == large["numba_live"] == 0, kind
-    assert large["numba_allocations"] > small["numba_allocations"] > 0, kind
+    # numba's runtime allocates only to evict streams (np.argsort; the rest of the engine
+    # is compiled without it, capture/jit.py): a flood of QPs shows its counters count
+    if kind == "qps":
+        assert large["numba_allocations"] > small["numba_allocations"] > 0, kind
+    else:
+        assert large["numba_allocations"] == small["numba_allocations"], kind
     assert abs(large["retained"] - small["retained"]) <= RETAINED_SLACK, (
         kind, small["retained"], large["retained"])
 

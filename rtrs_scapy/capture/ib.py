@@ -99,7 +99,7 @@ def _be(buf, p, n):
     return v
 
 
-@helper
+@helper(allocates=True)
 def _locate_cut(buf, start, caplen, origlen, link, g, out, i):
     """A record cut by the snaplen, located as if it were whole: the headers are read
     from a copy of the captured bytes followed by zeros, the lengths they give are held
@@ -168,7 +168,7 @@ def decode_one(buf, start, caplen, origlen, link, g, optable, fields, out, i):
         out[i, P_SYNDROME] = np.int64(buf[hdr + at + fields[F_SYNDROME]])
 
 
-@compiled
+@compiled(allocates=True)
 def decode(buf, offs, caplens, origlens, links, geometry, optable, fields):
     """Packet columns of records already walked: one row per record, P_* columns."""
     n = offs.shape[0]

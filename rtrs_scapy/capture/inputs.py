@@ -268,7 +268,7 @@ def _prints(chunk, start=0, stop=None):
                          chunk.packets[start:stop])
 
 
-@compiled
+@compiled(allocates=True)
 def _fingerprints(buf, offs, caplens, packets):
     """FNV-1a of each frame's IB packet from the BTH on (the part both hosts see
     alike), or of the whole frame when it is no IB packet."""

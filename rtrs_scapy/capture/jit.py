@@ -28,6 +28,19 @@ the buffers the engine reads, so that the byte readers are compiled once.  numba
 slice assignment (``a[i:j] = b[k:l]``) brings along code that formats its shape
 error's message, compiled into every entry point that assigns one:
 :func:`copy_into` does the same copy without it.
+
+numba counts the references to every array in its compiled code: each array argument
+of a call and each view (``state[slot]``, ``buf[a:b]``) is an atomic increment and
+decrement of a shared counter, which on this engine's per-packet paths cost more than
+the work they guard (a helper taking an array and a few bytes of it: 57 ns a call
+counted, 3 ns not; perf of a summary showed the reader's thread spending more time in
+them than in the record walk and the IB decode: docs/benchmarks.md, Stages).  Nothing
+here needs them: the arrays belong to Python, which holds them for the whole call,
+and no compiled function keeps or returns a view of them.  So :func:`helper` and
+:func:`compiled` compile without reference counting (numba's ``_nrt`` option), but for
+the few that make an array (``np.zeros``, ``.copy()``, ``np.argsort``: numba's
+allocator is part of the counting), marked ``allocates=True``; the compiler refuses an
+allocation in the others.
 """
 
 import hashlib
@@ -134,12 +147,15 @@ class _Helper(CPUDispatcher):
                                          {k: types.unliteral(v) for k, v in kws.items()})
 
 
-def helper(function):
+def helper(function=None, allocates=False):
     """``@njit`` for a function only jitted code calls: compiled once per plain argument
-    types, not once per literal value passed to it (see the module's docstring), and
-    without the wrappers that would let Python call it."""
+    types, not once per literal value passed to it, without the wrappers that would let
+    Python call it, and without reference counting unless it ``allocates`` (see the
+    module's docstring)."""
+    if function is None:
+        return lambda function: helper(function, allocates)
     return _Helper(py_func=function, locals={},
-                   targetoptions={"nopython": True, "boundscheck": None,
+                   targetoptions={"nopython": True, "boundscheck": None, "_nrt": allocates,
                                   "no_cpython_wrapper": True, "no_cfunc_wrapper": True})
 
 
@@ -166,9 +182,12 @@ def copy_into(dst, src):
         dst[k] = src[k * step]
 
 
-def compiled(function):
-    """``@njit(nogil=True)`` with the cache described above."""
-    dispatcher = njit(nogil=True)(function)
+def compiled(function=None, allocates=False):
+    """``@njit(nogil=True)`` with the cache described above, without reference counting
+    unless it ``allocates``."""
+    if function is None:
+        return lambda function: compiled(function, allocates)
+    dispatcher = njit(nogil=True, _nrt=allocates)(function)
     dispatcher._cache = _ShippedCache(function)
     ENTRY_POINTS.append(dispatcher)
     return dispatcher

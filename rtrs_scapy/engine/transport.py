@@ -151,7 +151,7 @@ def rebuild(table, state):
             table[h] = slot
 
 
-@helper
+@helper(allocates=True)
 def _evict(table, state, free, nfree, counters):
     """Free the least recently used quarter of the streams (their per-stream
     counters are lost, the eviction is counted); returns the free count."""
@@ -296,7 +296,7 @@ def _event(events, ne, kind, frame, slot, state, a, b, qpn, dhi, dlo, shi, slo):
     return ne + 1
 
 
-@helper
+@helper(allocates=True)
 def _carry(tail, tail_len, slot, buf, off, n):
     """The carry of a stream followed by buf[off:off+n], last TAIL_CAP bytes kept;
     returns the new carry length."""
