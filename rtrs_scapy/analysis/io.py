@@ -376,7 +376,8 @@ class IoBatch:
         if not keys:
             return delivered
         new = np.arange(first_new, len(table["key"]))
-        if unlinked(an):
+        may_link = unlinked(an)     # else link_undelivered has no pair of sessions to try
+        if may_link:
             new = new[np.isin(table["key"][new], [k & 0xFFFFFFFF for k in keys])]
         else:
             new = new[np.isin(combined[new], keys)]
@@ -395,7 +396,7 @@ class IoBatch:
                                  int(rows[x, T.R_PSN]))}
                 continue
             entry = waiting.get((int(sess[x]), int(table["key"][x])))
-            if entry is None and link_undelivered(an, table, x, HEADER):
+            if entry is None and may_link and link_undelivered(an, table, x, HEADER):
                 waiting = an.failover_state.undelivered   # the sessions are one now: renamed keys
                 entry = waiting.get((int(sess[x]), int(table["key"][x])))
             if entry is None or frame < entry["response_frame"]:
