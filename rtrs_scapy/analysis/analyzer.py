@@ -631,7 +631,9 @@ class Analyzer:
     def _read_data(self, rows, arena, kind, path_id):
         """The server's RDMA WRITE of READ data: RNBD replies to control reads
         (docs/PROTOCOL.md#rnbd-session-life-cycle)."""
-        for i in np.flatnonzero((kind == D.K_DATA) & (path_id >= 0)).tolist():
+        data = np.flatnonzero((kind == D.K_DATA) & (path_id >= 0))
+        data = data[np.isin(rows[data, T.R_RKEY], self.control_reads.rkeys())]
+        for i in data.tolist():
             key = int(rows[i, T.R_RKEY])
             entry = self.control_reads.waiting(key, path_id[i])
             if entry is None:

@@ -31,6 +31,10 @@ class ControlReads:
                 del self.opens_asked[next(iter(self.opens_asked))]
             self.opens_asked[frame] = fields["dev_name"]
 
+    def rkeys(self):
+        """The rkeys whose READ data is waited for."""
+        return list(self.reads)
+
     def waiting(self, desc_key, path_id):
         """(path id, RNBD fields, record index) of the read of ``path_id`` whose READ
         data has this rkey, or None."""
