@@ -50,7 +50,8 @@ HEAD_SEND = 1024     # info_req (272 B), rkey_rsp, the start of info_rsp
 HEAD_WRITE = 64      # RNBD replies at the start of READ data (open_rsp: 56 B)
 TAIL_CAP = 512       # a request's user header and trailer (RNBD OPEN: 264 + 4 B)
 RING = 4             # packet locations kept per stream before their bytes are copied
-SENT = 64            # (psn, frame, stamp) of the last packets sent per stream, by psn
+SENT = 64            # (psn + 1, frame, stamp) of the last packets sent per stream, by psn
+                     # (0: none, so that the table starts as zeros the system maps lazily)
 WINDOW = 256         # PSNs behind the next expected one whose gaps a retransmission can fill
 RECENT = 1 << 16     # the stream that last sent a PSN, by PSN: an ACK finds its peer
 MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
@@ -237,7 +238,7 @@ def _pair_by_ack(state, sent, recent, slot, psn, shi, slo, dhi, dlo):
     if other < 0 or other == slot or not state[other, USED] or not _unpaired(state, other):
         return False
     o = state[other]
-    if sent[other, psn % SENT, 0] != psn or o[K_HI] != shi or o[K_LO] != slo \
+    if sent[other, psn % SENT, 0] != psn + 1 or o[K_HI] != shi or o[K_LO] != slo \
             or o[SRC_HI] != dhi or o[SRC_LO] != dlo:
         return False
     _pair_streams(state, slot, other)
@@ -261,7 +262,7 @@ def _acknowledged(state, sent, slot, psn, frame):
         return
     s[UNACKED_PSN] = nxt
     k = nxt % SENT
-    if sent[slot, k, 0] == nxt:
+    if sent[slot, k, 0] == nxt + 1:
         s[UNACKED_FRAME], s[UNACKED_TS] = sent[slot, k, 1], sent[slot, k, 2]
     else:
         s[UNACKED_FRAME] = -1
@@ -515,7 +516,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             missing[slot, psn % WINDOW] = 0
             s[NEXT_PSN] = (psn + 1) & PSN_MASK
             k = psn % SENT
-            sent[slot, k, 0], sent[slot, k, 1], sent[slot, k, 2] = psn, frame, stamps[i]
+            sent[slot, k, 0], sent[slot, k, 1], sent[slot, k, 2] = psn + 1, frame, stamps[i]
             recent[psn % RECENT] = slot
             if s[UNACKED_PSN] < 0:
                 s[UNACKED_PSN] = psn
@@ -683,7 +684,7 @@ class TransportState:
         self.table = np.full(size, -1, dtype=np.int64)
         self.state = np.zeros((max_streams, S_COLUMNS), dtype=np.int64)
         self.ring = np.zeros((max_streams, RING, 2), dtype=np.int64)
-        self.sent = np.full((max_streams, SENT, 3), -1, dtype=np.int64)
+        self.sent = np.zeros((max_streams, SENT, 3), dtype=np.int64)
         self.missing = np.zeros((max_streams, WINDOW), dtype=np.uint8)   # PSNs a gap skipped
         self.recent = np.full(RECENT, -1, dtype=np.int64)
         self.head = np.zeros((max_streams, HEAD_SEND), dtype=np.uint8)
