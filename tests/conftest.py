@@ -116,6 +116,7 @@ SHARED_WORK = {
     "test_docs_pages": "module",         # each page's commands run once
     "test_failover": "module",           # summaries and tshark's CM rows, per capture
     "test_hostile": "param",             # two hostile captures analysed, per kind
+    "test_import_graph": "module",       # every module parsed and scanned once
     "test_layout_agreement": "module",   # Scapy + the analyzer, per capture
     "test_lua_hostile": "param",         # tshark on two hostile captures, per kind
     "test_lua_qdepth": "module",         # the vectors run in lua5.2 once

@@ -238,6 +238,15 @@ def _changed_in_place(tree):
     return sorted(found)
 
 
+@functools.lru_cache(maxsize=None)
+def _scan(path):
+    """(``_analyzer_attributes``, ``_changed_in_place``) of one file, parsed and scanned
+    once for the tests below that read them (the module runs on one worker:
+    conftest.SHARED_WORK)."""
+    tree = ast.parse(path.read_text())
+    return tuple(_analyzer_attributes(tree)), tuple(_changed_in_place(tree))
+
+
 def _outside_the_analyzer():
     paths = sorted((REPO / "rtrs_scapy").rglob("*.py")) + sorted((REPO / "tests").glob("*.py"))
     return [p for p in paths if p != REPO / "rtrs_scapy" / "analysis" / "analyzer.py"]
@@ -257,7 +266,7 @@ def test_no_module_assigns_an_analyzer_attribute():
     attribute of the analyzer (its views of the parts are read-only properties)."""
     assigned, read = [], set()
     for path in _outside_the_analyzer():
-        for line, name, stored in _analyzer_attributes(ast.parse(path.read_text())):
+        for line, name, stored in _scan(path)[0]:
             if stored:
                 assigned.append("%s:%d %s" % (path.relative_to(REPO), line, name))
             else:
@@ -276,7 +285,7 @@ def test_what_other_modules_read_of_the_analyzer_exists():
 
     an = Analyzer(keep_messages=True)
     read = {name for path in _outside_the_analyzer()
-            for _, name, stored in _analyzer_attributes(ast.parse(path.read_text()))
+            for _, name, stored in _scan(path)[0]
             if not stored}
     missing = sorted(name for name in read if not hasattr(an, name))
     # the module analyzer.py (test_failover.py patches ``analyzer.Analyzer``), a dict
@@ -314,7 +323,7 @@ def test_no_module_changes_an_analyzer_container_in_place():
     an = Analyzer(keep_messages=True)
     changed, parts = [], set()
     for path in _outside_the_analyzer():
-        for line, (name, *_) in _changed_in_place(ast.parse(path.read_text())):
+        for line, (name, *_) in _scan(path)[1]:
             if isinstance(getattr(an, name, None), CONTAINERS) or not hasattr(an, name):
                 changed.append("%s:%d %s" % (path.relative_to(REPO), line, name))
             else:
@@ -340,7 +349,7 @@ def test_a_part_changes_its_containers_itself():
     changed, shared = [], set()
     for path in _outside_the_analyzer():
         module = str(path.relative_to(REPO))
-        for line, chain in _changed_in_place(ast.parse(path.read_text())):
+        for line, chain in _scan(path)[1]:
             part = getattr(an, chain[0], None)
             if len(chain) != 2 or isinstance(part, CONTAINERS) or \
                     not isinstance(getattr(part, chain[1], None), CONTAINERS):
