@@ -71,7 +71,8 @@ def _no_cyclic_gc():
 
 
 def analyze(path, keep_messages=True, queue_depth=None, progress=None,
-            chunk_records=CHUNK_RECORDS, until_frame=None, io_sink=None, limits=None):
+            chunk_records=CHUNK_RECORDS, until_frame=None, io_sink=None, limits=None,
+            keep_latencies=True):
     """Analyze a capture: a file, ``-`` (stdin), a directory, or a list of those (one
     capture, merged in time order); ``progress(bytes_done, bytes_total)`` is called
     now and then.  ``keep_messages``: keep the message records (True), none
@@ -81,9 +82,11 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
     ``until_frame`` stops reading after the chunk holding that frame (a summary of
     what was read: ``rtrs-dissect show`` needs no more).  ``io_sink`` receives the
     IO rows (one per request, see iorows.py) in batches as their fate is known.
-    ``limits`` overrides bounds of rtrs_scapy/spec/limits.py by name."""
+    ``limits`` overrides bounds of rtrs_scapy/spec/limits.py by name.  ``keep_latencies``
+    False: the summary without its percentiles and queue figures, for a command whose
+    IO rows carry what it shows (iostat): none of their per-IO arrays are kept."""
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth,
-                        io_sink=io_sink, limits=limits)
+                        io_sink=io_sink, limits=limits, keep_latencies=keep_latencies)
     engine = Engine(analyzer, **({"max_streams": limits["streams"]}
                                  if limits and "streams" in limits else {}))
     with open_inputs(path) as capture, _no_cyclic_gc():

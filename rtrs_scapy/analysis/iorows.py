@@ -171,3 +171,7 @@ class Wide:
 
     def __contains__(self, name):
         return name in self.columns
+
+    def take(self, at):
+        """The rows at positions ``at`` (still narrow)."""
+        return Wide({name: column[at] for name, column in self.columns.items()})

@@ -55,41 +55,25 @@ def bins(start_ns, end_ns, interval_ns):
 def table(rows, group, kind, size, n_groups, edges, events=None):
     """Columns of one record per (interval, group), interval-major.
 
-    ``group``: per row its group (-1: not counted in this view); ``kind``: per row
-    its index in KINDS; ``size``: per row its bytes; ``events``: (time_ns, group,
-    retransmissions) of the paths' stalls, or None."""
+    ``rows``: an iorows.Wide; ``group``: per row its group (-1: not counted in this
+    view); ``kind``: per row its index in KINDS; ``size``: per row its bytes;
+    ``events``: (time_ns, group, retransmissions) of the paths' stalls, or None.
+    Computed a group at a time: what is held beyond the rows is one group's."""
     n_bins = len(edges) - 1
     cells = n_bins * n_groups
-    answered = (rows["outcome"] == ANSWERED) & (rows["latency_ns"] >= 0)
-    counted = group >= 0
-    when = np.where(answered, rows["response_ns"], rows["time_ns"])
-    at = np.clip(np.searchsorted(edges, when, side="right") - 1, 0, n_bins - 1)
-    cell = np.where(counted, at * n_groups + group, -1)
-
-    def per_cell(mask, weights=None):
-        mask = mask & counted
-        return np.bincount(cell[mask], weights=None if weights is None else weights[mask],
-                           minlength=cells)[:cells]
-
-    seconds = np.repeat(np.diff(edges) / 1e9, n_groups)
     out = {"interval": np.repeat(np.arange(n_bins), n_groups),
            "start_ns": np.repeat(edges[:-1], n_groups),
-           "seconds": seconds, "group": np.tile(np.arange(n_groups), n_bins)}
-    latency = rows["latency_ns"].astype(np.float64)
-    for k, (name, count, nbytes) in enumerate(zip(KINDS, COUNTS, BYTES)):
-        mine = kind == k
-        out[count] = per_cell(mine).astype(np.int64)
-        if nbytes is not None:
-            out[nbytes] = per_cell(mine, size.astype(np.float64)).astype(np.int64)
-        done = per_cell(mine & answered)
-        out[name + "_await_ms"] = _mean(per_cell(mine & answered, latency), done) / 1e6
-    out["errors"] = per_cell(answered & (rows["errno"] != 0)).astype(np.int64)
-    out["p99_ms"] = _p99(cell, counted & answered, latency, cells) / 1e6
-    server = rows["server_ns"]
-    known = server >= 0
-    out["server_ms"] = _mean(per_cell(known, server.astype(np.float64)),
-                             per_cell(known)) / 1e6
-    out["aqu_sz"], out["util_pct"] = _queue(rows, group, n_groups, edges)
+           "seconds": np.repeat(np.diff(edges) / 1e9, n_groups),
+           "group": np.tile(np.arange(n_groups), n_bins)}
+    members = dict(slices(group))
+    none = np.zeros(0, dtype=np.int64)
+    for g in range(n_groups):
+        at = members.pop(g, none)
+        figures = _group(rows.take(at), kind[at], size[at], edges)
+        for name, column in figures.items():
+            if name not in out:
+                out[name] = np.empty(cells, dtype=column.dtype)
+            out[name][g::n_groups] = column
     if events is not None:
         time, egroup, retrans = events
         ecell = np.clip(np.searchsorted(edges, time, side="right") - 1, 0, n_bins - 1) \
@@ -97,6 +81,35 @@ def table(rows, group, kind, size, n_groups, edges, events=None):
         out["stalls"] = np.bincount(ecell, minlength=cells)[:cells].astype(np.int64)
         out["retransmissions"] = np.bincount(ecell, weights=retrans.astype(np.float64),
                                              minlength=cells)[:cells].astype(np.int64)
+    return out
+
+
+def _group(rows, kind, size, edges):
+    """The figures of one group's rows per interval."""
+    n_bins = len(edges) - 1
+    answered = (rows["outcome"] == ANSWERED) & (rows["latency_ns"] >= 0)
+    when = np.where(answered, rows["response_ns"], rows["time_ns"])
+    at = np.clip(np.searchsorted(edges, when, side="right") - 1, 0, n_bins - 1)
+
+    def per_bin(mask, weights=None):
+        return np.bincount(at[mask], weights=None if weights is None else weights[mask],
+                           minlength=n_bins)[:n_bins]
+
+    out = {}
+    latency = rows["latency_ns"].astype(np.float64)
+    for k, (name, count, nbytes) in enumerate(zip(KINDS, COUNTS, BYTES)):
+        mine = kind == k
+        out[count] = per_bin(mine).astype(np.int64)
+        if nbytes is not None:
+            out[nbytes] = per_bin(mine, size.astype(np.float64)).astype(np.int64)
+        done = per_bin(mine & answered)
+        out[name + "_await_ms"] = _mean(per_bin(mine & answered, latency), done) / 1e6
+    out["errors"] = per_bin(answered & (rows["errno"] != 0)).astype(np.int64)
+    out["p99_ms"] = _p99(at, answered, latency, n_bins) / 1e6
+    server = rows["server_ns"]
+    known = server >= 0
+    out["server_ms"] = _mean(per_bin(known, server.astype(np.float64)), per_bin(known)) / 1e6
+    out["aqu_sz"], out["util_pct"] = _queue(rows, edges)
     return out
 
 
@@ -119,16 +132,9 @@ def _p99(cell, mask, values, cells):
     return out
 
 
-def _queue(rows, group, n_groups, edges):
-    """Mean IOs in flight and % of the time with at least one, per cell."""
+def _queue(rows, edges):
+    """Mean IOs in flight and % of the time with at least one, per interval."""
     answered, start, end = spans(rows)
     width = np.diff(edges).astype(np.float64)
-    size = np.zeros((len(width), n_groups))
-    busy = np.zeros((len(width), n_groups))
-    mine = np.flatnonzero(answered & (group >= 0))
-    for g, at in slices(group[mine]):
-        at = mine[at]
-        area, on = Steps.of(start[at], end[at]).at(edges)
-        size[:, g] = np.diff(area) / width
-        busy[:, g] = 100.0 * np.diff(on) / width
-    return size.reshape(-1), busy.reshape(-1)
+    area, on = Steps.of(start[answered], end[answered]).at(edges)
+    return np.diff(area) / width, 100.0 * np.diff(on) / width

@@ -34,31 +34,44 @@ def iostat(captures, interval, by, devices, fmt, quiet, queue_depth, kernel_logs
     order.  An IO counts in the interval of its response (never answered: of its
     request), so the counts summed over the intervals are the summary's.
     """
+    from functools import partial
+    from ..analysis import analyze
     from ..analysis.iostat import kept_rows
     from ..report import iostat as view
     if devices and by != "device":
         raise click.UsageError("--device selects devices: use it with --by device")
     kept = kept_rows()
+    # the IO rows carry the figures: the summary's per-IO latencies need not be kept
     result = analyze_capture(list(captures), quiet, keep_messages=False,
-                             queue_depth=queue_depth, io_sink=kept)
+                             queue_depth=queue_depth, io_sink=kept,
+                             analyze=partial(analyze, keep_latencies=False))
     with_kernel_logs(result.summary, kernel_logs, device_map)
     devices = [_server_name(result.summary, value) for value in devices]
     try:
-        records = view.records(result, kept, by=by, interval_s=interval,
-                               devices=devices)
+        table = view.table(result, kept, by=by, interval_s=interval, devices=devices)
     except view.UnknownDevice as exc:
         raise click.UsageError(str(exc)) from None
     except view.TooManyLines as exc:
         raise click.ClickException(str(exc)) from None
-    if not records:
+    if not table:
         click.echo("%s: no %s in the capture" % (" ".join(captures), "RNBD IO" if by == "device"
                                                  else "RTRS request"), err=True)
-    if fmt == "json":
-        click.echo(view.json_lines(records), nl=False)
-    elif fmt == "csv":
-        click.echo(view.csv_text(records), nl=False)
-    else:
-        click.echo(view.text(records, by), nl=False)
+    parts = view.json_parts(table) if fmt == "json" else view.csv_parts(table) \
+        if fmt == "csv" else view.text_parts(table, by)
+    for part in _batched(parts):
+        click.echo(part, nl=False)
+
+
+def _batched(parts, size=1000):
+    """The output written as it is made, a thousand records (or intervals) a write."""
+    batch = []
+    for part in parts:
+        batch.append(part)
+        if len(batch) == size:
+            yield "".join(batch)
+            batch = []
+    if batch:
+        yield "".join(batch)
 
 
 def _server_name(summary, wanted):

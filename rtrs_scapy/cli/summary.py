@@ -42,7 +42,7 @@ def summary(captures, fmt, quiet, queue_depth, jobs, dask, kernel_logs, device_m
     disconnects and anomalies.  Exit 0 when the capture was read (even
     truncated: a warning goes to stderr), 1 when nothing could be read.
     """
-    from ..report.text import render
+    from ..report.text import render_parts
     with analysis_runner(jobs, dask) as run:
         result = analyze_capture(list(captures), quiet, keep_messages=False,
                                  queue_depth=queue_depth, analyze=run)
@@ -50,4 +50,5 @@ def summary(captures, fmt, quiet, queue_depth, jobs, dask, kernel_logs, device_m
     if fmt == "json":
         write_json(result.summary, sys.stdout)
     else:
-        click.echo(render(result.summary), nl=False)
+        for part in render_parts(result.summary):
+            click.echo(part, nl=False)

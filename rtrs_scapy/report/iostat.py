@@ -3,7 +3,6 @@ session (analysis/iostat.py), as text like ``iostat -x``, JSON lines or CSV
 (docs/iostat.md)."""
 
 import csv
-import io
 import json
 import math
 
@@ -50,9 +49,29 @@ def session_label(session, path):
     return session.sessname or (session.paths_uuid or "")[:8] or "-"
 
 
+class Table:
+    """The records of one table (one dict per interval and group, see records()), made
+    one at a time as they are read: a capture of hours at 1 s per device makes 10⁵
+    of them, written out as they come, never all held at once."""
+
+    def __init__(self, columns, labels, by):
+        self.columns, self.labels, self.by = columns, labels, by
+
+    def __bool__(self):
+        return bool(self.labels)    # every interval has a record per group
+
+    def __iter__(self):
+        return _as_records(self.columns, self.labels, self.by)
+
+
 def records(result, batches, by="device", interval_s=1.0, devices=()):
     """(label keys, one dict per interval and group) of an analysis and its IO rows:
     batches of them, or what iostat.kept_rows() kept of them."""
+    return list(table(result, batches, by, interval_s, devices))
+
+
+def table(result, batches, by="device", interval_s=1.0, devices=()):
+    """The Table of records() (the figures computed, the records made as it is read)."""
     rows = iorows.Wide(iostat.kept_rows(batches).take())
     paths = result.analyzer.path_list
     group, labels, kind, size, events = _groups(rows, paths, by)
@@ -72,7 +91,7 @@ def records(result, batches, by="device", interval_s=1.0, devices=()):
                                10 ** math.ceil(math.log10(shortest))))
     edges = iostat.bins(first, end, step)
     columns = iostat.table(rows, group, kind, size, len(labels), edges, events)
-    return _as_records(columns, labels, by)
+    return Table(columns, labels, by)
 
 
 def _ns(seconds):
@@ -81,15 +100,17 @@ def _ns(seconds):
 
 def _groups(rows, paths, by):
     """Per row its group, the groups' labels, kinds, sizes, and the stalls."""
-    path_ids = rows["path"]
+    path_ids = rows.columns["path"]     # narrow: an index needs no int64 copy
     sessions, session_of_path = _owners(paths)
-    row_session = session_of_path[path_ids]
     if by == "device":
-        io = (rows["rnbd_op"] >= 0) & (rows["failed_over"] == 0)
-        key = (row_session << 32) | (rows["device_id"] & 0xFFFFFFFF)
-        keys, inverse = np.unique(key[io], return_inverse=True)
-        group = np.full(len(key), -1, dtype=np.int64)
+        io = (rows.columns["rnbd_op"] >= 0) & (rows.columns["failed_over"] == 0)
+        key = session_of_path[path_ids[io]] << 32
+        key |= rows.columns["device_id"][io].astype(np.int64) & 0xFFFFFFFF
+        keys, inverse = np.unique(key, return_inverse=True)
+        del key
+        group = np.full(len(io), -1, dtype=np.int32)   # fewer groups than rows
         group[io] = inverse.reshape(-1)
+        del inverse
         labels = []
         for k in keys.tolist():
             owner = sessions[k >> 32]
@@ -99,9 +120,10 @@ def _groups(rows, paths, by):
         lookup = np.full(256, 0, dtype=np.int64)
         for op, k in _KIND_OF_OP.items():
             lookup[op] = k
-        kind = lookup[np.clip(rows["rnbd_op"], 0, 255)]
-        return group, labels, kind, rows["bi_size"], None
-    kind = rows["op"] - 1
+        kind = lookup.astype(np.int8)[np.clip(rows.columns["rnbd_op"], 0, 255)]
+        return group, labels, kind, rows.columns["bi_size"], None
+    kind = rows.columns["op"] - 1
+    row_session = session_of_path[path_ids]
     if by == "path":
         members = sorted(set(np.unique(path_ids).tolist()))
         group = np.searchsorted(np.array(members, dtype=np.int64), path_ids)
@@ -119,7 +141,7 @@ def _groups(rows, paths, by):
     events = (np.array([_ns(t) for t, _, _ in stalls], dtype=np.int64),
               np.array([g for _, g, _ in stalls], dtype=np.int64),
               np.array([r for _, _, r in stalls], dtype=np.int64))
-    return group, labels, kind, rows["bytes"], events
+    return group, labels, kind, rows.columns["bytes"], events
 
 
 def _path_label(path):
@@ -179,7 +201,6 @@ def _only(group, labels, wanted):
 
 
 def _as_records(columns, labels, by):
-    out = []
     seconds = columns["seconds"]
     rate = {"r_per_s": "reads", "w_per_s": "writes", "d_per_s": "discards",
             "f_per_s": "flushes"}
@@ -205,8 +226,7 @@ def _as_records(columns, labels, by):
         if by != "device":
             for key in DEVICE_ONLY:
                 del record[key]
-        out.append(record)
-    return out
+        yield record
 
 
 def _number(value, digits):
@@ -224,16 +244,22 @@ def _label(record, by):
 
 def text(recs, by):
     """iostat -x's layout: a header per interval, one aligned line per group."""
+    return "".join(text_parts(recs, by))
+
+
+def text_parts(recs, by):
+    """text() an interval at a time; ``recs`` a Table or a list of records (the
+    labels' width is the widest group's: each interval has a line per group)."""
     columns = [c for c in COLUMNS if by == "device" or c[0] not in DEVICE_ONLY]
     columns += LINK if by != "device" else ()
-    width = max([len(_label(r, by)) for r in recs] + [len(by)])
+    width = max([len(_label(r, by)) for r in getattr(recs, "labels", recs)] + [len(by)])
     header = "%-*s" % (width, by) + "".join(" %*s" % (w, h) for _, h, w, _ in columns)
     lines, interval = [], None
     for record in recs:
         if record["interval"] != interval:
-            interval = record["interval"]
             if lines:
-                lines.append("")
+                yield "\n".join(lines) + "\n\n"
+            interval, lines = record["interval"], []
             lines += ["%s  interval %d  (%.3f s)" % (record["time"], interval,
                                                     record["seconds"]), header]
         cells = []
@@ -241,19 +267,38 @@ def text(recs, by):
             value = record[key]
             cells.append(" %*s" % (w, "-" if value is None else fmt % value))
         lines.append("%-*s" % (width, _label(record, by)) + "".join(cells))
-    return "\n".join(lines) + "\n" if lines else ""
+    if lines:
+        yield "\n".join(lines) + "\n"
 
 
 def json_lines(recs):
-    return "".join(json.dumps(r) + "\n" for r in recs)
+    return "".join(json_parts(recs))
+
+
+def json_parts(recs):
+    """json_lines() a record at a time."""
+    return (json.dumps(r) + "\n" for r in recs)
 
 
 def csv_text(recs):
-    if not recs:
-        return ""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(recs[0]), lineterminator="\n")
-    writer.writeheader()
+    return "".join(csv_parts(recs))
+
+
+def csv_parts(recs):
+    """csv_text() a record at a time, the header first (the keys of the first)."""
+    written, writer = [], None
     for record in recs:
+        if writer is None:
+            writer = csv.DictWriter(_Appender(written), fieldnames=list(record),
+                                    lineterminator="\n")
+            writer.writeheader()
         writer.writerow({k: "" if v is None else v for k, v in record.items()})
-    return out.getvalue()
+        yield "".join(written)
+        written.clear()
+
+
+class _Appender:
+    """A file whose writes go to a list (the csv writer's lines, taken as made)."""
+
+    def __init__(self, pieces):
+        self.write = pieces.append

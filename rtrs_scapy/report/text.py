@@ -584,6 +584,12 @@ def render_other_rdma(connections, out):
 
 
 def render(summary):
+    return "".join(render_parts(summary))
+
+
+def render_parts(summary):
+    """render() a part at a time (the capture's lines, each session's, the end): a
+    summary of thousands of sessions is written as it is rendered, never whole."""
     cap = summary["capture"]
     clock = Clock(cap["first_ts"])
     out = ["%s: %s (%d RTRS), %s, %s%s" % (
@@ -610,8 +616,8 @@ def render(summary):
     if not summary["sessions"]:
         out.append("no RTRS session found")
     for session in summary["sessions"]:
-        out.append("")
-        out.append(_session_header(session))
+        yield "\n".join(out) + "\n"
+        out = ["", _session_header(session)]
         for path in session["paths"]:
             render_path(path, clock, out)
         render_rnbd(session, out)
@@ -631,4 +637,4 @@ def render(summary):
             out.append("  … %d more (see --format json)" % (len(anomalies) - MAX_ANOMALIES))
     else:
         out.append("no anomalies")
-    return "\n".join(out) + "\n"
+    yield "\n".join(out) + "\n"
