@@ -21,18 +21,10 @@ import sys
 import tracemalloc
 
 
-#: message records per chunk kept on disk in ``messages`` mode: small, so that a short
-#: capture spills as a long one does with the default
-MESSAGE_CHUNK = 64
-
-
 def probe(mode, capture):
     """The measures of one analysis of ``capture`` (``summary``: what ``rtrs-dissect
     summary`` runs, with the summary under ``output``; ``watch``: the watcher's 1 s
-    intervals, each made and dropped, with their number; ``messages``: the message
-    records made, formatted as ``messages`` text and JSON lines and as ``export``'s
-    table, with their number and what the summary's analysis alone holds).
-    ``traced_peak``: the most bytes of Python objects and numpy arrays alive at once."""
+    intervals, each made and dropped, with their number)."""
     env = dict(os.environ, NUMBA_NRT_STATS="1")
     done = subprocess.run([sys.executable, __file__, mode, str(capture)], env=env,
                           capture_output=True, text=True)
@@ -55,8 +47,6 @@ def _run(mode, capture):
         analysis = analyze(capture, keep_messages=False)
         gc.collect()
         return analysis.summary, tracemalloc.get_traced_memory()[0]
-    if mode == "messages":
-        return _messages(capture)
     from rtrs_scapy.capture import open_capture
     from rtrs_scapy.watch.pacing import capture_intervals
     from rtrs_scapy.watch.watcher import Watcher
@@ -67,42 +57,15 @@ def _run(mode, capture):
     return intervals, tracemalloc.get_traced_memory()[0]
 
 
-def _messages(capture):
-    """What ``messages`` (text, JSON) and ``export``'s messages table do with the
-    records, and what the summary's analysis alone holds (``summary_held``, made and
-    dropped first): the records' share is the difference."""
-    from rtrs_scapy.analysis import analyze
-    from rtrs_scapy.report.message_lines import MessageLines
-    from rtrs_scapy.report.messages import MessageView
-    from rtrs_scapy.tables.build import messages_tables
-    analysis = analyze(capture, keep_messages=False)
-    gc.collect()
-    summary_held = tracemalloc.get_traced_memory()[0]
-    del analysis
-    gc.collect()
-    analysis = analyze(capture, keep_messages=True, message_chunk=MESSAGE_CHUNK)
-    view = MessageView(analysis.summary, analysis.messages)
-    for fmt in ("text", "json"):
-        for _ in MessageLines(view, analysis.messages).batches(fmt):
-            pass
-    for _ in messages_tables(analysis, str(capture)):
-        pass
-    gc.collect()
-    return {"records": len(analysis.messages), "summary_held": summary_held}, \
-        tracemalloc.get_traced_memory()[0]
-
-
 def main(mode, capture):
     from numba.core.runtime import rtsys
     tracemalloc.start()
     output, held = _run(mode, capture)
-    traced_peak = tracemalloc.get_traced_memory()[1]
     gc.collect()
     retained = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     stats = rtsys.get_allocation_stats()
-    json.dump({"retained": retained, "held": held, "traced_peak": traced_peak,
-               "numba_live": stats.alloc - stats.free,
+    json.dump({"retained": retained, "held": held, "numba_live": stats.alloc - stats.free,
                "numba_allocations": stats.alloc, "peak": _peak(), "output": output},
               sys.stdout)
 

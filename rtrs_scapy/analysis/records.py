@@ -283,6 +283,7 @@ class Records:
             done += len(mine)
         self.order, frame = _by_frame(kept, frame)
         self._marks = frame[::MARK].astype(np.int64)
+        self._partners = None
 
     def in_frame(self, frame):
         """The closed records of one frame (storage indices, in the order of ``order``)."""
