@@ -110,7 +110,7 @@ def test_a_full_disk_is_a_one_line_error(tmp_path, monkeypatch):
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(spill.np, "savez", full)
+    monkeypatch.setattr(spill, "open", full, raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     result = run("messages", real_pcap("failover"))
     assert result.exit_code == 1

@@ -4,7 +4,7 @@ them (docs/messages.md#memory).
 A capture of millions of messages would hold every record until the end (the
 lines are formatted once the sessions are named).  Kept in memory they cost
 ~150 bytes a record; here the oldest rows go to a temporary folder, a chunk of
-rows per file (one ``.npy`` member per column: one column is read back alone),
+rows per file (the columns one after the other: one column is read back alone),
 and the few writes that reach a row after it left (a late response's pairing, an
 invalidation, failover marks, a path named at the end) are kept as patches,
 applied in the order they came whenever the chunk is read back.  A chunk with
@@ -38,9 +38,14 @@ class ChunkFiles:
         self.patches = {}           # chunk -> [(name, rows in chunk, values)], in order
         self.patched = {}           # chunk -> rows patched (counted with repeats)
         self.cache = OrderedDict()  # chunk -> {name: array}, patched
+        self.offsets, at = {}, 0    # where each column starts in a chunk's file
+        for name, (dtype, _) in spec.items():
+            self.offsets[name] = at
+            at += np.dtype(dtype).itemsize * rows
+        self.size = at
 
     def _path(self, chunk):
-        return os.path.join(self.folder.name, "%d.npz" % chunk)
+        return os.path.join(self.folder.name, "%d.bin" % chunk)
 
     def write(self, arrays):
         """A new chunk (``self.rows`` rows of every column)."""
@@ -51,7 +56,9 @@ class ChunkFiles:
 
     def _save(self, chunk, arrays):
         try:
-            np.savez(self._path(chunk), **arrays)
+            with open(self._path(chunk), "wb") as out:
+                for name in self.spec:
+                    out.write(np.ascontiguousarray(arrays[name]).data)
         except OSError as exc:
             folder = self.folder.name
             self.folder.cleanup()       # the analysis ends here: nothing to read back
@@ -77,8 +84,17 @@ class ChunkFiles:
         if cached is not None:
             self.cache.move_to_end(chunk)
             return cached
-        with np.load(self._path(chunk)) as stored:
-            arrays = {name: stored[name] for name in names or self.spec}
+        with open(self._path(chunk), "rb") as stored:
+            if names is None:
+                raw = bytearray(self.size)
+                stored.readinto(raw)
+                arrays = {name: np.frombuffer(raw, dtype, self.rows, self.offsets[name])
+                          for name, (dtype, _) in self.spec.items()}
+            else:
+                arrays = {}
+                for name in names:
+                    stored.seek(self.offsets[name])
+                    arrays[name] = np.fromfile(stored, self.spec[name][0], self.rows)
         for name, local, values in self.patches.get(chunk, ()):
             if name in arrays:
                 arrays[name][local] = values
