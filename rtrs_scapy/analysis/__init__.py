@@ -15,6 +15,7 @@ from ..capture.files import CHUNK_RECORDS
 from ..engine import Engine
 from ..engine.ahead import ahead
 from .analyzer import Analyzer
+from .records import CHUNK as MESSAGE_CHUNK
 from .summary import summarize
 
 __all__ = ["Analysis", "Analyzer", "CaptureError", "analyze"]
@@ -72,7 +73,7 @@ def _no_cyclic_gc():
 
 def analyze(path, keep_messages=True, queue_depth=None, progress=None,
             chunk_records=CHUNK_RECORDS, until_frame=None, io_sink=None, limits=None,
-            keep_latencies=True):
+            keep_latencies=True, message_chunk=MESSAGE_CHUNK):
     """Analyze a capture: a file, ``-`` (stdin), a directory, or a list of those (one
     capture, merged in time order); ``progress(bytes_done, bytes_total)`` is called
     now and then.  ``keep_messages``: keep the message records (True), none
@@ -84,9 +85,12 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
     IO rows (one per request, see iorows.py) in batches as their fate is known.
     ``limits`` overrides bounds of rtrs_scapy/spec/limits.py by name.  ``keep_latencies``
     False: the summary without its percentiles and queue figures, for a command whose
-    IO rows carry what it shows (iostat): none of their per-IO arrays are kept."""
+    IO rows carry what it shows (iostat): none of their per-IO arrays are kept.
+    ``message_chunk``: message records per chunk kept on disk beyond the newest
+    two (records.py; None: all in memory), changes the memory, never the result."""
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth,
-                        io_sink=io_sink, limits=limits, keep_latencies=keep_latencies)
+                        io_sink=io_sink, limits=limits, keep_latencies=keep_latencies,
+                        message_chunk=message_chunk)
     engine = Engine(analyzer, **({"max_streams": limits["streams"]}
                                  if limits and "streams" in limits else {}))
     with open_inputs(path) as capture, _no_cyclic_gc():

@@ -32,7 +32,7 @@ from .model import Path, Session
 from .inflight import InFlight
 from .qdepth import MemBitsInference
 from .readdata import ReadData
-from .records import Records
+from .records import CHUNK, Records
 from .registry import AddressTexts, PathRegistry
 from .rnbd_view import RnbdView
 from .unbound import UnboundStreams
@@ -89,7 +89,7 @@ class Analyzer:
     anomalies = _view("anomaly_log", "examples")
 
     def __init__(self, keep_messages=False, queue_depth=None, io_sink=None,
-                 keep_latencies=True, limits=None):
+                 keep_latencies=True, limits=None, message_chunk=CHUNK):
         self.forced_queue_depth = queue_depth
         self.bounds = Bounds(limits)    # rtrs_scapy/spec/limits.py, and what reaching them cost
         self.io_sink = io_sink      # called with batches of IO rows (iorows.py), or None
@@ -101,8 +101,8 @@ class Analyzer:
         self.rnbd_view = RnbdView(keep_latencies)
         self.in_flight = InFlight() if keep_latencies else None    # the summary's queues
         self.io_spans = iorows.IoSpans()    # per path: its first and last IO
-        self.records = Records(self, None if keep_messages is True else keep_messages) \
-            if keep_messages else None
+        self.records = Records(self, None if keep_messages is True else keep_messages,
+                               message_chunk) if keep_messages else None
         self.registry = PathRegistry()
         self.anomaly_log = Anomalies(self.bounds.size["examples"])
         self.cm = CmTracker(self)

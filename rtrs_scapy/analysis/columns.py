@@ -1,18 +1,27 @@
 """Growable numpy columns: a table that rows are appended to in batches, for the
-message records (records.py) — a few bytes per value instead of a Python object."""
+message records (records.py) — a few bytes per value instead of a Python object.
+
+With ``chunk`` rows, at most two chunks' worth of the newest rows stay in memory:
+the older ones go to files (spill.py), so the table does not grow in memory with
+the capture.  Rows are read and written by their number (``take``, ``put``),
+wherever they are."""
 
 import numpy as np
 
 from .growing import capacity_for
+from .spill import ChunkFiles
 
 
 class Columns:
     """``spec``: name -> (dtype, default).  Rows are added by ``extend`` (their
-    values are the defaults until set); ``data[name][:n]`` are the rows."""
+    values are the defaults until set); ``data[name][row - base]`` holds the rows
+    from ``base`` on (all of them without ``chunk``)."""
 
-    def __init__(self, spec, capacity=1024):
+    def __init__(self, spec, chunk=None, capacity=1024):
         self.spec = spec
         self.n = 0
+        self.base = 0
+        self.files = ChunkFiles(spec, chunk) if chunk else None
         self.data = {name: np.full(capacity, default, dtype=dtype)
                      for name, (dtype, default) in spec.items()}
 
@@ -20,18 +29,86 @@ class Columns:
         return self.n
 
     def extend(self, count):
-        """Room for ``count`` more rows; returns the index of the first."""
+        """Room for ``count`` more rows; returns the number of the first (its values
+        are in ``data`` until the next ``extend``)."""
+        files = self.files
+        while files is not None and self.n - self.base >= 2 * files.rows:
+            self._spill()
         start = self.n
-        need = start + count
+        need = start - self.base + count
         capacity = len(next(iter(self.data.values())))
         if need > capacity:
             capacity = capacity_for(need)
             for name, (dtype, default) in self.spec.items():
                 grown = np.full(capacity, default, dtype=dtype)
-                grown[:start] = self.data[name][:start]
+                grown[:start - self.base] = self.data[name][:start - self.base]
                 self.data[name] = grown
-        self.n = need
+        self.n = start + count
         return start
 
+    def _spill(self):
+        """The oldest chunk of rows in memory to a file."""
+        rows, held = self.files.rows, self.n - self.base
+        self.files.write({name: column[:rows] for name, column in self.data.items()})
+        for name, (dtype, default) in self.spec.items():
+            column = self.data[name]
+            column[:held - rows] = column[rows:held]
+            column[held - rows:held] = default
+        self.base += rows
+
+    def put(self, name, rows, values):
+        """``values`` (one, or one per row) into column ``name`` at ``rows`` (an int:
+        one row, the hot case of an invalidation)."""
+        if isinstance(rows, int) and rows >= self.base:
+            self.data[name][rows - self.base] = values
+            return
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        values = np.asarray(values, dtype=self.spec[name][0])
+        if values.shape != rows.shape:
+            values = np.full(rows.shape, values, dtype=values.dtype)
+        here = rows >= self.base
+        if here.all():
+            self.data[name][rows - self.base] = values
+            return
+        self.data[name][rows[here] - self.base] = values[here]
+        self.files.patch(name, rows[~here], values[~here])
+
+    def take(self, names, rows):
+        """{name: values at ``rows``} for the columns ``names``."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        here = rows >= self.base
+        if here.all():
+            return {name: self.data[name][rows - self.base] for name in names}
+        out = {name: np.empty(len(rows), dtype=self.spec[name][0]) for name in names}
+        for name in names:
+            out[name][here] = self.data[name][rows[here] - self.base]
+        old = np.flatnonzero(~here)
+        chunks = rows[old] // self.files.rows
+        for chunk in np.unique(chunks).tolist():
+            at = old[chunks == chunk]
+            arrays = self.files.load(chunk)
+            for name in names:
+                out[name][at] = arrays[name][rows[at] - chunk * self.files.rows]
+        return out
+
+    def row(self, i):
+        """Every column's value at row ``i``."""
+        return {name: values[0] for name, values in self.take(self.spec, [i]).items()}
+
+    def get(self, name, i):
+        return self.take((name,), [i])[name][0]
+
+    def scan(self, names):
+        """(first row, {name: values}) of each chunk on disk, then of the rows in memory."""
+        files = self.files
+        for chunk in range(files.count if files is not None else 0):
+            yield chunk * files.rows, files.load(chunk, names)
+        yield self.base, {name: self.data[name][:self.n - self.base] for name in names}
+
     def __getitem__(self, name):
-        return self.data[name][:self.n]
+        """The whole column (read back from the chunks where there are some)."""
+        mine = self.data[name][:self.n - self.base]
+        if not self.base:
+            return mine
+        return np.concatenate([self.files.load(chunk, (name,))[name]
+                               for chunk in range(self.files.count)] + [mine])

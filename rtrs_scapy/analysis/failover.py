@@ -180,7 +180,7 @@ def infer(an, session):
         records = an.records
         for index in records.of_frames(unseen).tolist():
             records.mark(index, "failover_unseen",
-                         unseen[int(records.cols.data["frame"][index])])
+                         unseen[int(records.cols.get("frame", index))])
 
 
 def late_copies(an):

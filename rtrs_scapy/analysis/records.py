@@ -68,6 +68,14 @@ SPEC = {
 }
 
 
+#: one frame kept per MARK records of the frame order, to find a frame's records
+MARK = 256
+#: records read back at a time to pair them by frame
+SCAN = 65536
+#: records per chunk spilled to disk (columns.py): two chunks stay in memory, 1.3 MB each
+CHUNK = 8192
+
+
 def _info_message(data):
     """(name, fields) of an info exchange SEND, (None, None) for any other SEND."""
     mtype = int.from_bytes(data[:2], "little") if len(data) >= 2 else None
@@ -82,10 +90,10 @@ class Records:
     """``kinds``: the message names kept (None: all); a report that draws only the
     CM ladder keeps a handful per path, not one per IO."""
 
-    def __init__(self, an, kinds=None):
+    def __init__(self, an, kinds=None, chunk=CHUNK):
         self.an = an
         self.kinds = None if kinds is None else frozenset(kinds)
-        self.cols = Columns(SPEC)
+        self.cols = Columns(SPEC, chunk)
         self.msg_names = list(FIXED)
         self._msg_code = {name: i for i, name in enumerate(FIXED)}
         self.addrs = []           # address text by id
@@ -99,6 +107,8 @@ class Records:
         self.reads = {}       # desc key -> recent READ request records (invalidation links)
         self.pathless = []    # (record, slot, gen, src, dst) of records whose path came later
         self.order = None     # the records in frame order, once closed
+        self._marks = None    # the frame of every MARK-th record of ``order``
+        self._partners = None
         self.list = RecordList(self)
 
     def wants(self, msg):
@@ -143,15 +153,15 @@ class Records:
             path = conn.path
         c = self.cols
         i = c.extend(1)
-        data = c.data
-        data["frame"][i], data["time"][i] = frame, ts
-        data["src"][i], data["dst"][i] = self.addr_id(src), self.addr_id(dst)
-        data["qpn"][i] = qpn
+        data, k = c.data, i - c.base
+        data["frame"][k], data["time"][k] = frame, ts
+        data["src"][k], data["dst"][k] = self.addr_id(src), self.addr_id(dst)
+        data["qpn"][k] = qpn
         if conn is not None and conn.cid is not None:
-            data["cid"][i] = conn.cid
-        data["msg"][i] = self.msg_code(msg)
-        data["names"][i] = self.names_id(path)
-        data["rich"][i] = len(self.rich)
+            data["cid"][k] = conn.cid
+        data["msg"][k] = self.msg_code(msg)
+        data["names"][k] = self.names_id(path)
+        data["rich"][k] = len(self.rich)
         self.rich.append([fields, rnbd_fields])
         return i
 
@@ -184,7 +194,7 @@ class Records:
         cid, names = self._conn_names(conn[keep], pid)
         c = self.cols
         start = c.extend(len(keep))
-        at = slice(start, start + len(keep))
+        at = slice(start - c.base, start - c.base + len(keep))
         data = c.data
         data["frame"][at] = rows[keep, T.R_LAST_FRAME]
         data["time"][at] = rows[keep, T.R_LAST_TS] / 1e9
@@ -195,14 +205,14 @@ class Records:
         data["src"][at], data["dst"][at] = self._addresses(rows[keep])
         index[keep] = np.arange(start, start + len(keep))
         for i, fields in sends.items():
-            data["rich"][index[i]] = len(self.rich)
+            data["rich"][index[i] - c.base] = len(self.rich)
             self.rich.append([fields, None])
         for j in np.flatnonzero(names < 0).tolist():
             row = rows[keep[j]]
             self.pathless.append((start + j, int(row[T.R_SLOT]), int(row[T.R_GEN]),
                                   (int(row[T.R_SRC_HI]), int(row[T.R_SRC_LO])),
                                   (int(row[T.R_DST_HI]), int(row[T.R_DST_LO]))))
-            data["names"][start + j] = self.names_id(None)
+            data["names"][start - c.base + j] = self.names_id(None)
         return index
 
     def _conn_names(self, conn, pid):
@@ -252,16 +262,36 @@ class Records:
     def close(self):
         """Records whose stream was tied to a path only later get its names (the
         same whatever batches the capture was read in)."""
-        data = self.cols.data
+        c = self.cols
         for index, slot, gen, src, dst in self.pathless:
             path = self.an.stream_path(-1, slot, gen) or self.an.path_between(src, dst)
             if path is not None:
-                data["names"][index] = self.names_id(path)
+                c.put("names", index, self.names_id(path))
             else:       # a stream never proven RTRS's (docs/PROTOCOL.md#rtrs-without-a-handshake)
-                data["msg"][index] = PENDING
-        kept = np.flatnonzero(self.cols["msg"] != PENDING)
-        # a deferred CM REQ comes late
-        self.order = kept[np.argsort(self.cols["frame"][kept], kind="stable")]
+                c.put("msg", index, PENDING)
+        count = top = 0
+        for _, part in c.scan(("msg", "frame")):
+            count += int(np.count_nonzero(part["msg"] != PENDING))
+            top = max(top, int(part["frame"].max(initial=0)))
+        kept = np.empty(count, dtype=_index_type(len(c)))
+        frame = np.empty(count, dtype=_index_type(top + 1))
+        done = 0
+        for start, part in c.scan(("msg", "frame")):
+            mine = np.flatnonzero(part["msg"] != PENDING)
+            kept[done:done + len(mine)] = mine + start
+            frame[done:done + len(mine)] = part["frame"][mine]
+            done += len(mine)
+        self.order, frame = _by_frame(kept, frame)
+        self._marks = frame[::MARK].astype(np.int64)
+        self._partners = None
+
+    def in_frame(self, frame):
+        """The closed records of one frame (storage indices, in the order of ``order``)."""
+        marks, n = self._marks, len(self.order)
+        start = max(int(np.searchsorted(marks, frame, "left")) - 1, 0) * MARK
+        stop = min(int(np.searchsorted(marks, frame, "right")) * MARK, n)
+        near = self.order[start:stop]
+        return near[self.cols.take(("frame",), near)["frame"] == frame]
 
     def relabel(self, names, path):
         """Records named (sess_uuid, client, server) ``names`` belong to ``path``: an
@@ -281,31 +311,32 @@ class Records:
         if not len(mine):
             return
         at = index[mine]
-        data = self.cols.data
-        data["msg"][at] = np.where(is_read[mine], READ, WRITE)
+        put = self.cols.put
+        put("msg", at, np.where(is_read[mine], READ, WRITE))
         for name, column in (("buf_id", buf_id), ("offset", offset), ("usr_len", usr_len),
                              ("data_len", data_len), ("sg_cnt", sg_cnt),
                              ("first_frame", first_frame), ("desc_addr", desc_addr),
                              ("desc_key", desc_key), ("desc_len", desc_len)):
-            data[name][at] = column[mine]
+            put(name, at, column[mine])
         desc = is_read[mine] & (sg_cnt[mine] != 0)
         flags = F_REQUEST | np.where(cut[mine], F_CUT, np.where(partial[mine], F_PARTIAL, 0)) \
             | np.where(desc, F_DESC, 0)
         whole = (rnbd_cols["rnbd_type"][mine] == RNBD_MSG_IO) \
             & (rnbd_cols["usr_seen"][mine] >= rnbd.IO_SIZE)
-        data["flags"][at] = flags | np.where(whole, F_RNBD_IO, 0)
+        put("flags", at, flags | np.where(whole, F_RNBD_IO, 0))
         for name in ("device_id", "rw", "bi_size", "prio"):
-            data[name][at] = rnbd_cols[name][mine]
-        data["sector"][at] = rnbd_cols["sector"][mine].view(np.uint64)
+            put(name, at, rnbd_cols[name][mine])
+        put("sector", at, rnbd_cols["sector"][mine].view(np.uint64))
         for k in np.flatnonzero(~whole).tolist():
             header = rnbd.decode(usr[mine[k]])
             if header is not None:
                 self.rnbd[int(at[k])] = header
-        data["inv"][at] = -1
+        put("inv", at, -1)
         if self.extras:
             for record in at.tolist():
                 self.extras.pop(record, None)
-        for record, frame, key in zip(at[desc].tolist(), data["frame"][at[desc]].tolist(),
+        frames = self.cols.take(("frame",), at[desc])["frame"]
+        for record, frame, key in zip(at[desc].tolist(), frames.tolist(),
                                       desc_key[mine][desc].tolist()):
             reads = self.reads.setdefault(key, [])
             reads.append((frame, record))
@@ -316,28 +347,29 @@ class Records:
         columns (an rkey_rsp's buf_id and rkey where ``rkey_rsp``)."""
         mine = np.flatnonzero(index >= 0)
         at = index[mine]
-        data = self.cols.data
-        data["msg"][at] = IO_RSP
+        put = self.cols.put
+        put("msg", at, IO_RSP)
         for name, column in (("buf_id", msg_id), ("errno", errno),
                              ("rkey_buf_id", rkey_buf_id), ("rkey", rkey)):
-            data[name][at] = column[mine]
-        data["flags"][at] = F_RESPONSE | np.where(with_invalidate[mine] != 0, F_WITH_INV, 0) \
-            | np.where(rkey_rsp[mine] != 0, F_RKEY, 0)
+            put(name, at, column[mine])
+        put("flags", at, F_RESPONSE | np.where(with_invalidate[mine] != 0, F_WITH_INV, 0)
+            | np.where(rkey_rsp[mine] != 0, F_RKEY, 0))
         if self.extras:
             for record in at.tolist():
                 self.extras.pop(record, None)
 
     def pairs(self, requests, responses, latency):
         """Requests and the responses that answer them, ``latency`` seconds later."""
-        data = self.cols.data
-        frame = data["frame"]
-        data["paired"][requests], data["latency"][requests] = frame[responses], latency
-        data["paired"][responses], data["latency"][responses] = frame[requests], latency
+        c = self.cols
+        c.put("paired", requests, c.take(("frame",), responses)["frame"])
+        c.put("latency", requests, latency)
+        c.put("paired", responses, c.take(("frame",), requests)["frame"])
+        c.put("latency", responses, latency)
 
     def mark(self, index, key, value):
         """A field a record gains late (failover_from, failed_over_to, not_delivered,
         failover_unseen, reply_frame)."""
-        rich = self.cols.data["rich"][index]
+        rich = self.cols.get("rich", index)
         if rich >= 0:
             self.rich[rich][0][key] = value
         else:
@@ -362,80 +394,108 @@ class Records:
         if before:
             read = max(before, key=lambda r: r[0])
             rec = read[1]
-            data = self.cols.data
-            data["inv"][rec] = frame
-            data["inv_at"][rec] = len(self.extras.get(rec, ()))
+            self.cols.put("inv", rec, frame)
+            self.cols.put("inv_at", rec, len(self.extras.get(rec, ())))
             reads.remove(read)
 
     def partners(self):
         """(request_of, response_of) of the closed records, as ``messages`` pairs them
         by frame: for each record (storage index) the record of the request an
         io_rsp answers, or of the response a request got; -1 where none (of
-        several with the same key, the last in frame order wins)."""
-        c = self.cols
+        several with the same key, the last in frame order wins).  Made once."""
+        if self._partners is None:
+            self._partners = self._pair_by_frame()
+        return self._partners
+
+    def _pair_by_frame(self):
         order = self.order
-        frame, msg, paired = c["frame"], c["msg"], c["paired"]
-        rsp = order[msg[order] == IO_RSP]
-        req = order[(msg[order] == READ) | (msg[order] == WRITE)]
-        rsp_key, rsp_val = _last_by_key(frame[rsp], rsp)
-        hit = _lookup(rsp_key, rsp_val, paired[req])
-        answered = req[hit >= 0]
-        request_of = np.full(len(c), -1, dtype=np.int64)
-        response_of = np.full(len(c), -1, dtype=np.int64)
-        key, val = _last_by_key(paired[answered], answered)
-        request_of[rsp] = _lookup(key, val, frame[rsp])
-        key, val = _last_by_key(frame[answered], hit[hit >= 0])
-        response_of[req] = _lookup(key, val, frame[req])
+        # made first: the work arrays freed after them leave no hole below them
+        request_of = np.full(len(self.cols), -1, dtype=order.dtype)
+        response_of = np.full(len(self.cols), -1, dtype=order.dtype)
+        kinds = np.zeros(len(order), dtype=np.int8)      # 1 a response, 2 a request
+        top = 0
+        for start in range(0, len(order), SCAN):
+            got = self.cols.take(("msg", "frame", "paired"), order[start:start + SCAN])
+            msg = got["msg"]
+            kinds[start:start + len(msg)] = np.where(
+                msg == IO_RSP, 1, np.where((msg == READ) | (msg == WRITE), 2, 0))
+            top = max(top, int(got["frame"].max(initial=0)), int(got["paired"].max(initial=0)))
+        counts = np.bincount(kinds, minlength=3)
+        frame_type = _index_type(top + 1)
+        p = {"rsp": np.empty(counts[1], order.dtype), "rsp_frame": np.empty(counts[1], frame_type),
+             "req": np.empty(counts[2], order.dtype), "req_frame": np.empty(counts[2], frame_type),
+             "req_paired": np.empty(counts[2], frame_type)}
+        done = [0, 0, 0]
+        for start in range(0, len(order), SCAN):
+            at = order[start:start + SCAN]
+            got = self.cols.take(("frame", "paired"), at)
+            kind = kinds[start:start + len(at)]
+            for code, name, columns in ((1, "rsp", ("frame",)), (2, "req", ("frame", "paired"))):
+                mine = kind == code
+                room = slice(done[code], done[code] + int(np.count_nonzero(mine)))
+                p[name][room] = at[mine]
+                for column in columns:
+                    p[name + "_" + column][room] = got[column][mine]
+                done[code] = room.stop
+        del kinds
+        # frames come in frame order: the last of equal ones found without a sort
+        key, val = _last_of_sorted(p["rsp_frame"], p["rsp"])
+        hit = _lookup(key, val, p["req_paired"])
+        ok = hit >= 0
+        key, val = _last_of_sorted(p["req_frame"][ok], hit[ok])
+        response_of[p["req"]] = _lookup(key, val, p.pop("req_frame"))
+        key, val = _last_by_key(p.pop("req_paired")[ok], p.pop("req")[ok])
+        request_of[p["rsp"]] = _lookup(key, val, p["rsp_frame"])
         return request_of, response_of
 
     # -- the records as dicts ------------------------------------------------------------
 
     def fields(self, i):
         """The fields dict of record ``i``."""
-        data = self.cols.data
-        rich = int(data["rich"][i])
+        data = self.cols.row(i)
+        rich = int(data["rich"])
         if rich >= 0:
             return self.rich[rich][0]
-        flags = int(data["flags"][i])
+        flags = int(data["flags"])
         if flags & F_REQUEST:
-            out = {"buf_id": int(data["buf_id"][i]), "offset": int(data["offset"][i]),
-                   "usr_len": int(data["usr_len"][i]), "data_len": int(data["data_len"][i]),
-                   "sg_cnt": int(data["sg_cnt"][i]),
-                   "first_frame": int(data["first_frame"][i])}
+            out = {"buf_id": int(data["buf_id"]), "offset": int(data["offset"]),
+                   "usr_len": int(data["usr_len"]), "data_len": int(data["data_len"]),
+                   "sg_cnt": int(data["sg_cnt"]),
+                   "first_frame": int(data["first_frame"])}
             if flags & F_CUT:
                 out.update(usr_len=None, data_len=None, sg_cnt=None, header_only=True)
             elif flags & F_PARTIAL:
                 out["partial"] = True
             if flags & F_DESC:
-                out["desc"] = {"addr": int(data["desc_addr"][i]),
-                               "key": int(data["desc_key"][i]),
-                               "len": int(data["desc_len"][i])}
+                out["desc"] = {"addr": int(data["desc_addr"]),
+                               "key": int(data["desc_key"]),
+                               "len": int(data["desc_len"])}
         elif flags & F_RESPONSE:
-            out = {"msg_id": int(data["buf_id"][i]), "errno": int(data["errno"][i]),
+            out = {"msg_id": int(data["buf_id"]), "errno": int(data["errno"]),
                    "with_invalidate": bool(flags & F_WITH_INV)}
             if flags & F_RKEY:
-                out["rkey_rsp"] = {"buf_id": int(data["rkey_buf_id"][i]),
-                                   "rkey": int(data["rkey"][i])}
+                out["rkey_rsp"] = {"buf_id": int(data["rkey_buf_id"]),
+                                   "rkey": int(data["rkey"])}
         else:
             out = {}
         extras = self.extras.get(i, {})
-        inv = int(data["inv"][i])
+        inv = int(data["inv"])
         if inv >= 0:
             items = list(extras.items())
-            items.insert(int(data["inv_at"][i]), ("invalidate_frame", inv))
+            items.insert(int(data["inv_at"]), ("invalidate_frame", inv))
             extras = dict(items)
         out.update(extras)
         return out
 
     def rnbd_of(self, i):
-        data = self.cols.data
-        rich = int(data["rich"][i])
+        data = self.cols.row(i)
+        rich = int(data["rich"])
         if rich >= 0:
             return self.rich[rich][1]
-        if data["flags"][i] & F_RNBD_IO:
-            out = {"type": RNBD_MSG_IO, "device_id": int(data["device_id"][i]),
-                   "sector": int(data["sector"][i]), "rw": int(data["rw"][i]),
-                   "bi_size": int(data["bi_size"][i]), "prio": int(data["prio"][i]),
+        if data["flags"] & F_RNBD_IO:
+            out = {"type": RNBD_MSG_IO, "device_id": int(data["device_id"]),
+                   "sector": int(data["sector"]), "rw": int(data["rw"]),
+                   "bi_size": int(data["bi_size"]), "prio": int(data["prio"]),
                    "msg": "io"}
             out["rw_str"] = rnbd.rw_str(out["rw"])
             return out
@@ -443,14 +503,14 @@ class Records:
 
     def record(self, i):
         """Record ``i`` as the dict it was before it had columns."""
-        data = self.cols.data
-        names = self.names[data["names"][i]]
-        cid, paired, latency = int(data["cid"][i]), int(data["paired"][i]), \
-            float(data["latency"][i])
-        out = {"frame": int(data["frame"][i]), "time": float(data["time"][i]),
-               "src": self.addrs[data["src"][i]], "dst": self.addrs[data["dst"][i]],
-               "qpn": int(data["qpn"][i]), "cid": None if cid < 0 else cid,
-               "msg": self.msg_names[data["msg"][i]], "fields": self.fields(i),
+        data = self.cols.row(i)
+        names = self.names[data["names"]]
+        cid, paired, latency = int(data["cid"]), int(data["paired"]), \
+            float(data["latency"])
+        out = {"frame": int(data["frame"]), "time": float(data["time"]),
+               "src": self.addrs[data["src"]], "dst": self.addrs[data["dst"]],
+               "qpn": int(data["qpn"]), "cid": None if cid < 0 else cid,
+               "msg": self.msg_names[data["msg"]], "fields": self.fields(i),
                "rnbd": self.rnbd_of(i), "paired_frame": None if paired < 0 else paired,
                "latency": None if latency != latency else latency,
                "sess_uuid": names[0], "client": names[1], "server": names[2]}
@@ -500,6 +560,8 @@ class RecordList(Sequence):
 
     def at_frame(self, frame):
         """The records of one frame (a dict each)."""
+        if self.records.order is not None:
+            return [self.records.record(int(i)) for i in self.records.in_frame(frame)]
         hits = self.indices()
         hits = hits[self.records.cols["frame"][hits] == frame]
         return [self.records.record(int(i)) for i in hits]
@@ -528,6 +590,39 @@ class RecordView(Mapping):
         return repr(self._now())
 
 
+def _by_frame(kept, frame):
+    """``kept`` (records in the order they were made) and their ``frame`` sorted by
+    frame, stable: the few records made after a later frame's (a deferred CM REQ)
+    are sorted apart and put in their places."""
+    late = []
+    for start in range(0, len(frame), SCAN):     # a piece at a time: no copy of them all
+        piece = frame[start:start + SCAN]
+        ahead = np.maximum.accumulate(piece)
+        if start:
+            ahead = np.maximum(ahead, top)
+        late.append(np.flatnonzero(piece < ahead) + start)
+        top = ahead[-1]
+    late = np.concatenate(late) if late else np.zeros(0, dtype=np.int64)
+    if not len(late):
+        return kept, frame
+    by_frame = np.argsort(frame[late], kind="stable")
+    late_kept, late_frame = kept[late][by_frame], frame[late][by_frame]
+    kept, frame = np.delete(kept, late), np.delete(frame, late)
+    at = np.searchsorted(frame, late_frame, "right")
+    return np.insert(kept, at, late_kept), np.insert(frame, at, late_frame)
+
+
+def _index_type(count):
+    """The integer type of record numbers below ``count`` (4 bytes a record when they fit)."""
+    return np.int32 if count < 2 ** 31 else np.int64
+
+
+def _last_of_sorted(keys, values):
+    """_last_by_key of keys in ascending order."""
+    last = np.flatnonzero(np.append(keys[1:] != keys[:-1], len(keys) > 0))
+    return keys[last], values[last]
+
+
 def _last_by_key(keys, values):
     """Sorted unique keys and, for each, the value of its last occurrence."""
     last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
@@ -536,7 +631,11 @@ def _last_by_key(keys, values):
 
 def _lookup(keys, values, queries):
     """The value of each query's key (sorted unique ``keys``), -1 where none."""
+    out = np.full(len(queries), -1, dtype=values.dtype)
     if not len(keys):
-        return np.full(len(queries), -1, dtype=np.int64)
-    at = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
-    return np.where(keys[at] == queries, values[at], -1)
+        return out
+    for start in range(0, len(queries), SCAN):      # a piece at a time: small work arrays
+        mine = queries[start:start + SCAN]
+        at = np.minimum(np.searchsorted(keys, mine), len(keys) - 1)
+        out[start:start + SCAN] = np.where(keys[at] == mine, values[at], -1)
+    return out

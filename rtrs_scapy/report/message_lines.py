@@ -74,7 +74,6 @@ class MessageLines:
         """Which records of a batch go through MessageView as dicts: rich ones, ones
         that gained fields late, and responses whose request is not a plain IO."""
         records = self.records
-        data = records.cols.data
         slow = np.array(col["rich"]) >= 0
         if records.extras:
             slow |= np.isin(idx, np.fromiter(records.extras, dtype=np.int64))
@@ -87,8 +86,8 @@ class MessageLines:
             slow |= answered & np.isin(partner, np.fromiter(records.rnbd, dtype=np.int64))
         rsp = np.array(col["msg"]) == R.IO_RSP
         slow |= rsp & ~answered & (np.array(col["paired"]) >= 0)
-        return slow, np.where(answered & (data["flags"][partner] & R.F_RNBD_IO != 0),
-                              partner, -1)
+        flags = records.cols.take(("flags",), partner)["flags"]
+        return slow, np.where(answered & (flags & R.F_RNBD_IO != 0), partner, -1)
 
     def _device_text(self, ref, device_id):
         name = ref.devices.get(str(device_id)) if ref is not None else None
@@ -99,15 +98,15 @@ class MessageLines:
     def _rnbd_texts(self, at):
         """The RNBD text of the IO requests ``at`` (storage indices), as
         MessageView._rnbd_text words it."""
-        data = self.records.cols.data
-        rw, device, names = data["rw"][at], data["device_id"][at], data["names"][at]
+        data = self.records.cols.take(("rw", "device_id", "names", "sector", "bi_size"), at)
+        rw, device, names = data["rw"], data["device_id"], data["names"]
         words = _per_value(rw, lambda v: "RNBD %s " % R.rnbd.rw_str(v))
         key = names.astype(np.int64) << 32 | device.astype(np.int64)
         devices = _per_value(key, lambda v: self._device_text(self.refs[v >> 32],
                                                                 v & 0xFFFFFFFF))
         sector = np.where((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH, _texts(
-            " sector %d", data["sector"][at]), "")
-        size = data["bi_size"][at]
+            " sector %d", data["sector"]), "")
+        size = data["bi_size"]
         length = np.where(size != 0, _texts(" len %d", size), "")
         return words + devices + sector + length
 
@@ -130,8 +129,7 @@ class MessageLines:
 
     def text_batch(self, idx):
         records, view = self.records, self.view
-        data = records.cols.data
-        c = {name: data[name][idx] for name in COLUMNS}
+        c = records.cols.take(COLUMNS, idx)
         slow, plain_req = self._slow(idx, c)
         details = np.full(len(idx), "", dtype=object)
         flags = c["flags"]
@@ -147,7 +145,8 @@ class MessageLines:
             text[io] = text[io] + "  " + self._rnbd_texts(idx[req][io])
             paired = c["paired"][req]
             rsp = self.response_of[idx[req]]
-            err = np.where(rsp >= 0, data["errno"][np.maximum(rsp, 0)], 0)
+            err = np.where(rsp >= 0, records.cols.take(("errno",), np.maximum(rsp, 0))["errno"],
+                           0)
             result = _per_value(err, lambda v: ": " + errno_text(v) if v else "")
             text = text + np.where(paired >= 0, _texts(
                 "  answered in frame %d after %.1f µs", paired, c["latency"][req] * 1e6)
@@ -164,7 +163,8 @@ class MessageLines:
             req = self.request_of[idx[rsp]]
             answered = np.flatnonzero(req >= 0)
             text[answered] = text[answered] + _texts(
-                "  answers frame %d after %.1f µs", data["frame"][req[answered]],
+                "  answers frame %d after %.1f µs",
+                records.cols.take(("frame",), req[answered])["frame"],
                 c["latency"][rsp][answered] * 1e6)
             plain = plain_req[rsp]
             io = np.flatnonzero(plain >= 0)
@@ -179,8 +179,7 @@ class MessageLines:
 
     def json_batch(self, idx):
         records, view = self.records, self.view
-        data = records.cols.data
-        c = {name: data[name][idx] for name in COLUMNS}
+        c = records.cols.take(COLUMNS, idx)
         n = len(idx)
         rich = (c["rich"] >= 0)
         if records.replies:

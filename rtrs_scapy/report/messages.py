@@ -306,23 +306,17 @@ def _partners(records):
 
 class ByFrame:
     """The partner records of closed columnar records by frame (``which``: 0 the
-    request of a response, 1 the response of a request), made when asked for."""
+    request of a response, 1 the response of a request)."""
 
     def __init__(self, records, which):
         self.records = records.records
         self.which = which
-        self._keys = None
 
     def get(self, frame, default=None):
-        if self._keys is None:
-            partner = self.records.partners()[self.which]
-            mine = np.flatnonzero(partner >= 0)
-            frames = self.records.cols["frame"][mine]
-            first = np.argsort(frames, kind="stable")
-            self._keys, self._values = frames[first], partner[mine][first]
-        at = np.searchsorted(self._keys, frame)
-        if at < len(self._keys) and self._keys[at] == frame:
-            return self.records.record(int(self._values[at]))
+        partner = self.records.partners()[self.which]
+        for i in self.records.in_frame(frame).tolist():
+            if partner[i] >= 0:
+                return self.records.record(int(partner[i]))
         return default
 
 

@@ -33,13 +33,12 @@ def message_tables(view, result, capture, path_ids, table_schema, rows_per_table
         "path_id": [path_ids.get(n[0] or (n[1], n[2])) for n in records.names]}
     per_names = {k: _objects(v) for k, v in per_names.items()}
     addrs, msgs = _objects(records.addrs), _objects(records.msg_names)
-    data = records.cols.data
+    take = records.cols.take
     order = records.order
     for start in range(0, len(order), rows_per_table):
         idx = order[start:start + rows_per_table]
-        col = {name: data[name][idx] for name in (
-            "frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired", "latency",
-            "rich", "flags", "buf_id", "errno")}
+        col = take(("frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired",
+                    "latency", "rich", "flags", "buf_id", "errno"), idx)
         n = len(idx)
         names = col["names"]
         flags = col["flags"]
@@ -47,9 +46,9 @@ def message_tables(view, result, capture, path_ids, table_schema, rows_per_table
         response = (flags & R.F_RESPONSE) != 0
         # a response shows the RNBD header of the request it answers
         header = np.where(response, request_of[idx], idx)
-        has_header = (header >= 0) & ((data["flags"][np.maximum(header, 0)] & R.F_RNBD_IO) != 0)
-        at = np.maximum(header, 0)
-        rw = data["rw"][at]
+        h = take(("flags", "rw", "device_id", "sector", "bi_size"), np.maximum(header, 0))
+        has_header = (header >= 0) & ((h["flags"] & R.F_RNBD_IO) != 0)
+        rw = h["rw"]
         sector_known = has_header & ((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH)
         out = {
             "capture": [capture] * n, "frame": col["frame"],
@@ -62,9 +61,9 @@ def message_tables(view, result, capture, path_ids, table_schema, rows_per_table
             "errno": _nulls(col["errno"], ~response),
             "rnbd_msg": np.where(has_header, "io", None).tolist(),
             "rnbd_op": _op_names(rw, has_header),
-            "device_id": _nulls(data["device_id"][at], ~has_header),
-            "sector": _nulls(data["sector"][at], ~sector_known),
-            "bi_size": _nulls(data["bi_size"][at], ~has_header),
+            "device_id": _nulls(h["device_id"], ~has_header),
+            "sector": _nulls(h["sector"], ~sector_known),
+            "bi_size": _nulls(h["bi_size"], ~has_header),
             "paired_frame": _nulls(col["paired"], col["paired"] < 0),
             "latency_us": [None if v != v else round(v * 1e6, 1)
                            for v in col["latency"].tolist()],
@@ -106,11 +105,10 @@ def _op_names(rw, known):
 def _json_columns(records, idx, col):
     """``fields`` and ``rnbd`` (sorted-key JSON) of the columnar records of a batch
     (the rich ones are made from their dicts after)."""
-    data = records.cols.data
-    c = {name: data[name][idx] for name in (
+    c = records.cols.take((
         "offset", "usr_len", "data_len", "sg_cnt", "first_frame", "desc_addr", "desc_key",
         "desc_len", "rkey_buf_id", "rkey", "inv", "device_id", "sector", "rw", "bi_size",
-        "prio")}
+        "prio"), idx)
     flags, buf_id, err = col["flags"], col["buf_id"], col["errno"]
     fields = np.full(len(idx), "{}", dtype=object)
     req = np.flatnonzero((flags & R.F_REQUEST) != 0)

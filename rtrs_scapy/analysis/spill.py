@@ -1,0 +1,105 @@
+"""Chunks of the message records' columns on disk, with the writes that came after
+them (docs/messages.md#memory).
+
+A capture of millions of messages would hold every record until the end (the
+lines are formatted once the sessions are named).  Kept in memory they cost
+~150 bytes a record; here the oldest rows go to a temporary folder, a chunk of
+rows per file (the columns one after the other: one column is read back alone),
+and the few writes that reach a row after it left (a late response's pairing, an
+invalidation, failover marks, a path named at the end) are kept as patches,
+applied in the order they came whenever the chunk is read back.  A chunk with
+many patches is rewritten with them (the patches held stay bounded).
+
+The folder is made in ``tempfile``'s default place (TMPDIR) on the first spill
+and deleted when the records go, at exit, also after an error or Ctrl-C.
+"""
+
+import os
+import tempfile
+from collections import OrderedDict
+
+import numpy as np
+
+from ..capture import CaptureError
+
+#: chunks kept loaded while reading back (frame order runs through one or two)
+CACHED = 4
+
+
+class ChunkFiles:
+    """Chunks of ``rows`` rows of ``spec``'s columns (name -> (dtype, default)),
+    numbered from 0 in the order they are written."""
+
+    def __init__(self, spec, rows):
+        self.spec = spec
+        self.rows = rows
+        self.count = 0
+        self.folder = None
+        self.patches = {}           # chunk -> [(name, rows in chunk, values)], in order
+        self.patched = {}           # chunk -> rows patched (counted with repeats)
+        self.cache = OrderedDict()  # chunk -> {name: array}, patched
+        self.offsets, at = {}, 0    # where each column starts in a chunk's file
+        for name, (dtype, _) in spec.items():
+            self.offsets[name] = at
+            at += np.dtype(dtype).itemsize * rows
+        self.size = at
+
+    def _path(self, chunk):
+        return os.path.join(self.folder.name, "%d.bin" % chunk)
+
+    def write(self, arrays):
+        """A new chunk (``self.rows`` rows of every column)."""
+        if self.folder is None:
+            self.folder = tempfile.TemporaryDirectory(prefix="rtrs-messages-")
+        self._save(self.count, arrays)
+        self.count += 1
+
+    def _save(self, chunk, arrays):
+        try:
+            with open(self._path(chunk), "wb") as out:
+                for name in self.spec:
+                    out.write(np.ascontiguousarray(arrays[name]).data)
+        except OSError as exc:
+            folder = self.folder.name
+            self.folder.cleanup()       # the analysis ends here: nothing to read back
+            raise CaptureError("cannot keep the message records in %s (TMPDIR): %s" % (
+                folder, exc.strerror or exc)) from None
+
+    def patch(self, name, rows, values):
+        """Writes to rows already written (``rows``: row numbers from the first chunk's)."""
+        chunks = rows // self.rows
+        for chunk in np.unique(chunks).tolist():
+            mine = chunks == chunk
+            local = rows[mine] - chunk * self.rows
+            self.patches.setdefault(chunk, []).append((name, local, values[mine].copy()))
+            self.patched[chunk] = self.patched.get(chunk, 0) + len(local)
+            self.cache.pop(chunk, None)
+            if self.patched[chunk] > self.rows // 4:
+                self._save(chunk, self.load(chunk))
+                del self.patches[chunk], self.patched[chunk]
+
+    def load(self, chunk, names=None):
+        """The columns ``names`` (all: None) of a chunk, patched."""
+        cached = self.cache.get(chunk)
+        if cached is not None:
+            self.cache.move_to_end(chunk)
+            return cached
+        with open(self._path(chunk), "rb") as stored:
+            if names is None:
+                raw = bytearray(self.size)
+                stored.readinto(raw)
+                arrays = {name: np.frombuffer(raw, dtype, self.rows, self.offsets[name])
+                          for name, (dtype, _) in self.spec.items()}
+            else:
+                arrays = {}
+                for name in names:
+                    stored.seek(self.offsets[name])
+                    arrays[name] = np.fromfile(stored, self.spec[name][0], self.rows)
+        for name, local, values in self.patches.get(chunk, ()):
+            if name in arrays:
+                arrays[name][local] = values
+        if names is None:
+            self.cache[chunk] = arrays
+            while len(self.cache) > CACHED:
+                self.cache.popitem(last=False)
+        return arrays

@@ -1,0 +1,122 @@
+"""The message records beyond the newest chunks kept on disk (analysis/columns.py,
+analysis/spill.py): what is read back is what was written, writes that come late
+included; ``messages`` and ``export`` say the same of a spilled capture as of one
+held in memory; a full disk is a one-line error; the records kept in memory do not
+grow with the capture."""
+
+import errno
+import gc
+import json
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+from conftest import real_pcap
+from cli_run import run
+from rtrs_scapy.analysis import analyze, spill
+from rtrs_scapy.analysis.columns import Columns
+from rtrs_scapy.engine import ROWS
+from rtrs_scapy.report.message_lines import MessageLines
+from rtrs_scapy.report.messages import MessageView
+from rtrs_scapy.tables.build import messages_tables
+
+SPEC = {"a": (np.int64, -1), "b": (np.float64, 0.0), "c": (np.int16, 0)}
+
+
+def test_columns_read_back_what_was_written():
+    """Appends, writes to any row (spilled ones too, some rewriting their chunk) and
+    reads, against a plain numpy table doing the same."""
+    rng = np.random.default_rng(7)
+    cols = Columns(SPEC, chunk=4)
+    plain = {name: np.zeros(0, dtype=dtype) for name, (dtype, _) in SPEC.items()}
+    for _ in range(200):
+        count = int(rng.integers(1, 7))
+        start = cols.extend(count)
+        for name, (dtype, default) in SPEC.items():
+            plain[name] = np.append(plain[name], np.full(count, default, dtype=dtype))
+            values = rng.integers(0, 1000, count).astype(dtype)
+            cols.data[name][start - cols.base:start - cols.base + count] = values
+            plain[name][start:start + count] = values
+        rows = rng.integers(0, len(cols), 3)
+        for name, (dtype, _) in SPEC.items():
+            values = rng.integers(0, 1000, 3).astype(dtype)
+            cols.put(name, rows, values)
+            plain[name][rows] = values
+        cols.put("a", int(rows[0]), 5)
+        plain["a"][rows[0]] = 5
+    assert cols.base > 0 and cols.files.count > 10
+    everything = np.arange(len(cols))
+    rng.shuffle(everything)
+    got = cols.take(SPEC, everything)
+    for name in SPEC:
+        assert np.array_equal(got[name], plain[name][everything]), name
+        assert np.array_equal(cols[name], plain[name]), name
+        assert np.array_equal(np.concatenate([part[name] for _, part in cols.scan(SPEC)]),
+                              plain[name]), name
+    assert cols.row(3) == {name: plain[name][3] for name in SPEC}
+
+
+@pytest.fixture(scope="module")
+def failover_runs():
+    """The real failover capture (24 k records) analysed with its records in memory and
+    with chunks of 64 records on disk."""
+    return {chunk: analyze(real_pcap("failover"), keep_messages=True, message_chunk=chunk)
+            for chunk in (None, 64)}
+
+
+def _outputs(result):
+    view = MessageView(result.summary, result.messages)
+    out = {fmt: [line for batch in MessageLines(view, result.messages).batches(fmt)
+                 for line in batch] for fmt in ("text", "json")}
+    out["table"] = [row for table in messages_tables(result, "failover")
+                    for row in table.to_pylist()]
+    return out
+
+
+def test_spilled_records_give_the_same_lines_and_rows(failover_runs):
+    """``messages`` text and JSON lines and ``export``'s messages rows of a capture whose
+    records went to disk, the failovers' late marks on spilled records among them,
+    are those of the records held in memory."""
+    held, spilled = failover_runs[None], failover_runs[64]
+    records = spilled.analyzer.records
+    assert records.cols.files.count > 300 and held.analyzer.records.cols.files is None
+    late = [i for i, extra in records.extras.items()
+            if {"failover_from", "failed_over_to", "not_delivered"} & set(extra)]
+    assert late and all(i < records.cols.base for i in late)
+    mine, theirs = _outputs(spilled), _outputs(held)
+    assert mine == theirs
+    marked = [json.loads(line) for line in mine["json"] if "failover_from" in line]
+    assert marked and all("failover_from" in m["fields"] for m in marked)
+
+
+def test_what_stays_in_memory_does_not_grow_with_the_capture(failover_runs):
+    """Of the spilled run, the rows in memory are the last two chunks' and the batch of
+    messages the engine hands over, the chunks read back a few; the frame order and
+    pairs by frame take 4 bytes a record each (where the columns take 160)."""
+    records = failover_runs[64].analyzer.records
+    cols = records.cols
+    assert len(cols) > 20_000
+    assert cols.n - cols.base <= 2 * 64 + ROWS
+    assert len(cols.files.cache) <= spill.CACHED
+    index = records.order.nbytes + sum(p.nbytes for p in records.partners())
+    assert index <= 12 * len(cols)
+
+
+def test_a_full_disk_is_a_one_line_error(tmp_path, monkeypatch):
+    """No room for the spilled records: one line naming the folder and the cause, no
+    traceback, and the folder is gone."""
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(spill, "open", full, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = run("messages", real_pcap("failover"))
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("Error: cannot keep the message records in " + str(tmp_path))
+    assert lines[-1].endswith("No space left on device")
+    gc.collect()
+    assert not os.listdir(tmp_path)
