@@ -1,9 +1,17 @@
 """``rtrs-dissect export``: a capture's tables as Parquet files (docs/TABLES.md)."""
 
+import os
+
 import click
 
 from .common import OutputPath, captures_argument, queue_depth_option, quiet_option, writing
 from .scale import run_options, scale_imports, table_list
+
+# Arrow's C allocator rather than its default (mimalloc or jemalloc): a row group's
+# buffers go back to the system once written, where the default kept ~50 MiB of them
+# resident (docs/export.md#memory).  Arrow reads it when it loads, so it is set as the
+# command's module loads, before its options are parsed; a user's own choice stands.
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
 @click.command()

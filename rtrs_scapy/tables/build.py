@@ -18,7 +18,7 @@ from .message_table import message_tables
 from .names import PATH_COLUMNS, path_names
 from .schema import schema
 
-MESSAGE_ROWS = 1 << 16       # message records per Arrow table (a Parquet row group)
+MESSAGE_ROWS = 1 << 14       # message records per Arrow table (a Parquet row group), built whole in memory
 
 
 def paths_by_summary(result):

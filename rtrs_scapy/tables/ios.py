@@ -23,7 +23,7 @@ from ..spec.constants import RNBD_OP_FLUSH, errno_name, rnbd_op_name
 from .names import PATH_COLUMNS, Names
 from .schema import TIME, schema
 
-ROW_GROUP_ROWS = 1 << 17
+ROW_GROUP_ROWS = 1 << 14     # rows per row group: each is built whole in memory (numpy, Arrow, Parquet pages)
 _OPS = pa.array(["read", "write"])            # iorows op 1, 2
 _OUTCOMES = pa.array(list(iorows.OUTCOMES))
 
