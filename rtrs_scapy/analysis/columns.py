@@ -92,11 +92,21 @@ class Columns:
         return out
 
     def row(self, i):
-        """Every column's value at row ``i``."""
-        return {name: values[0] for name, values in self.take(self.spec, [i]).items()}
+        """Every column's value at row ``i`` (a record looked at alone: no arrays made)."""
+        columns, at = self._holding(int(i))
+        return {name: column[at] for name, column in columns.items()}
 
     def get(self, name, i):
-        return self.take((name,), [i])[name][0]
+        columns, at = self._holding(int(i))
+        return columns[name][at]
+
+    def _holding(self, i):
+        """The columns holding row ``i`` (in memory, or its chunk's, loaded once for the
+        rows around it) and its place in them."""
+        if i >= self.base:
+            return self.data, i - self.base
+        chunk = i // self.files.rows
+        return self.files.load(chunk), i - chunk * self.files.rows
 
     def scan(self, names):
         """(first row, {name: values}) of each chunk on disk, then of the rows in memory."""
