@@ -6,6 +6,8 @@ the older ones go to files (spill.py), so the table does not grow in memory with
 the capture.  Rows are read and written by their number (``take``, ``put``),
 wherever they are."""
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from .growing import capacity_for
@@ -92,9 +94,9 @@ class Columns:
         return out
 
     def row(self, i):
-        """Every column's value at row ``i`` (a record looked at alone: no arrays made)."""
-        columns, at = self._holding(int(i))
-        return {name: column[at] for name, column in columns.items()}
+        """Row ``i``, its values read as they are looked at (a record looked at alone
+        reads a few of its columns, and makes no arrays)."""
+        return Row(*self._holding(int(i)))
 
     def get(self, name, i):
         columns, at = self._holding(int(i))
@@ -122,3 +124,21 @@ class Columns:
             return mine
         return np.concatenate([self.files.load(chunk, (name,))[name]
                                for chunk in range(self.files.count)] + [mine])
+
+
+class Row(Mapping):
+    """One row of the columns: ``row[name]`` is the column's value there."""
+
+    __slots__ = ("columns", "at")
+
+    def __init__(self, columns, at):
+        self.columns, self.at = columns, at
+
+    def __getitem__(self, name):
+        return self.columns[name][self.at]
+
+    def __iter__(self):
+        return iter(self.columns)
+
+    def __len__(self):
+        return len(self.columns)
