@@ -1,6 +1,7 @@
 """What the capture-reading commands share: options and the analysis run."""
 
 import contextlib
+import itertools
 import os
 import sys
 
@@ -67,6 +68,16 @@ quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar
 queue_depth_option = click.option(
     "--queue-depth", type=click.IntRange(1, 65535), default=None,
     help="Queue depth for paths whose handshake is not in the capture (else inferred).")
+
+
+def echo_batches(pieces, size=1000):
+    """The output's pieces written as they are made, ``size`` of them a write (one
+    write per line costs more than making it; all at once would hold them all)."""
+    pieces = iter(pieces)
+    batch = list(itertools.islice(pieces, size))
+    while batch:
+        click.echo("".join(batch), nl=False)
+        batch = list(itertools.islice(pieces, size))
 
 
 def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame=None,

@@ -4,7 +4,7 @@ from the wire (docs/iostat.md)."""
 import click
 
 from ..report.iostat import BY
-from .common import analyze_capture, captures_argument, chosen, kernel_log_option, \
+from .common import analyze_capture, captures_argument, chosen, echo_batches, kernel_log_option, \
     queue_depth_option, quiet_option, with_kernel_logs
 
 
@@ -58,20 +58,7 @@ def iostat(captures, interval, by, devices, fmt, quiet, queue_depth, kernel_logs
                                                  else "RTRS request"), err=True)
     parts = view.json_parts(table) if fmt == "json" else view.csv_parts(table) \
         if fmt == "csv" else view.text_parts(table, by)
-    for part in _batched(parts):
-        click.echo(part, nl=False)
-
-
-def _batched(parts, size=1000):
-    """The output written as it is made, a thousand records (or intervals) a write."""
-    batch = []
-    for part in parts:
-        batch.append(part)
-        if len(batch) == size:
-            yield "".join(batch)
-            batch = []
-    if batch:
-        yield "".join(batch)
+    echo_batches(parts)
 
 
 def _server_name(summary, wanted):

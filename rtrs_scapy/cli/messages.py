@@ -1,11 +1,10 @@
 """``rtrs-dissect messages`` and ``show``: message by message, frame by frame."""
 
-import itertools
 import json
 
 import click
 
-from .common import analyze_capture, capture_argument, captures_argument, chosen, \
+from .common import analyze_capture, capture_argument, captures_argument, chosen, echo_batches, \
     format_option, kernel_log_option, queue_depth_option, quiet_option, with_kernel_logs
 from ..report.messages import HEADER, MESSAGE_KINDS, OTHER, RNBD_CONTROL, RNBD_OPS
 
@@ -81,18 +80,9 @@ def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, erro
         for batch in message_lines.MessageLines(view, result.messages).batches(fmt):
             click.echo("\n".join(batch))
     elif fmt == "json":
-        _echo_batches(json.dumps(view.as_json(record)) for record in selected)
+        echo_batches(json.dumps(view.as_json(record)) + "\n" for record in selected)
     else:
-        _echo_batches(view.line(record) for record in selected)
-
-
-def _echo_batches(lines, size=4096):
-    """The lines, written a batch at a time (one write per line costs more than
-    making it)."""
-    batch = list(itertools.islice(lines, size))
-    while batch:
-        click.echo("\n".join(batch))
-        batch = list(itertools.islice(lines, size))
+        echo_batches(view.line(record) + "\n" for record in selected)
 
 
 @click.command()

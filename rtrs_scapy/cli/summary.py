@@ -5,8 +5,8 @@ import sys
 
 import click
 
-from .common import analyze_capture, captures_argument, format_option, kernel_log_option, \
-    queue_depth_option, quiet_option, with_kernel_logs
+from .common import analyze_capture, captures_argument, echo_batches, format_option, \
+    kernel_log_option, queue_depth_option, quiet_option, with_kernel_logs
 from .scale import analysis_runner, run_options
 
 
@@ -50,5 +50,4 @@ def summary(captures, fmt, quiet, queue_depth, jobs, dask, kernel_logs, device_m
     if fmt == "json":
         write_json(result.summary, sys.stdout)
     else:
-        for part in render_parts(result.summary):
-            click.echo(part, nl=False)
+        echo_batches(render_parts(result.summary))
