@@ -7,7 +7,6 @@ The errors capture (PROVENANCE.md): three sessions between the same two hosts, s
 path label (10.77.0.2 → 10.77.0.1) three times; laberr lives 0.06 s of a 58 s capture."""
 
 import functools
-import json
 
 import numpy as np
 import pytest
@@ -101,9 +100,9 @@ def test_throughput_unit_fits_the_values(view):
     fig = plots.draw("timeline", view, Selection(view))
     assert fig.axes[1].get_ylabel() == "%s/s" % unit
     plotted = interactive.timeline(view, view.rows, view.paths, "t")
-    traces = [t for t in plotted.data if (t.name or "").endswith(" %s/s" % unit)]
-    assert traces and max(np.nanmax(np.asarray(t.y, float)) for t in traces) >= 1
-    assert plotted.layout.yaxis2.title.text == "%s/s" % unit
+    traces = [t for t in plotted.data if t.get("name", "").endswith(" %s/s" % unit)]
+    assert traces and max(np.nanmax(np.asarray(t["y"], float)) for t in traces) >= 1
+    assert plotted.layout["yaxis2"]["title"]["text"] == "%s/s" % unit
     load = figures.Load(view.paths, "t")
     assert 1 <= max(ops[op][1] for _, _, ops in load.bars for op in ops) / load.byte_unit[1]
 
@@ -116,5 +115,5 @@ def test_report_legends_stand_clear_of_the_axis_titles(view):
              interactive.latency(view, figures.latency_by_path(view.paths, "t")),
              interactive.load(view, figures.Load(view.paths, "t"))]
     for fig in shown:
-        legend = json.loads(fig.to_json())["layout"]["legend"]
+        legend = fig.to_plotly_json()["layout"]["legend"]
         assert legend["x"] >= 1 and legend.get("orientation", "v") == "v"

@@ -11,6 +11,7 @@ carry ``data-summary`` = their JSON pointer in ``rtrs-dissect summary --format
 json``, so that a test can hold them equal.
 """
 
+import base64
 import html
 import json
 import shlex
@@ -40,19 +41,13 @@ ASSETS = files(__package__) / "assets"
 
 
 def render(capture):
-    """The report of a CaptureView, as one HTML string.  Its figures are built
-    without Plotly's default template: each would carry a copy of it, built and
-    checked anew (a third of a figure's time), that ``Page.figure`` drops; the page
-    applies TEMPLATE once."""
-    default, pio.templates.default = pio.templates.default, None
-    try:
-        page = Page(capture)
-        page.capture_section()
-        for session in page.shown_sessions:
-            page.session_section(session)
-        return page.html()
-    finally:
-        pio.templates.default = default
+    """The report of a CaptureView, as one HTML string.  Its figures carry no
+    template: the page applies TEMPLATE once."""
+    page = Page(capture)
+    page.capture_section()
+    for session in page.shown_sessions:
+        page.session_section(session)
+    return page.html()
 
 
 def _ranked(items, limit, key):
@@ -129,9 +124,8 @@ class Page:
             return
         self.figures += 1
         target = "figure-%d" % self.figures
-        spec = fig.to_plotly_json()
-        spec["layout"].pop("template", None)
-        text = json.dumps(spec, cls=_Encoder, separators=(",", ":")).replace("</", "<\\/")
+        text = json.dumps(fig.to_plotly_json(), cls=_Encoder,
+                          separators=(",", ":")).replace("</", "<\\/")
         self.body.append('<div class="figure"><div class="plot" id="%s"></div>'
                          '<script type="application/json" class="figure-spec" data-for="%s">'
                          '%s</script></div>' % (target, target, text))
@@ -476,11 +470,18 @@ def wireshark_command(paths):
 
 
 class _Encoder(json.JSONEncoder):
-    """numpy values as JSON (Plotly's own types are already plain here)."""
+    """numpy values as JSON: an array of floats as plotly.js's typed array (base64 of
+    its bytes: JSON has no NaN, which breaks a line where a bucket has no value)."""
 
     def default(self, o):
         if isinstance(o, np.ndarray):
-            return o.tolist()
+            if o.dtype.kind != "f":
+                return o.tolist()
+            typed = {"dtype": "f8", "bdata": base64.b64encode(
+                np.ascontiguousarray(o, dtype="<f8")).decode("ascii")}
+            if o.ndim > 1:
+                typed["shape"] = ", ".join(map(str, o.shape))
+            return typed
         if isinstance(o, np.generic):
             return o.item()
         return super().default(o)
