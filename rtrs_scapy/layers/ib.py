@@ -274,10 +274,9 @@ def _next_in_chain(layer, payload):
 
 def _masked_copy(layer, **masks):
     """A payload-less copy of ``layer`` keeping the values its payload implied."""
-    copy = layer.copy()
+    copy = type(layer)()
     for field in layer.fields_desc:
         copy.setfieldval(field.name, layer.getfieldval(field.name))
-    copy.remove_payload()
     for field, value in masks.items():
         setattr(copy, field, value)
     return copy
