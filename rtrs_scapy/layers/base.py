@@ -1,5 +1,6 @@
 """What the layer modules share: payload guessing that the upper layers plug
-into, type dispatchers, and fast reads of a few header fields.
+into, type dispatchers, fast reads of a few header fields, and the bit positions
+of fields.
 
 Scapy's ``bind_layers`` only matches field values of the lower layer.  Several
 RTRS decisions depend on the payload itself (the RTRS magic in CM private data,
@@ -34,6 +35,24 @@ def _field_offsets(cls):
         if start is not None and isinstance(built, bytes):
             offsets[fld.name] = (len(start), len(built) - len(start), fld)
     return offsets
+
+
+def field_bits(cls):
+    """{name: (first bit, width in bits)} of the fields of ``cls``, bit groups included,
+    measured like ``_field_offsets``: each field adds itself (Scapy's ``addfield``) to a
+    layer built with the defaults (so past a field of variable size, for those only)."""
+    pkt = cls()
+    bits, built = {}, b""
+    for fld in cls.fields_desc:
+        start = _bit_length(built)
+        built = fld.addfield(pkt, built, pkt.getfieldval(fld.name))
+        bits[fld.name] = (start, _bit_length(built) - start)
+    return bits
+
+
+def _bit_length(built):
+    """Bits added so far: bytes, or (bytes, bits of the open bit group, its value)."""
+    return len(built) * 8 if isinstance(built, bytes) else len(built[0]) * 8 + built[1]
 
 
 def field_reader(cls, *names):
