@@ -374,6 +374,26 @@ def icrc_ok(pkt):
     return expected == wire[-4:]
 
 
+def transport_bytes(bth):
+    """BTH .. pad of a packet with no layer under its BTH, built, without the ICRC: the
+    ``body`` of ``frame_bytes``."""
+    return raw(bth)[:-4]
+
+
+def frame_bytes(bth, body):
+    """The frame that ``bth`` sits in, with ``body`` (BTH .. pad, built, without the
+    ICRC) in place of the BTH and what follows it, and body's ICRC: the layers under
+    ``bth`` are built in place (self_build and post_build, as Packet.do_build does, without
+    its copies), so that a crafter frames many packets on one chain of headers."""
+    data = body + (compute_icrc(bth, body) or bytes(4))
+    layer = bth.underlayer
+    while layer is not None:
+        head = layer.self_build()
+        data = head + data if layer.raw_packet_cache is not None else layer.post_build(head, data)
+        layer = layer.underlayer
+    return data
+
+
 # -- BTH and GRH: scapy.contrib.roce's, extended in subclasses ---------------------
 
 class BTH(roce.BTH):
