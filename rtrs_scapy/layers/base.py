@@ -1,6 +1,6 @@
 """What the layer modules share: payload guessing that the upper layers plug
-into, type dispatchers, fast reads of a few header fields, and the bit positions
-of fields.
+into, type dispatchers, fast reads of a few header fields and writes of small
+fixed layers, and the bit positions of fields.
 
 Scapy's ``bind_layers`` only matches field values of the lower layer.  Several
 RTRS decisions depend on the payload itself (the RTRS magic in CM private data,
@@ -59,6 +59,20 @@ def field_reader(cls, *names):
     """``read(buf, off) -> tuple``: the named integer fields of layer ``cls`` at
     ``buf[off:]`` in one ``struct.unpack_from``, for decisions made on many packets
     (is this a request trailer, which message type) without building Scapy objects."""
+    return _fields_struct(cls, names).unpack_from
+
+
+def field_writer(cls, *names):
+    """``write(*values) -> bytes``: a whole layer ``cls`` of integer fields, given in
+    wire order, in one ``struct.pack``, for layers crafted by the thousand (the
+    descriptors of an info_rsp) without building Scapy objects."""
+    layout = _fields_struct(cls, names)
+    if names != tuple(fld.name for fld in cls.fields_desc) or layout.size != fixed_size(cls):
+        raise ValueError("%s: %s are not all of its fields in wire order" % (cls.__name__, names))
+    return layout.pack
+
+
+def _fields_struct(cls, names):
     offsets = _field_offsets(cls)
     fmt, pos, endians = "", 0, set()
     for name in names:
@@ -74,7 +88,7 @@ def field_reader(cls, *names):
         pos = offset + size
     if len(endians) > 1:
         raise ValueError("%s: fields %s mix byte orders" % (cls.__name__, names))
-    return struct.Struct(endians.pop() + fmt).unpack_from
+    return struct.Struct(endians.pop() + fmt)
 
 
 class GuessingPacket(Packet):
