@@ -73,9 +73,8 @@ class Encap:
             else:
                 l3 = IP(src=src.ip, dst=dst.ip, flags="DF", ttl=64) / udp
         if self.vlan is not None:
-            frame = Ether(src=src.mac, dst=dst.mac) / Dot1Q(vlan=self.vlan, prio=self.vlan_prio) / l3
-        else:
-            frame = Ether(src=src.mac, dst=dst.mac) / l3
+            l3 = Dot1Q(vlan=self.vlan, prio=self.vlan_prio) / l3
+        frame = Ether(src=src.mac, dst=dst.mac) / l3
         return frame[BTH], frame.getlayer(IP)
 
 
