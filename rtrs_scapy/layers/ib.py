@@ -11,6 +11,7 @@ ICRC that is computed for every underlayer and can be checked on decode.
 
 import enum
 import functools
+import itertools
 import struct
 import zlib
 
@@ -18,6 +19,7 @@ from scapy.compat import raw
 from scapy.config import conf
 from scapy.contrib import roce
 from scapy.contrib.roce import CNP_OPCODE, CNPPadding  # noqa: F401  (CNP: reused as is)
+from scapy.base_classes import Gen
 from scapy.data import ETH_P_IP, ETH_P_IPV6
 from scapy.fields import (
     BitEnumField, BitField, ByteEnumField, ByteField, FCSField, IntField, XBitField,
@@ -26,6 +28,7 @@ from scapy.fields import (
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
+from scapy.volatile import VolatileValue
 from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down, split_bottom_up
 
 from ..spec.imm import decode as decode_imm
@@ -375,23 +378,51 @@ def icrc_ok(pkt):
 
 
 def transport_bytes(bth):
-    """BTH .. pad of a packet with no layer under its BTH, built, without the ICRC: the
-    ``body`` of ``frame_bytes``."""
-    return raw(bth)[:-4]
+    """BTH .. pad of a packet with no layer under its BTH, built (in place unless a field
+    holds a random value), without the ICRC: the ``body`` of ``frame_bytes``."""
+    layers = []
+    layer = bth
+    while layer:
+        layers.append(layer)
+        layer = layer.payload
+    if not all(map(_fixed, layers)):
+        return raw(bth)[:-4]
+    data = b""
+    for layer in reversed(layers):
+        data = _built_on(layer, data)
+    return data[:-4]
+
+
+def _fixed(layer):
+    """No field of ``layer`` holds what Packet.do_build copies the packet for, to fix it
+    first: a random value (RandShort…) or values to make several packets of (a Net, a
+    list for a single value; packets as values are counted in, to be safe)."""
+    items = itertools.chain(layer.default_fields.items(), layer.overloaded_fields.items(),
+                            layer.fields.items())
+    return not any(isinstance(value, (VolatileValue, Gen))
+                   or isinstance(value, list) and not layer.get_field(name).islist
+                   for name, value in items)
 
 
 def frame_bytes(bth, body):
     """The frame that ``bth`` sits in, with ``body`` (BTH .. pad, built, without the
     ICRC) in place of the BTH and what follows it, and body's ICRC: the layers under
-    ``bth`` are built in place (self_build and post_build, as Packet.do_build does, without
-    its copies), so that a crafter frames many packets on one chain of headers."""
+    ``bth`` (with fixed values, see ``_fixed``) built in place, so that a crafter frames
+    many packets on one chain of headers."""
     data = body + (compute_icrc(bth, body) or bytes(4))
     layer = bth.underlayer
     while layer is not None:
-        head = layer.self_build()
-        data = head + data if layer.raw_packet_cache is not None else layer.post_build(head, data)
+        data = _built_on(layer, data)
         layer = layer.underlayer
     return data
+
+
+def _built_on(layer, payload):
+    """``layer`` built in front of its built ``payload``, as Packet.do_build does but in
+    place: without the copy of the packet it makes first to fix random field values, which
+    a crafted packet does not have."""
+    head = layer.self_build()
+    return head + payload if layer.raw_packet_cache is not None else layer.post_build(head, payload)
 
 
 # -- BTH and GRH: scapy.contrib.roce's, extended in subclasses ---------------------
