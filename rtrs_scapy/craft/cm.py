@@ -11,6 +11,7 @@ from ..layers.cm import (
     service_id,
 )
 from ..layers.ib import BTH, DETH, GSI_QPN, opcode_value
+from ..layers.base import field_writer
 from ..layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp, RtrsMsgInfoReq, RtrsMsgInfoRsp, RtrsSgDesc
 from .hosts import Conn, _bswap32
 from .params import (
@@ -27,6 +28,7 @@ PRIMARY_LOCAL_ACK_TIMEOUT = 19  # 4.096 µs * 2^19 ≈ 2.1 s, as rdma_rxe's CM R
 REP_TARGET_ACK_DELAY = 15
 MSG_REJECTED = {name: code for code, name in msg_kinds.items()}
 REJ_ARI_LENGTH = len(CMRej().additional_reject_information)
+_SG_DESC = field_writer(RtrsSgDesc, "addr", "key", "len")
 
 
 class CmSteps:
@@ -201,13 +203,15 @@ class CmSteps:
         if self.inval:
             path.rbuf = [[addr, ((index + i) << 8) | self.rng.randrange(256)]
                          for i, addr in enumerate(self._chunk_addr)]
-            desc = [RtrsSgDesc(addr=a, key=k, len=self.chunk_size) for a, k in path.rbuf]
+            desc = [(a, k, self.chunk_size) for a, k in path.rbuf]
         else:
             key = (index << 8) | self.rng.randrange(256)
             path.rbuf = [[addr, key] for addr in self._chunk_addr]
-            desc = [RtrsSgDesc(addr=self._chunk_addr[0], key=key,
-                               len=self.chunk_size * self.qd)]
-        self._message(path, conn, S, "send", bytes(RtrsMsgInfoRsp(desc=desc)))
+            desc = [(self._chunk_addr[0], key, self.chunk_size * self.qd)]
+        # up to queue_depth descriptors: packed, not a Scapy packet each
+        info_rsp = bytes(RtrsMsgInfoRsp(sg_cnt=len(desc))) + b"".join(
+            _SG_DESC(*d) for d in desc)
+        self._message(path, conn, S, "send", info_rsp)
         self.t += self._jitter(0.002, 0.006)
 
     def disconnect(self, path, initiator=C, answered=True, crossed=False):

@@ -39,13 +39,14 @@ class RcTransport:
         for i, seg in enumerate(segs):
             pos = "only" if n == 1 else "first" if i == 0 else "last" if i == n - 1 else "middle"
             end = i == n - 1
+            # chained in place (add_payload): "/" would copy the packet so far each time
             layers = BTH(opcode=_OPC[(kind, pos)], dqpn=conn.qpn[peer], psn=conn.next_psn(side))
             if kind.startswith("write") and pos in ("only", "first"):
-                layers = layers / RETH(va=va, rkey=rkey, dma_len=len(payload))
+                layers.add_payload(RETH(va=va, rkey=rkey, dma_len=len(payload)))
             if imm is not None and end:
-                layers = layers / ImmDt(imm=imm)
+                layers.add_payload(ImmDt(imm=imm))
             if ieth is not None:
-                layers = layers / IETH(rkey=ieth)
+                layers.add_payload(IETH(rkey=ieth))
             if end:
                 ackreq = True
             else:
@@ -58,14 +59,15 @@ class RcTransport:
             layers.ackreq = int(ackreq)
             layers.padcount = pad
             if seg or pad:
-                layers = layers / Raw(seg + b"\0" * pad)
+                layers.add_payload(Raw(seg + b"\0" * pad))
             self._emit(t, path, side, layers)
             sent.append(layers)
             psn = layers.psn
             if end:
                 conn.msn[peer] += 1
             if ackreq and path.silent != peer:
-                ack = BTH(opcode=ACKNOWLEDGE, dqpn=conn.qpn[side], psn=psn) / _aeth(conn.msn[peer])
+                ack = BTH(opcode=ACKNOWLEDGE, dqpn=conn.qpn[side], psn=psn)
+                ack.add_payload(_aeth(conn.msn[peer]))
                 t_ack = max(t + self._jitter(2e-4, 6e-4), conn.last_ack[peer] + 5e-6)
                 conn.last_ack[peer] = t_ack
                 self._emit(t_ack, path, peer, ack)

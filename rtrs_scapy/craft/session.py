@@ -36,7 +36,7 @@ import uuid
 from scapy.layers.l2 import Ether
 
 from ..spec.constants import DEFAULT_MAX_CHUNK_SIZE, DEFAULT_MAX_HDR_SIZE, DEFAULT_QUEUE_DEPTH, RTRS_PORT
-from ..layers.ib import LRH
+from ..layers.ib import LRH, transport_bytes
 from .cm import CmSteps
 from .encap import Encap
 from .hosts import Host, Path, Rec
@@ -150,12 +150,15 @@ class SessionCrafter(CmSteps, RcTransport, Timers, RnbdWorkload):
     def frames(self, since=None):
         """[(time, frame bytes)] in time order; IP ids are given in that order."""
         recs = sorted(self._recs, key=lambda r: r.t)
+        bodies = {}  # id(ib) -> its bytes: retransmissions send the same packets again
         out = []
         for rec in recs:
             if since is not None and rec.t < since:
                 continue
-            frame = self.encap.frame(rec.src, rec.dst, rec.ib, rec.sport)
-            out.append((round(rec.t, 6), bytes(frame)))
+            body = bodies.get(id(rec.ib))
+            if body is None:
+                body = bodies[id(rec.ib)] = transport_bytes(rec.ib)
+            out.append((round(rec.t, 6), self.encap.frame(rec.src, rec.dst, body, rec.sport)))
         return out
 
     def packets(self, since=None):

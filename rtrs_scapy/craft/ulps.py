@@ -19,7 +19,9 @@ from scapy.contrib.roce import AETH
 from scapy.packet import Raw
 
 from ..layers.cm import CmaIpHdr, CMDrep, CMDreq, CMRep, CMReq, CMRtu, MAD, service_id
-from ..layers.ib import BTH, DETH, GSI_QPN, IETH, RETH, ImmDt, header_chain, opcode_value
+from ..layers.ib import (
+    BTH, DETH, GSI_QPN, IETH, RETH, ImmDt, header_chain, opcode_value, transport_bytes,
+)
 from .capture_files import write_capture
 from .cm import DREP, DREQ, REP, REQ, RTU, UD_SEND_ONLY
 from .encap import Encap
@@ -68,9 +70,9 @@ class UlpCrafter:
         return self.hosts[ip]
 
     def _emit(self, src, dst, ib, sport=None, gap=20e-6):
-        frame = self.encap.frame(src, dst, ib, sport if sport is not None else
-                                 self.rng.randrange(49152, 65536))
-        self.frames.append((round(self.t, 6), bytes(frame)))
+        frame = self.encap.frame(src, dst, transport_bytes(ib), sport if sport is not None
+                                 else self.rng.randrange(49152, 65536))
+        self.frames.append((round(self.t, 6), frame))
         self.t += gap
 
     # -- IB CM ----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """What the layer modules share: payload guessing that the upper layers plug
-into, type dispatchers, and fast reads of a few header fields.
+into, type dispatchers, fast reads of a few header fields and writes of small
+fixed layers, and the bit positions of fields.
 
 Scapy's ``bind_layers`` only matches field values of the lower layer.  Several
 RTRS decisions depend on the payload itself (the RTRS magic in CM private data,
@@ -36,10 +37,42 @@ def _field_offsets(cls):
     return offsets
 
 
+def field_bits(cls):
+    """{name: (first bit, width in bits)} of the fields of ``cls``, bit groups included,
+    measured like ``_field_offsets``: each field adds itself (Scapy's ``addfield``) to a
+    layer built with the defaults (so past a field of variable size, for those only)."""
+    pkt = cls()
+    bits, built = {}, b""
+    for fld in cls.fields_desc:
+        start = _bit_length(built)
+        built = fld.addfield(pkt, built, pkt.getfieldval(fld.name))
+        bits[fld.name] = (start, _bit_length(built) - start)
+    return bits
+
+
+def _bit_length(built):
+    """Bits added so far: bytes, or (bytes, bits of the open bit group, its value)."""
+    return len(built) * 8 if isinstance(built, bytes) else len(built[0]) * 8 + built[1]
+
+
 def field_reader(cls, *names):
     """``read(buf, off) -> tuple``: the named integer fields of layer ``cls`` at
     ``buf[off:]`` in one ``struct.unpack_from``, for decisions made on many packets
     (is this a request trailer, which message type) without building Scapy objects."""
+    return _fields_struct(cls, names).unpack_from
+
+
+def field_writer(cls, *names):
+    """``write(*values) -> bytes``: a whole layer ``cls`` of integer fields, given in
+    wire order, in one ``struct.pack``, for layers crafted by the thousand (the
+    descriptors of an info_rsp) without building Scapy objects."""
+    layout = _fields_struct(cls, names)
+    if names != tuple(fld.name for fld in cls.fields_desc) or layout.size != fixed_size(cls):
+        raise ValueError("%s: %s are not all of its fields in wire order" % (cls.__name__, names))
+    return layout.pack
+
+
+def _fields_struct(cls, names):
     offsets = _field_offsets(cls)
     fmt, pos, endians = "", 0, set()
     for name in names:
@@ -55,7 +88,7 @@ def field_reader(cls, *names):
         pos = offset + size
     if len(endians) > 1:
         raise ValueError("%s: fields %s mix byte orders" % (cls.__name__, names))
-    return struct.Struct(endians.pop() + fmt).unpack_from
+    return struct.Struct(endians.pop() + fmt)
 
 
 class GuessingPacket(Packet):

@@ -10,6 +10,8 @@ ICRC that is computed for every underlayer and can be checked on decode.
 """
 
 import enum
+import functools
+import itertools
 import struct
 import zlib
 
@@ -17,17 +19,20 @@ from scapy.compat import raw
 from scapy.config import conf
 from scapy.contrib import roce
 from scapy.contrib.roce import CNP_OPCODE, CNPPadding  # noqa: F401  (CNP: reused as is)
+from scapy.base_classes import Gen
 from scapy.data import ETH_P_IP, ETH_P_IPV6
 from scapy.fields import (
     BitEnumField, BitField, ByteEnumField, ByteField, FCSField, IntField, XBitField,
-    XIntField, XLongField, XShortField, StrField,
+    XIntField, XLongField, XShortField, StrField, TrailerField,
 )
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
+from scapy.volatile import VolatileValue
 from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down, split_bottom_up
 
 from ..spec.imm import decode as decode_imm
+from .base import field_bits
 
 # -- framing: where InfiniBand transport sits (docs/PROTOCOL.md#capture-encapsulations)
 
@@ -272,56 +277,90 @@ def _next_in_chain(layer, payload):
 
 # -- ICRC and VCRC (docs/PROTOCOL.md#payload-pad-and-icrc)
 
-def _masked_copy(layer, **masks):
-    """A payload-less copy of ``layer`` keeping the values its payload implied."""
-    copy = layer.copy()
+def _icrc_masks(layer):
+    """(mask, bytes) of the fields of ``layer`` that the ICRC covers as ones: those a
+    router or switch may change on the way."""
+    for cls, names in ((IP, ("tos", "ttl", "chksum")), (IPv6, ("tc", "fl", "hlim")),
+                       (UDP, ("chksum",)), (roce.GRH, ("tclass", "flowlabel", "hoplmt")),
+                       (LRH, ("vl",)), (roce.BTH, ("fecn", "becn", "resv6"))):
+        if isinstance(layer, cls):
+            return _ones(cls, names)
+    raise TypeError("the ICRC masks no field of %s" % layer.name)
+
+
+@functools.lru_cache(maxsize=None)
+def _ones(cls, names):
+    """The bits of fields ``names`` as an integer over the first bytes of a ``cls`` header
+    that hold them, and how many those are; positions from the Scapy field list."""
+    bits = field_bits(cls)
+    size = (max(start + width for start, width in map(bits.get, names)) + 7) // 8
+    mask = 0
+    for start, width in map(bits.get, names):
+        mask |= ((1 << width) - 1) << (size * 8 - start - width)
+    return mask, size
+
+
+def _masked(layer, data):
+    """``data`` (``layer``'s header first) with the fields the ICRC masks set to ones."""
+    mask, size = _icrc_masks(layer)
+    return (int.from_bytes(data[:size], "big") | mask).to_bytes(size, "big") + data[size:]
+
+
+def _header_bytes(layer, payload_len):
+    """``layer``'s own bytes as Scapy builds them in front of ``payload_len`` bytes (lengths
+    and checksums filled in by its post_build, as Packet.do_build does), the layer itself
+    neither copied nor changed."""
+    if any(isinstance(field, TrailerField) for field in layer.fields_desc):
+        layer = _without_trailers(layer)
+    head = layer.self_build()
+    if layer.raw_packet_cache is not None:  # as dissected: built as it came
+        return head
+    return layer.post_build(head, bytes(payload_len))[:len(head)]
+
+
+def _without_trailers(layer):
+    """A payload-less copy of ``layer`` with its trailers (LRH's VCRC) at 0: Scapy adds a
+    trailer in the post_build of the build under way, which a second build of the layer
+    itself would take."""
+    copy = type(layer)()
     for field in layer.fields_desc:
-        copy.setfieldval(field.name, layer.getfieldval(field.name))
-    copy.remove_payload()
-    for field, value in masks.items():
-        setattr(copy, field, value)
+        value = 0 if isinstance(field, TrailerField) else layer.getfieldval(field.name)
+        copy.setfieldval(field.name, value)
     return copy
 
 
 def _icrc_prefix(bth, body_len):
-    """Masked bytes that the ICRC covers in front of the BTH, or None
+    """Masked bytes that the ICRC covers in front of the BTH, or None: the headers under
+    it as they are built for ``body_len`` bytes of BTH .. pad
     (docs/PROTOCOL.md#payload-pad-and-icrc)."""
+    size = body_len + 4  # BTH .. pad and the ICRC
     lower = bth.underlayer
     if isinstance(lower, UDP):
         net = lower.underlayer
-        if isinstance(net, IP):
-            net = _masked_copy(net, tos=0xFF, ttl=0xFF, chksum=0xFFFF)
-        elif isinstance(net, IPv6):
-            net = _masked_copy(net, tc=0xFF, fl=0xFFFFF, hlim=0xFF)
-        else:
+        if not isinstance(net, (IP, IPv6)):
             return None
-        tail = body_len + 4  # BTH .. pad and the ICRC, for the IP/UDP lengths
-        pseudo = net / _masked_copy(lower, chksum=0xFFFF) / Raw(b"\0" * tail)
-        return b"\xff" * 8 + raw(pseudo)[:-tail]
-    grh_bytes = b""
+        udp = _header_bytes(lower, size)
+        return (b"\xff" * 8 + _masked(net, _header_bytes(net, size + len(udp)))
+                + _masked(lower, udp))
+    grh = b""
     if isinstance(lower, roce.GRH):
-        grh = _masked_copy(lower, tclass=0xFF, flowlabel=0xFFFFF, hoplmt=0xFF,
-                           paylen=lower.paylen or body_len + 4)
-        grh_bytes = raw(grh)
+        grh = _masked(lower, _header_bytes(lower, size))
+        size += len(grh)
         lower = lower.underlayer
     if isinstance(lower, LRH):
         # IBTA: the real LRH with VL masked (not verified against hardware).
-        words = (8 + len(grh_bytes) + body_len + 4) // 4
-        lrh = _masked_copy(lower, vl=0xF, pktlen=lower.pktlen or words, vcrc=0)
-        return raw(lrh)[:8] + grh_bytes
-    if grh_bytes:  # RoCEv1: a pseudo LRH of ones, as for RoCEv2
-        return b"\xff" * 8 + grh_bytes
+        return _masked(lower, _header_bytes(lower, size)) + grh
+    if grh:  # RoCEv1: a pseudo LRH of ones, as for RoCEv2
+        return b"\xff" * 8 + grh
     return None
 
 
 def compute_icrc(bth, body):
     """ICRC of ``body`` (BTH bytes .. pad, without ICRC) as the 4 wire bytes."""
-    masked = bytearray(body)
-    masked[4] = 0xFF  # FECN, BECN, reserved
     prefix = _icrc_prefix(bth, len(body))
     if prefix is None:
         return None
-    return struct.pack("<I", zlib.crc32(prefix + bytes(masked)) & 0xFFFFFFFF)
+    return struct.pack("<I", zlib.crc32(_masked(bth, body), zlib.crc32(prefix)))
 
 
 def icrc_ok(pkt):
@@ -336,6 +375,54 @@ def icrc_ok(pkt):
     if expected is None:
         return None
     return expected == wire[-4:]
+
+
+def transport_bytes(bth):
+    """BTH .. pad of a packet with no layer under its BTH, built (in place unless a field
+    holds a random value), without the ICRC: the ``body`` of ``frame_bytes``."""
+    layers = []
+    layer = bth
+    while layer:
+        layers.append(layer)
+        layer = layer.payload
+    if not all(map(_fixed, layers)):
+        return raw(bth)[:-4]
+    data = b""
+    for layer in reversed(layers):
+        data = _built_on(layer, data)
+    return data[:-4]
+
+
+def _fixed(layer):
+    """No field of ``layer`` holds what Packet.do_build copies the packet for, to fix it
+    first: a random value (RandShort…) or values to make several packets of (a Net, a
+    list for a single value; packets as values are counted in, to be safe)."""
+    items = itertools.chain(layer.default_fields.items(), layer.overloaded_fields.items(),
+                            layer.fields.items())
+    return not any(isinstance(value, (VolatileValue, Gen))
+                   or isinstance(value, list) and not layer.get_field(name).islist
+                   for name, value in items)
+
+
+def frame_bytes(bth, body):
+    """The frame that ``bth`` sits in, with ``body`` (BTH .. pad, built, without the
+    ICRC) in place of the BTH and what follows it, and body's ICRC: the layers under
+    ``bth`` (with fixed values, see ``_fixed``) built in place, so that a crafter frames
+    many packets on one chain of headers."""
+    data = body + (compute_icrc(bth, body) or bytes(4))
+    layer = bth.underlayer
+    while layer is not None:
+        data = _built_on(layer, data)
+        layer = layer.underlayer
+    return data
+
+
+def _built_on(layer, payload):
+    """``layer`` built in front of its built ``payload``, as Packet.do_build does but in
+    place: without the copy of the packet it makes first to fix random field values, which
+    a crafted packet does not have."""
+    head = layer.self_build()
+    return head + payload if layer.raw_packet_cache is not None else layer.post_build(head, payload)
 
 
 # -- BTH and GRH: scapy.contrib.roce's, extended in subclasses ---------------------
@@ -388,6 +475,20 @@ class GRH(roce.GRH):
         return (s[:self.paylen], None) if self.paylen else (s, None)
 
 
+def _crc16_table(poly):
+    """The byte table of a reflected CRC-16 (``poly`` reflected): 8 bits a step."""
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ poly if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_VCRC_TABLE = _crc16_table(0xD008)  # 0x100B reflected
+
+
 def _vcrc(data):
     """IBTA VCRC: CRC-16, polynomial 0x100B, seed 0xFFFF, reflected, inverted.
 
@@ -395,9 +496,7 @@ def _vcrc(data):
     """
     crc = 0xFFFF
     for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xD008 if crc & 1 else crc >> 1
+        crc = (crc >> 8) ^ _VCRC_TABLE[(crc ^ byte) & 0xFF]
     return crc ^ 0xFFFF
 
 
