@@ -2,12 +2,14 @@
 itself builds them (the layers' own measure, below the layout IR)."""
 
 import pytest
+from scapy.layers.inet import IP
+from scapy.layers.inet6 import IPv6
 
 from conftest import real_frame
-from rtrs_scapy.layers.base import field_reader, fixed_size
+from rtrs_scapy.layers.base import field_bits, field_reader, field_writer, fixed_size
 from rtrs_scapy.layers.cm import MAD
-from rtrs_scapy.layers.ib import ImmDt
-from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgInfoRsp, RtrsMsgRdmaRead
+from rtrs_scapy.layers.ib import BTH, ImmDt
+from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgInfoRsp, RtrsMsgRdmaRead, RtrsSgDesc
 from rtrs_scapy.layers.rtrs_request import RtrsReadRequest
 
 
@@ -41,3 +43,23 @@ def test_reader_after_a_bit_group():
 def test_reader_refuses_what_it_cannot_read(cls, names):
     with pytest.raises((ValueError, KeyError)):
         field_reader(cls, *names)
+
+
+def test_field_bits_where_the_rfcs_put_them():
+    # RFC 791: TOS in byte 1, TTL in byte 8, the header checksum in bytes 10-11;
+    # RFC 8200: traffic class after the 4-bit version, the 20-bit flow label after it
+    ip, ipv6 = field_bits(IP), field_bits(IPv6)
+    assert (ip["tos"], ip["ttl"], ip["chksum"]) == ((8, 8), (64, 8), (80, 16))
+    assert (ipv6["tc"], ipv6["fl"], ipv6["hlim"]) == ((4, 8), (12, 20), (56, 8))
+    # the BTH's byte 4 (docs/PROTOCOL.md#base-transport-header): FECN, BECN, 6 reserved
+    bth = field_bits(BTH)
+    assert (bth["fecn"], bth["becn"], bth["resv6"]) == ((32, 1), (33, 1), (34, 6))
+
+
+def test_field_writer_equals_scapy():
+    names = [f.name for f in RtrsSgDesc.fields_desc]
+    write = field_writer(RtrsSgDesc, *names)
+    assert write(0x1122334455667788, 0xABCD, 4096) == \
+        bytes(RtrsSgDesc(addr=0x1122334455667788, key=0xABCD, len=4096))
+    with pytest.raises(ValueError):
+        field_writer(RtrsSgDesc, *reversed(names))

@@ -17,8 +17,8 @@ from scapy.utils import rdpcap, wrpcap
 from conftest import real_frame
 from rtrs_scapy.layers.ib import (
     AETH, BTH, DETH, DLT_INFINIBAND, GRH, IETH, LRH, OPCODE_NAMES, RDETH, RETH,
-    AtomicAckETH, AtomicETH, IBPad, ImmDt, compute_icrc, header_chain, icrc_ok,
-    opcode_value,
+    AtomicAckETH, AtomicETH, IBPad, ImmDt, compute_icrc, frame_bytes, header_chain, icrc_ok,
+    opcode_value, transport_bytes,
 )
 
 
@@ -170,6 +170,30 @@ def test_icrc_computed_on_build():
     bad[BTH].icrc = 0x12345678
     assert bytes(bad)[-4:] == b"\x12\x34\x56\x78"
     assert icrc_ok(Ether(bytes(bad))) is False
+
+
+@pytest.mark.parametrize("headers", [
+    lambda: Ether() / IP(src="10.0.0.1", dst="10.0.0.2", id=7) / UDP(sport=0xC001, dport=4791),
+    lambda: Ether() / IPv6(src="fe80::1", dst="fe80::2", fl=5) / UDP(sport=0xC001, dport=4791),
+    lambda: Ether(type=0x8915) / GRH(sgid=1, dgid=2, hoplmt=64),
+    lambda: LRH(lnh=2, dlid=3, slid=4),
+], ids=["rocev2-ipv4", "rocev2-ipv6", "rocev1", "ib"])
+def test_frame_bytes_equal_scapys_build(headers):
+    """The crafters' in-place build (transport_bytes, frame_bytes) gives the bytes of
+    Scapy's own build, ICRC (and VCRC) included."""
+    transport = BTH(opcode=0x04, dqpn=0x11, psn=5, padcount=2) / Raw(b"\x01" * 10) / IBPad(b"\0\0")
+    pkt = headers() / transport
+    body = transport_bytes(pkt[BTH].copy())
+    assert body == bytes(pkt[BTH])[:-4]
+    assert frame_bytes(pkt[BTH], body) == bytes(pkt)
+
+
+def test_transport_bytes_of_a_random_field_fall_back_to_scapys_build():
+    from scapy.volatile import RandShort
+    pkt = BTH(opcode=0x11, dqpn=0x11, pkey=RandShort()) / AETH(syndrome=0x1F, msn=9)
+    body = transport_bytes(pkt)     # BTH 12 + AETH 4, the ICRC left out
+    assert len(body) == 16 and body[:1] == b"\x11"
+    assert struct.unpack(">I", body[4:8])[0] & 0xFFFFFF == 0x11
 
 
 # -- opcodes, header chain ------------------------------------------------------
