@@ -1030,15 +1030,23 @@ local function peek_rnbd_type(tvb, off)
   return tvb(off + 0, 2):le_uint()
 end
 
+-- read_bth: opcode, padcount, dqpn, psn of the 12 bytes of a BTH (rtrs_scapy.layers.ib); nil when shorter
+local function read_bth(raw)
+  if #raw < 12 then return nil end
+  local b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11 = string.byte(raw, 1, 12)
+  return b0,
+         bit.band(bit.rshift(b1, 4), 0x3),
+         b5 * 65536 + b6 * 256 + b7,
+         b9 * 65536 + b10 * 256 + b11
+end
+
 -- BEGIN lua/ib_fields.lua ---------------------------------------------------------------
 -- ib_fields.lua: the InfiniBand fields the rules read, and the innermost addresses.
 -- docs/PROTOCOL.md#opcodes-and-extension-headers, docs/PROTOCOL.md#switch-mirrors-and-overlays
 
+-- (the BTH is read whole, its fields by read_bth: a FieldInfo costs more than its bytes)
 local fx = {
-  opcode = Field.new("infiniband.bth.opcode"),
-  destqp = Field.new("infiniband.bth.destqp"),
-  psn = Field.new("infiniband.bth.psn"),
-  padcnt = Field.new("infiniband.bth.padcnt"),
+  bth = Field.new("infiniband.bth"),
   reth_va = Field.new("infiniband.reth.va"),
   reth_rkey = Field.new("infiniband.reth.r_key"),
   reth_len = Field.new("infiniband.reth.dmalen"),
@@ -1076,6 +1084,11 @@ local function value_of(field)
   local fi = field()
   if fi then return fi.value end
   return nil
+end
+
+-- opcode, padcount, dest QP and PSN of the frame's BTH (its FieldInfo)
+local function bth_fields(fi)
+  return read_bth(fi.range:raw())
 end
 
 local ADDRESS_FIELDS = { { fx.ip_src, fx.ip_dst }, { fx.ip6_src, fx.ip6_dst },
@@ -1540,9 +1553,10 @@ end
 -- (load.pcap.gz: 448 MB -> 252 MB).  It costs CPU: side by side, tshark -2 -Y frame with
 -- the plugin on load.pcap.gz took 17 s of CPU at 479 MB with Lua's defaults (200, 200),
 -- 23 s at 292 MB with these; the Lua garbage each frame leaves is what both cost.
--- Each cycle marks the whole live state (a record per frame) again: cheaper settings
--- bring the peak to twice plain tshark's or beyond (load, failover, deep: 189, 200,
--- 178 MB without the plugin).
+-- Each cycle marks the whole live state again: cheaper settings bring the peak to twice
+-- plain tshark's or beyond (load, failover, deep: 189, 200, 178 MB without the plugin).
+-- The plain fragments of a message share one record (first_pass.lua): deep.pcap.gz's
+-- live state 35 -> 25 MB, and the cycles that marked 53k fragment tables mark none.
 -- Measured on a busy 2-core machine (user CPU s / peak MB; load, then failover): these
 -- 25-30 / 292 and 36 / 334; (1000, 150) 20-26 / 335 and 35 / 391; on load, generational
 -- (pause 150, majorinc 150) 16-17 / 600 and generational with Lua's defaults 16 / 700.
@@ -1894,9 +1908,10 @@ local MIDDLE_OR_LAST = {
 
 -- Multi-packet SEND / RDMA WRITE per QP by PSN.  Returns true when the packet
 -- ends a message (ctx then describes the message) or is a single packet, false
--- when it is a fragment.
+-- when it is a fragment (ctx.rx: the message it joined, if any).
 local function reassemble(ctx, psn, first_packet)
   local op, n, tvb = ctx.op, ctx.number, ctx.tvb
+  ctx.rx = nil
   if op == OP.SEND_FIRST or op == OP.RDMA_WRITE_FIRST then
     local rx = new_rx(psn)
     rx.rkey = value_of(fx.reth_rkey)
@@ -1912,6 +1927,7 @@ local function reassemble(ctx, psn, first_packet)
     rx.frames[1] = n
     rx_add(rx, tvb, ctx.len, ctx.cut)
     bput(S.rx, ctx.qkey, rx)
+    ctx.rx = rx
     return false
   end
   local where = MIDDLE_OR_LAST[op]
@@ -1931,7 +1947,10 @@ local function reassemble(ctx, psn, first_packet)
   rx.psn = psn
   rx.frames[#rx.frames + 1] = n
   rx_add(rx, tvb, ctx.len, ctx.cut)
-  if where == "middle" then return false end
+  if where == "middle" then
+    ctx.rx = rx
+    return false
+  end
   bdel(S.rx, ctx.qkey)
   ctx.reasm = rx.parts and table.concat(rx.parts, "", rx.head, rx.last) or nil
   ctx.len, ctx.base, ctx.data_only, ctx.partial = rx.total, rx.base, rx.parts == nil, rx.partial
@@ -1949,14 +1968,24 @@ end
 -- (a fresh one per packet was most of the per-frame garbage).
 local CTX = {}
 
--- cut: nil for a payload the InfiniBand dissector handed over, else { len = its length on
--- the wire, lost = the bytes the snaplen cut of it } (tvb then holds what was captured).
-local function first_pass_payload(tvb, pinfo, cut)
-  local op = value_of(fx.opcode)
-  local dqp = value_of(fx.destqp)
-  if op == nil or dqp == nil then return nil end
-  local psn = value_of(fx.psn) or 0
-  local pad = value_of(fx.padcnt) or 0
+-- The plain fragments of one message (no immediate, no PSN gap, not cut) share one
+-- record: they differ only by the frame that ends them, their message's.  A table per
+-- frame would be marked again by every collector cycle (reset.lua).
+local function shared_fragment(rx, conn)
+  local rec = rx.fragment
+  if not (rec and rec.conn == conn) then
+    rec = { kind = "fragment", conn = conn }
+    rx.fragment = rec
+  end
+  return rec
+end
+
+-- bth: the frame's BTH (FieldInfo); cut: nil for a payload the InfiniBand dissector handed
+-- over, else { len = its length on the wire, lost = the bytes the snaplen cut of it } (tvb
+-- then holds what was captured).
+local function first_pass_payload(tvb, pinfo, bth, cut)
+  local op, pad, dqp, psn = bth_fields(bth)
+  if op == nil then return nil end
   local src, dst = addresses()
   local qkey = dst .. "/" .. dqp
   local st = stream_of(qkey)
@@ -1990,6 +2019,9 @@ local function first_pass_payload(tvb, pinfo, cut)
 
   if not reassemble(ctx, psn, last == nil) then
     if not ctx.conn then return nil end
+    if ctx.rx and not cut and rec.imm == nil and rec.psn_gap == nil then
+      return shared_fragment(ctx.rx, ctx.conn)
+    end
     rec.kind, rec.conn = "fragment", ctx.conn
     return rec
   end
@@ -2146,8 +2178,9 @@ local function info_of(rec)
 end
 
 local function add_imm(t, rec)
+  if rec.imm == nil then return end
   local fi = fx.immdt()
-  if not fi or rec.imm == nil then return end
+  if not fi then return end
   local r = fi.range
   local imm_type, errno = imm_fields(rec)
   local it = t:add(F.imm, r)
@@ -2391,8 +2424,8 @@ local function first_pass_rej(tvb, rec, setup, src)
   return rec
 end
 
-local function first_pass_cm(tvb, pinfo)
-  local attr = value_of(fx.attr)
+local function first_pass_cm(tvb, pinfo, attr_fi)
+  local attr = attr_fi.value
   local tidv = value_of(fx.tid)
   local tid = tidv and tostring(tidv) or "?"
   local src, dst = addresses()
@@ -2483,15 +2516,16 @@ local function frame_record(tvb, pinfo, probe, analyse)
     if pinfo.visited and not S.finished then finish_all() end
     return rec or nil
   end
-  if value_of(probe) == nil then return nil end
+  local fi = probe()
+  if fi == nil then return nil end
   S.current = n
-  rec = analyse(tvb, pinfo)
+  rec = analyse(tvb, pinfo, fi)
   S.frames[n] = rec or false
   return rec
 end
 
 local function heur_payload(tvb, pinfo, tree)
-  local rec = frame_record(tvb, pinfo, fx.opcode, first_pass_payload)
+  local rec = frame_record(tvb, pinfo, fx.bth, first_pass_payload)
   if not rec or rec.attr then return false end
   render_payload(tvb, pinfo, tree, rec)
   return true
@@ -2527,8 +2561,8 @@ end
 -- Where the IB payload of a frame the snaplen cut starts, its length on the wire (from the
 -- innermost UDP length, or the GRH) and how much of it was captured (lost: the rest; 0
 -- when only the ICRC was cut).
-local function cut_payload_range(tvb)
-  local start = math.max(header_end(fx.psn), header_end(fx.reth_len), header_end(fx.immdt),
+local function cut_payload_range(tvb, pad)
+  local start = math.max(header_end(fx.bth), header_end(fx.reth_len), header_end(fx.immdt),
                          header_end(fx.ieth))
   local ib_end
   local udp = { fx.udp_len() }
@@ -2540,7 +2574,7 @@ local function cut_payload_range(tvb)
   else
     return nil
   end
-  local len = ib_end - C.ICRC_SIZE - (value_of(fx.padcnt) or 0) - start
+  local len = ib_end - C.ICRC_SIZE - pad - start
   local visible = math.max(math.min(tvb:len(), start + len) - start, 0)
   if start <= 0 or len < 0 then return nil end
   return { start = start, len = len, visible = visible, lost = len - visible }
@@ -2553,13 +2587,15 @@ local function cut_frame(tvb, pinfo, tree)
   if tvb:len() >= tvb:reported_len() then return end
   local known = S.frames[pinfo.number]
   if known ~= nil and not (known and known.cut_frame) then return end
-  local op = value_of(fx.opcode)
-  if op == nil or not DATA_OPS[op] or value_of(fx.attr) ~= nil then return end
-  local where = cut_payload_range(tvb)
+  local bth = fx.bth()
+  local op, pad = nil, nil
+  if bth then op, pad = bth_fields(bth) end
+  if op == nil or not DATA_OPS[op] or fx.attr() ~= nil then return end
+  local where = cut_payload_range(tvb, pad)
   if not where then return end
   local ptvb = where.visible > 0 and tvb(where.start, where.visible):tvb() or tvb
-  local rec = frame_record(ptvb, pinfo, fx.opcode, function(t, p)
-    local r = first_pass_payload(t, p, where)
+  local rec = frame_record(ptvb, pinfo, fx.bth, function(t, p, fi)
+    local r = first_pass_payload(t, p, fi, where)
     if r then r.cut_frame = true end
     return r
   end)

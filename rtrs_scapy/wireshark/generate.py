@@ -5,10 +5,11 @@ from ``layout.layout_of`` of the Scapy layers; the hand-written rule files of
 ``lua/`` (one per rule, each naming its docs/PROTOCOL.md heading; inlined in
 ``RULE_FILES`` order between BEGIN/END markers) only hold state and heuristics.
 They use the generated locals (P_RTRS, P_RNBD, P_LIMITS, C, QD, LIMITS, OP, CM,
-VS, F, EF, SIZE, LIST, READ, DISSECT, RTRS_SEND_BY_TYPE, RNBD_BY_TYPE, peek_*)
-and hold no message layout.  Output is deterministic: same layers → same bytes.
+VS, F, EF, SIZE, LIST, READ, DISSECT, RTRS_SEND_BY_TYPE, RNBD_BY_TYPE, peek_*,
+read_bth) and hold no message layout.  Output is deterministic: same layers → same bytes.
 Section order: Protos → constants → value_strings → ProtoFields → ProtoExperts →
-SIZE → read_/dissect_ per message → dispatch tables → rule files → registration.
+SIZE → read_/dissect_ per message → dispatch tables → read_bth → rule files →
+registration.
 (ProtoExperts come before the code that uses them: Lua locals must be
 declared before the functions that capture them.)
 
@@ -282,6 +283,39 @@ def _emit_dissect(proto, msg, layout, fields, lines):
     lines.append("")
 
 
+#: The BTH fields the rules read, in the order read_bth returns them.
+BTH_FIELDS = ("opcode", "padcount", "dqpn", "psn")
+
+
+def _emit_read_bth(lines):
+    """read_bth(raw): the BTH_FIELDS of a BTH's bytes (a Lua string), by the IB layer's
+    offsets: one string from the tvb instead of a FieldInfo per field."""
+    layout = layout_of(ib_layers.BTH)
+    size = layout.fixed_size
+    names = ", ".join("b%d" % i for i in range(size))
+    lines.append("-- read_bth: %s of the %d bytes of a BTH (rtrs_scapy.layers.ib);"
+                 " nil when shorter" % (", ".join(BTH_FIELDS), size))
+    lines.append("local function read_bth(raw)")
+    lines.append("  if #raw < %d then return nil end" % size)
+    lines.append("  local %s = string.byte(raw, 1, %d)" % (names, size))
+    values = []
+    for name in BTH_FIELDS:
+        spec = layout.field(name)
+        if spec.endian != ">" or spec.offset + spec.size > size:
+            raise GenerateError("BTH.%s: not a big-endian field of the header" % name)
+        expr = " + ".join("b%d * %d" % (spec.offset + i, 1 << (8 * (spec.size - 1 - i)))
+                          if i < spec.size - 1 else "b%d" % (spec.offset + i)
+                          for i in range(spec.size))
+        if spec.is_bits and spec.shift:
+            expr = "bit.rshift(%s, %d)" % (expr, spec.shift)
+        if spec.is_bits and spec.width < 8 * spec.size:
+            expr = "bit.band(%s, 0x%x)" % (expr, (1 << spec.width) - 1)
+        values.append(expr)
+    lines.append("  return %s" % ",\n         ".join(values))
+    lines.append("end")
+    lines.append("")
+
+
 def _lua_table(name, items, fmt_key="%s", fmt_value="%s"):
     body = ", ".join("[%s] = %s" % (fmt_key % k, fmt_value % v) for k, v in items)
     return "local %s = { %s }" % (name, body)
@@ -440,6 +474,7 @@ def generate():
         lines.append("  return %s" % _read_expr(spec, "tvb(off + %d, %d)" % (offset, size)))
         lines.append("end")
     lines.append("")
+    _emit_read_bth(lines)
     for name in RULE_FILES:
         with open(rule_path(name), encoding="utf-8") as fh:
             rule = fh.read()

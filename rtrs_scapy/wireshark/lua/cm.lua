@@ -71,8 +71,8 @@ local function first_pass_rej(tvb, rec, setup, src)
   return rec
 end
 
-local function first_pass_cm(tvb, pinfo)
-  local attr = value_of(fx.attr)
+local function first_pass_cm(tvb, pinfo, attr_fi)
+  local attr = attr_fi.value
   local tidv = value_of(fx.tid)
   local tid = tidv and tostring(tidv) or "?"
   local src, dst = addresses()

@@ -13,8 +13,8 @@ end
 -- Where the IB payload of a frame the snaplen cut starts, its length on the wire (from the
 -- innermost UDP length, or the GRH) and how much of it was captured (lost: the rest; 0
 -- when only the ICRC was cut).
-local function cut_payload_range(tvb)
-  local start = math.max(header_end(fx.psn), header_end(fx.reth_len), header_end(fx.immdt),
+local function cut_payload_range(tvb, pad)
+  local start = math.max(header_end(fx.bth), header_end(fx.reth_len), header_end(fx.immdt),
                          header_end(fx.ieth))
   local ib_end
   local udp = { fx.udp_len() }
@@ -26,7 +26,7 @@ local function cut_payload_range(tvb)
   else
     return nil
   end
-  local len = ib_end - C.ICRC_SIZE - (value_of(fx.padcnt) or 0) - start
+  local len = ib_end - C.ICRC_SIZE - pad - start
   local visible = math.max(math.min(tvb:len(), start + len) - start, 0)
   if start <= 0 or len < 0 then return nil end
   return { start = start, len = len, visible = visible, lost = len - visible }
@@ -39,13 +39,15 @@ local function cut_frame(tvb, pinfo, tree)
   if tvb:len() >= tvb:reported_len() then return end
   local known = S.frames[pinfo.number]
   if known ~= nil and not (known and known.cut_frame) then return end
-  local op = value_of(fx.opcode)
-  if op == nil or not DATA_OPS[op] or value_of(fx.attr) ~= nil then return end
-  local where = cut_payload_range(tvb)
+  local bth = fx.bth()
+  local op, pad = nil, nil
+  if bth then op, pad = bth_fields(bth) end
+  if op == nil or not DATA_OPS[op] or fx.attr() ~= nil then return end
+  local where = cut_payload_range(tvb, pad)
   if not where then return end
   local ptvb = where.visible > 0 and tvb(where.start, where.visible):tvb() or tvb
-  local rec = frame_record(ptvb, pinfo, fx.opcode, function(t, p)
-    local r = first_pass_payload(t, p, where)
+  local rec = frame_record(ptvb, pinfo, fx.bth, function(t, p, fi)
+    local r = first_pass_payload(t, p, fi, where)
     if r then r.cut_frame = true end
     return r
   end)

@@ -15,15 +15,16 @@ local function frame_record(tvb, pinfo, probe, analyse)
     if pinfo.visited and not S.finished then finish_all() end
     return rec or nil
   end
-  if value_of(probe) == nil then return nil end
+  local fi = probe()
+  if fi == nil then return nil end
   S.current = n
-  rec = analyse(tvb, pinfo)
+  rec = analyse(tvb, pinfo, fi)
   S.frames[n] = rec or false
   return rec
 end
 
 local function heur_payload(tvb, pinfo, tree)
-  local rec = frame_record(tvb, pinfo, fx.opcode, first_pass_payload)
+  local rec = frame_record(tvb, pinfo, fx.bth, first_pass_payload)
   if not rec or rec.attr then return false end
   render_payload(tvb, pinfo, tree, rec)
   return true

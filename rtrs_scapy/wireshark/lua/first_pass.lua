@@ -5,14 +5,24 @@
 -- (a fresh one per packet was most of the per-frame garbage).
 local CTX = {}
 
--- cut: nil for a payload the InfiniBand dissector handed over, else { len = its length on
--- the wire, lost = the bytes the snaplen cut of it } (tvb then holds what was captured).
-local function first_pass_payload(tvb, pinfo, cut)
-  local op = value_of(fx.opcode)
-  local dqp = value_of(fx.destqp)
-  if op == nil or dqp == nil then return nil end
-  local psn = value_of(fx.psn) or 0
-  local pad = value_of(fx.padcnt) or 0
+-- The plain fragments of one message (no immediate, no PSN gap, not cut) share one
+-- record: they differ only by the frame that ends them, their message's.  A table per
+-- frame would be marked again by every collector cycle (reset.lua).
+local function shared_fragment(rx, conn)
+  local rec = rx.fragment
+  if not (rec and rec.conn == conn) then
+    rec = { kind = "fragment", conn = conn }
+    rx.fragment = rec
+  end
+  return rec
+end
+
+-- bth: the frame's BTH (FieldInfo); cut: nil for a payload the InfiniBand dissector handed
+-- over, else { len = its length on the wire, lost = the bytes the snaplen cut of it } (tvb
+-- then holds what was captured).
+local function first_pass_payload(tvb, pinfo, bth, cut)
+  local op, pad, dqp, psn = bth_fields(bth)
+  if op == nil then return nil end
   local src, dst = addresses()
   local qkey = dst .. "/" .. dqp
   local st = stream_of(qkey)
@@ -46,6 +56,9 @@ local function first_pass_payload(tvb, pinfo, cut)
 
   if not reassemble(ctx, psn, last == nil) then
     if not ctx.conn then return nil end
+    if ctx.rx and not cut and rec.imm == nil and rec.psn_gap == nil then
+      return shared_fragment(ctx.rx, ctx.conn)
+    end
     rec.kind, rec.conn = "fragment", ctx.conn
     return rec
   end

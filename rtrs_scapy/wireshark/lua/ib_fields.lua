@@ -1,11 +1,9 @@
 -- ib_fields.lua: the InfiniBand fields the rules read, and the innermost addresses.
 -- docs/PROTOCOL.md#opcodes-and-extension-headers, docs/PROTOCOL.md#switch-mirrors-and-overlays
 
+-- (the BTH is read whole, its fields by read_bth: a FieldInfo costs more than its bytes)
 local fx = {
-  opcode = Field.new("infiniband.bth.opcode"),
-  destqp = Field.new("infiniband.bth.destqp"),
-  psn = Field.new("infiniband.bth.psn"),
-  padcnt = Field.new("infiniband.bth.padcnt"),
+  bth = Field.new("infiniband.bth"),
   reth_va = Field.new("infiniband.reth.va"),
   reth_rkey = Field.new("infiniband.reth.r_key"),
   reth_len = Field.new("infiniband.reth.dmalen"),
@@ -43,6 +41,11 @@ local function value_of(field)
   local fi = field()
   if fi then return fi.value end
   return nil
+end
+
+-- opcode, padcount, dest QP and PSN of the frame's BTH (its FieldInfo)
+local function bth_fields(fi)
+  return read_bth(fi.range:raw())
 end
 
 local ADDRESS_FIELDS = { { fx.ip_src, fx.ip_dst }, { fx.ip6_src, fx.ip6_dst },

@@ -47,9 +47,10 @@ local MIDDLE_OR_LAST = {
 
 -- Multi-packet SEND / RDMA WRITE per QP by PSN.  Returns true when the packet
 -- ends a message (ctx then describes the message) or is a single packet, false
--- when it is a fragment.
+-- when it is a fragment (ctx.rx: the message it joined, if any).
 local function reassemble(ctx, psn, first_packet)
   local op, n, tvb = ctx.op, ctx.number, ctx.tvb
+  ctx.rx = nil
   if op == OP.SEND_FIRST or op == OP.RDMA_WRITE_FIRST then
     local rx = new_rx(psn)
     rx.rkey = value_of(fx.reth_rkey)
@@ -65,6 +66,7 @@ local function reassemble(ctx, psn, first_packet)
     rx.frames[1] = n
     rx_add(rx, tvb, ctx.len, ctx.cut)
     bput(S.rx, ctx.qkey, rx)
+    ctx.rx = rx
     return false
   end
   local where = MIDDLE_OR_LAST[op]
@@ -84,7 +86,10 @@ local function reassemble(ctx, psn, first_packet)
   rx.psn = psn
   rx.frames[#rx.frames + 1] = n
   rx_add(rx, tvb, ctx.len, ctx.cut)
-  if where == "middle" then return false end
+  if where == "middle" then
+    ctx.rx = rx
+    return false
+  end
   bdel(S.rx, ctx.qkey)
   ctx.reasm = rx.parts and table.concat(rx.parts, "", rx.head, rx.last) or nil
   ctx.len, ctx.base, ctx.data_only, ctx.partial = rx.total, rx.base, rx.parts == nil, rx.partial

@@ -133,8 +133,9 @@ local function info_of(rec)
 end
 
 local function add_imm(t, rec)
+  if rec.imm == nil then return end
   local fi = fx.immdt()
-  if not fi or rec.imm == nil then return end
+  if not fi then return end
   local r = fi.range
   local imm_type, errno = imm_fields(rec)
   local it = t:add(F.imm, r)
