@@ -37,6 +37,6 @@ def report(captures, output, quiet, queue_depth, kernel_logs, device_map):
     are one capture, merged in time order (a ring buffer, or the files of two hosts)."""
     from ..report.html import render
     view = capture_view(captures, quiet, queue_depth, kernel_logs, device_map)
-    text = render(view)
+    parts = render(view)
     with writing(output), open(output, "w", encoding="utf-8") as out:
-        out.write(text)
+        out.writelines(parts)

@@ -41,8 +41,9 @@ ASSETS = files(__package__) / "assets"
 
 
 def render(capture):
-    """The report of a CaptureView, as one HTML string.  Its figures carry no
-    template: the page applies TEMPLATE once."""
+    """The report of a CaptureView: its sections built, then the HTML file's text in
+    pieces, in order (Page.html).  Its figures carry no template: the page applies
+    TEMPLATE once."""
     page = Page(capture)
     page.capture_section()
     for session in page.shown_sessions:
@@ -445,18 +446,27 @@ class Page:
     # -- the page -----------------------------------------------------------------
 
     def html(self):
+        """The page's text in pieces: plotly.js and the body's parts as they are, never
+        joined into one string with the rest (a few MiB less at the end of a large
+        capture's report, where its memory peaks)."""
         template = pio.templates[TEMPLATE].to_plotly_json()
         nav = "".join('<li class="l%d"><a href="#%s">%s</a></li>' % (level, anchor, _esc(text))
                       for level, anchor, text in self.nav)
-        return PAGE.format(
+        fields = dict(
             title=_esc("RTRS/RNBD report: %s" % self.capture.name),
             heading=_esc(self.capture.name), version=_esc(version("rtrs-scapy")),
             command=_esc(wireshark_command(self.capture.files)), nav=nav,
-            body="\n".join(self.body),
-            plotly=get_plotlyjs().replace("</script", "<\\/script"),
             template=json.dumps(template, cls=_Encoder).replace("</", "<\\/"),
             config=json.dumps(PLOT_CONFIG), script=(ASSETS / "report.js").read_text("utf-8"),
             style=(ASSETS / "report.css").read_text("utf-8"))
+        head, rest = PAGE.split("{plotly}")
+        middle, tail = rest.split("{body}")
+        yield head.format(**fields)
+        yield get_plotlyjs().replace("</script", "<\\/script")
+        yield middle.format(**fields)
+        for k, part in enumerate(self.body):
+            yield "\n" + part if k else part
+        yield tail.format(**fields)
 
 
 def wireshark_command(paths):
