@@ -35,8 +35,8 @@ def report(captures, output, quiet, queue_depth, kernel_logs, device_map):
 
     CAPTURES: pcap/pcapng files (gzip too), - for standard input, directories; several
     are one capture, merged in time order (a ring buffer, or the files of two hosts)."""
-    from ..report.html import render
+    from ..report.html import render_parts
     view = capture_view(captures, quiet, queue_depth, kernel_logs, device_map)
-    parts = render(view)
+    parts = render_parts(view)
     with writing(output), open(output, "w", encoding="utf-8") as out:
         out.writelines(parts)

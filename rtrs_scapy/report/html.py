@@ -41,9 +41,14 @@ ASSETS = files(__package__) / "assets"
 
 
 def render(capture):
+    """The report of a CaptureView, as one HTML string."""
+    return "".join(render_parts(capture))
+
+
+def render_parts(capture):
     """The report of a CaptureView: its sections built, then the HTML file's text in
-    pieces, in order (Page.html).  Its figures carry no template: the page applies
-    TEMPLATE once."""
+    pieces, in order (Page.html), for a writer that need not hold it whole.  Its figures
+    carry no template: the page applies TEMPLATE once."""
     page = Page(capture)
     page.capture_section()
     for session in page.shown_sessions:
