@@ -84,13 +84,23 @@ def message_tables(view, result, capture, path_ids, table_schema, rows_per_table
             mask = pa.array(slow)
             for field, values in zip(table_schema, zip(*rows)):
                 out[field.name] = pc.replace_with_mask(out[field.name], mask,
-                                                       pa.array(values, field.type))
+                                                       _wrapped(values, field.type))
         yield pa.Table.from_arrays([out[f.name] for f in table_schema], schema=table_schema)
 
 
 def _column(values, kind, missing=None):
-    """A numpy column as an Arrow array of ``kind``, null where ``missing``."""
-    return pa.array(values, mask=missing).cast(kind)
+    """A numpy column as an Arrow array of ``kind``, null where ``missing``; a wire
+    value beyond the signed type (a hostile u32 device id, u64 sector) wraps as
+    in the ``ios`` table, rather than stopping the export."""
+    return pa.array(values.astype(kind.to_pandas_dtype()), mask=missing)
+
+
+def _wrapped(values, kind):
+    """Python values as an Arrow array of ``kind``, integers wrapped as _column's."""
+    if pa.types.is_integer(kind):
+        half = 1 << (kind.bit_width - 1)
+        values = [None if v is None else (v + half) % (2 * half) - half for v in values]
+    return pa.array(values, kind)
 
 
 def _round_1(values):
