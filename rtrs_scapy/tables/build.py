@@ -14,7 +14,6 @@ from ..analysis.records import RecordList
 from ..report.messages import MessageView, json_fields, json_rnbd
 from ..report.words import has_sector
 from ..spec.constants import rnbd_op_name
-from .message_table import message_tables
 from .names import PATH_COLUMNS, path_names
 from .schema import schema
 
@@ -116,6 +115,9 @@ def messages_tables(result, capture, rows_per_table=MESSAGE_ROWS):
     records = result.messages
     table_schema = schema("messages")
     if isinstance(records, RecordList) and records.records.order is not None:
+        # imported here: it loads pyarrow.compute (about 10 MiB resident), which would
+        # otherwise be there while the capture is read, when memory peaks
+        from .message_table import message_tables
         yield from message_tables(view, result, capture, path_ids, table_schema,
                                   rows_per_table,
                                   lambda rec: _message_row(view, rec, capture, path_ids))

@@ -7,6 +7,7 @@ up (the ``capture`` column tells them apart; exporting a capture again replaces
 its own files).
 """
 
+import ctypes
 import hashlib
 import os
 import re
@@ -88,6 +89,21 @@ def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progr
     return done
 
 
+def _heap_trimmer():
+    """glibc's ``malloc_trim``, else a no-op.  A row group's buffers are freed to
+    the C allocator (docs/export.md#memory), whose heap they leave in holes that
+    glibc keeps resident: given back after each row group, ``messages`` stays at
+    the memory it had when rows were Python lists (for about 4 ms of system CPU a
+    row group, the pages being taken again)."""
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError, TypeError):
+        return lambda pad: 0
+
+
+_trim_heap = _heap_trimmer()
+
+
 def _write(path, table, pieces):
     """Arrow tables into one Parquet file (a row group each); the row count."""
     rows = 0
@@ -95,5 +111,7 @@ def _write(path, table, pieces):
         for piece in pieces:
             writer.write_table(piece)
             rows += piece.num_rows
+            del piece
+            _trim_heap(0)
     os.replace(path + ".partial", path)
     return rows
