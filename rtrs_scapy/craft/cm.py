@@ -28,7 +28,7 @@ PRIMARY_LOCAL_ACK_TIMEOUT = 19  # 4.096 µs * 2^19 ≈ 2.1 s, as rdma_rxe's CM R
 REP_TARGET_ACK_DELAY = 15
 MSG_REJECTED = {name: code for code, name in msg_kinds.items()}
 REJ_ARI_LENGTH = len(CMRej().additional_reject_information)
-_SG_DESC = field_writer(RtrsSgDesc, "addr", "key", "len")
+_SG_DESC = field_writer(RtrsSgDesc)
 
 
 class CmSteps:

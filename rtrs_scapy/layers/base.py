@@ -23,31 +23,31 @@ def fixed_size(cls):
     return len(cls())
 
 
-def _field_offsets(cls):
-    """{name: (offset, size, field)} of the byte-aligned fields of ``cls``, measured by
-    letting each field add itself to the bytes built so far (Scapy's own ``addfield``);
-    fields inside a bit group have no byte offset of their own and are left out."""
+def _measured(cls):
+    """(field, what was built before it, after it) for each field of ``cls``: each field
+    adds itself (Scapy's own ``addfield``) to a layer built with the defaults, so past a
+    field of variable size the positions hold for those defaults only.  What was built
+    is bytes, or (bytes, bits of the open bit group, its value) inside a bit group."""
     pkt = cls()
-    offsets, built = {}, b""
+    built = b""
     for fld in cls.fields_desc:
-        start = built if isinstance(built, bytes) else None
+        before = built
         built = fld.addfield(pkt, built, pkt.getfieldval(fld.name))
-        if start is not None and isinstance(built, bytes):
-            offsets[fld.name] = (len(start), len(built) - len(start), fld)
-    return offsets
+        yield fld, before, built
+
+
+def _field_offsets(cls):
+    """{name: (offset, size, field)} of the byte-aligned fields of ``cls``; fields inside
+    a bit group have no byte offset of their own and are left out."""
+    return {fld.name: (len(before), len(after) - len(before), fld)
+            for fld, before, after in _measured(cls)
+            if isinstance(before, bytes) and isinstance(after, bytes)}
 
 
 def field_bits(cls):
-    """{name: (first bit, width in bits)} of the fields of ``cls``, bit groups included,
-    measured like ``_field_offsets``: each field adds itself (Scapy's ``addfield``) to a
-    layer built with the defaults (so past a field of variable size, for those only)."""
-    pkt = cls()
-    bits, built = {}, b""
-    for fld in cls.fields_desc:
-        start = _bit_length(built)
-        built = fld.addfield(pkt, built, pkt.getfieldval(fld.name))
-        bits[fld.name] = (start, _bit_length(built) - start)
-    return bits
+    """{name: (first bit, width in bits)} of the fields of ``cls``, bit groups included."""
+    return {fld.name: (_bit_length(before), _bit_length(after) - _bit_length(before))
+            for fld, before, after in _measured(cls)}
 
 
 def _bit_length(built):
@@ -62,13 +62,13 @@ def field_reader(cls, *names):
     return _fields_struct(cls, names).unpack_from
 
 
-def field_writer(cls, *names):
-    """``write(*values) -> bytes``: a whole layer ``cls`` of integer fields, given in
-    wire order, in one ``struct.pack``, for layers crafted by the thousand (the
-    descriptors of an info_rsp) without building Scapy objects."""
-    layout = _fields_struct(cls, names)
-    if names != tuple(fld.name for fld in cls.fields_desc) or layout.size != fixed_size(cls):
-        raise ValueError("%s: %s are not all of its fields in wire order" % (cls.__name__, names))
+def field_writer(cls):
+    """``write(*values) -> bytes``: a whole layer ``cls`` of integer fields, the values
+    in the order of its field list, in one ``struct.pack``, for layers crafted by the
+    thousand (the descriptors of an info_rsp) without building Scapy objects."""
+    layout = _fields_struct(cls, tuple(fld.name for fld in cls.fields_desc))
+    if layout.size != fixed_size(cls):
+        raise ValueError("%s: not a layer of integer fields alone" % cls.__name__)
     return layout.pack
 
 

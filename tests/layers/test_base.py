@@ -57,9 +57,8 @@ def test_field_bits_where_the_rfcs_put_them():
 
 
 def test_field_writer_equals_scapy():
-    names = [f.name for f in RtrsSgDesc.fields_desc]
-    write = field_writer(RtrsSgDesc, *names)
+    write = field_writer(RtrsSgDesc)
     assert write(0x1122334455667788, 0xABCD, 4096) == \
         bytes(RtrsSgDesc(addr=0x1122334455667788, key=0xABCD, len=4096))
     with pytest.raises(ValueError):
-        field_writer(RtrsSgDesc, *reversed(names))
+        field_writer(RtrsMsgConnReq)   # a bit group and a UUID: no struct of integers
