@@ -20,31 +20,13 @@ import pyarrow.parquet as pq
 from ..analysis import iorows, split
 from ..analysis.rnbd import kind_name
 from ..spec.constants import RNBD_OP_FLUSH, errno_name, rnbd_op_name
+from .arrays import by_key, lookup, nullable
 from .names import PATH_COLUMNS, Names
 from .schema import TIME, schema
 
 ROW_GROUP_ROWS = 1 << 14     # rows per row group: each is built whole in memory (numpy, Arrow, Parquet pages)
 _OPS = pa.array(["read", "write"])            # iorows op 1, 2
 _OUTCOMES = pa.array(list(iorows.OUTCOMES))
-
-
-def _nullable(values, missing):
-    """A numpy column as Arrow, null where ``missing``."""
-    return pa.array(values, mask=missing)
-
-
-def _lookup(table, codes):
-    """``table[codes]`` as an Arrow array."""
-    return table.take(pa.array(codes))
-
-
-def _by_key(keys, name, missing=None):
-    """``name(key)`` per row as an Arrow string array, computed once per distinct
-    key; null where ``missing``.  Also the names by key."""
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    values = [name(k) for k in uniq.tolist()]
-    return pa.array(values, pa.string()).take(pa.array(inverse.reshape(-1), mask=missing)), \
-        dict(zip(uniq.tolist(), values))
 
 
 def path_columns(path_ids, names):
@@ -66,8 +48,8 @@ def device_column(path_ids, device_ids, names):
     def name(key):
         device = key & 0xFFFFFFFF
         return names.device(key >> 32, device) if device != 0xFFFFFFFF else None
-    column, by_key = _by_key(keys, name)
-    return column, {(k >> 32, k & 0xFFFFFFFF): v for k, v in by_key.items()
+    column, named = by_key(keys, name)
+    return column, {(k >> 32, k & 0xFFFFFFFF): v for k, v in named.items()
                     if k & 0xFFFFFFFF != 0xFFFFFFFF}
 
 
@@ -90,34 +72,34 @@ def arrow_rows(rows, capture, names):
     columns = {
         "capture": pa.array([capture], pa.string()).take(pa.array(np.zeros(n, dtype=np.int64))),
         "frame": pa.array(rows["frame"]),
-        "first_frame": _nullable(rows["first_frame"], rows["first_frame"] < 0),
+        "first_frame": nullable(rows["first_frame"], rows["first_frame"] < 0),
         "time": pa.array(rows["time_ns"], TIME),
         **path_cols,
         "path_id": pa.array(path.astype(np.int32)),
-        "cid": _nullable(rows["cid"].astype(np.int32), rows["cid"] < 0),
-        "op": _lookup(_OPS, rows["op"] - 1),
+        "cid": nullable(rows["cid"].astype(np.int32), rows["cid"] < 0),
+        "op": lookup(_OPS, rows["op"] - 1),
         "buf_id": pa.array(rows["buf_id"].astype(np.int32)),
         "bytes": pa.array(rows["bytes"]),
         "partial": pa.array(rows["partial"] != 0),
-        "rnbd_msg": _by_key(rnbd_type, kind_name, rnbd_type < 0)[0],
-        "rnbd_op": _by_key(rnbd_op, rnbd_op_name, ~is_io)[0],
-        "device_id": _nullable(device_id.astype(np.int32), device_id < 0),
+        "rnbd_msg": by_key(rnbd_type, kind_name, rnbd_type < 0)[0],
+        "rnbd_op": by_key(rnbd_op, rnbd_op_name, ~is_io)[0],
+        "device_id": nullable(device_id.astype(np.int32), device_id < 0),
         "device": devices,
-        "sector": _nullable(rows["sector"], ~is_io | (rnbd_op == RNBD_OP_FLUSH)),
-        "bi_size": _nullable(rows["bi_size"], ~is_io),
-        "outcome": _lookup(_OUTCOMES, rows["outcome"]),
-        "response_frame": _nullable(rows["response_frame"], ~response),
+        "sector": nullable(rows["sector"], ~is_io | (rnbd_op == RNBD_OP_FLUSH)),
+        "bi_size": nullable(rows["bi_size"], ~is_io),
+        "outcome": lookup(_OUTCOMES, rows["outcome"]),
+        "response_frame": nullable(rows["response_frame"], ~response),
         "response_time": pa.array(rows["response_ns"], TIME, mask=~response),
-        "latency_us": _nullable(rows["latency_ns"] / 1e3, rows["latency_ns"] < 0),
-        "errno": _nullable(errno.astype(np.int32), ~answered),
-        "errno_name": _by_key(errno, lambda e: errno_name(e) if e else None, ~answered)[0],
-        "failover_from": _nullable(rows["failover_from"], rows["failover_from"] < 0),
-        "failover_of": _nullable(rows["failover_of"], rows["failover_of"] < 0),
+        "latency_us": nullable(rows["latency_ns"] / 1e3, rows["latency_ns"] < 0),
+        "errno": nullable(errno.astype(np.int32), ~answered),
+        "errno_name": by_key(errno, lambda e: errno_name(e) if e else None, ~answered)[0],
+        "failover_from": nullable(rows["failover_from"], rows["failover_from"] < 0),
+        "failover_of": nullable(rows["failover_of"], rows["failover_of"] < 0),
         "failed_over": pa.array(rows["failed_over"] != 0),
         "delivered": pa.array(rows["delivered"] == 1, mask=rows["delivered"] < 0),
     }
     for part, values in split.parts_ns(rows).items():
-        columns[part + "_us"] = _nullable(values / 1e3, values < 0)
+        columns[part + "_us"] = nullable(values / 1e3, values < 0)
     return pa.Table.from_pydict(columns, schema=schema("ios")), used
 
 

@@ -17,6 +17,7 @@ from ..analysis import records as R
 from ..report.messages import _path_key
 from ..report.words import errno_text
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
+from .arrays import by_key
 from .schema import TIME
 
 _dumps = json.dumps
@@ -66,7 +67,7 @@ def message_tables(view, result, capture, path_ids, table_schema, rows_per_table
             "buf_id": _column(col["buf_id"], pa.int32(), ~io),
             "errno": _column(col["errno"], pa.int32(), ~response),
             "rnbd_msg": pc.if_else(pa.array(has_header), "io", pa.scalar(None, pa.string())),
-            "rnbd_op": _per_value(rw, rnbd_op_name, ~has_header),
+            "rnbd_op": _texts_by_value(rw, rnbd_op_name, ~has_header),
             "device_id": _column(h["device_id"], pa.int32(), ~has_header),
             "sector": _column(h["sector"], pa.int64(), ~sector_known),
             "bi_size": _column(h["bi_size"], pa.int64(), ~has_header),
@@ -152,7 +153,7 @@ def _json_columns(records, idx, col):
     if rsp.any():
         f = {k: v[rsp] for k, v in c.items()}
         fields = pc.replace_with_mask(fields, pa.array(rsp), _join(
-            _per_value(err[rsp], lambda v: '{"errno": %d, ' % v + (
+            _texts_by_value(err[rsp], lambda v: '{"errno": %d, ' % v + (
                 '"errno_name": "%s", ' % errno_text(v).split()[1] if v else "")),
             '"msg_id": ', _text(buf_id[rsp]), ", ",
             pc.if_else(pa.array((flags[rsp] & R.F_RKEY) != 0),
@@ -168,10 +169,10 @@ def _json_columns(records, idx, col):
         rnbd = pc.replace_with_mask(rnbd, pa.array(io), _join(
             '{"bi_size": ', _text(f["bi_size"]), ', "device_id": ', _text(f["device_id"]),
             ", ",
-            _per_value(rw, lambda v: '"msg": "io", "op": %s, "prio": ' % _dumps(
+            _texts_by_value(rw, lambda v: '"msg": "io", "op": %s, "prio": ' % _dumps(
                 rnbd_op_name(v))),
             _text(f["prio"]), ", ",
-            _per_value(rw, lambda v: '"rw": %d, "rw_str": %s, "sector": ' % (
+            _texts_by_value(rw, lambda v: '"rw": %d, "rw_str": %s, "sector": ' % (
                 v, _dumps(R.rnbd.rw_str(v)))),
             pc.if_else(pa.array((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH),
                        _text(f["sector"]), "null"),
@@ -189,9 +190,6 @@ def _join(*pieces):
     return pc.binary_join_element_wise(*pieces, "")
 
 
-def _per_value(values, text, missing=None):
-    """``text(v)`` of each value as an Arrow string array, worked out once per
-    distinct value; null where ``missing``."""
-    unique, inverse = np.unique(values, return_inverse=True)
-    return pa.array([text(v) for v in unique.tolist()], pa.string()).take(
-        pa.array(inverse.reshape(-1), mask=missing))
+def _texts_by_value(values, text, missing=None):
+    """``text(v)`` of each value (once per distinct one), null where ``missing``."""
+    return by_key(values, text, missing)[0]
