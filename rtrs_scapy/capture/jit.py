@@ -53,6 +53,7 @@ from numba import njit, types
 from numba.core import caching
 from numba.core.imputils import impl_ret_borrowed
 from numba.core.registry import CPUDispatcher
+from numba.core.runtime import rtsys
 from numba.extending import intrinsic
 
 #: every compiled entry point (called from Python), for :func:`missing`
@@ -97,12 +98,22 @@ class _ShippedCache(caching.FunctionCache):
 
     _impl_class = _Impl
 
-    def __init__(self, py_func):
+    def __init__(self, py_func, allocates):
         super().__init__(py_func)
+        self._allocates = allocates
         self._shipped = caching.IndexDataCacheFile(
             cache_path=_ShippedLocator(py_func, self._impl.locator._py_file).get_cache_path(),
             filename_base=self._impl.filename_base,
             source_stamp=self._impl.locator.get_source_stamp())
+
+    def load_overload(self, sig, target_context):
+        """numba's load, without refreshing the whole compiler first (every typing and
+        lowering registry: ~0.25 s, most of a small capture's run).  Machine code that is
+        already built needs none of it, only the runtime's symbols when it allocates; a
+        miss compiles, and numba's compiler refreshes for itself."""
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
 
     def _index_key(self, sig, codegen):
         return super()._index_key(sig, codegen) + (engine_sources_hash(),)
@@ -188,7 +199,7 @@ def compiled(function=None, allocates=False):
     if function is None:
         return lambda function: compiled(function, allocates)
     dispatcher = njit(nogil=True, _nrt=allocates)(function)
-    dispatcher._cache = _ShippedCache(function)
+    dispatcher._cache = _ShippedCache(function, allocates)
     ENTRY_POINTS.append(dispatcher)
     return dispatcher
 
