@@ -196,8 +196,10 @@ def tshark_fields(pcap):
     assert TSHARK, "tshark is required (scripts/test.sh installs it)"
     # any display filter makes tshark -2 build the tree in its first pass,
     # so request frames see their response_in (rtrs_scapy/wireshark/lua/entry.lua)
+    # -J: the trees of the frame, rtrs and rnbd whole, no other protocol's (a third of
+    # the JSON to write and read)
     run = subprocess.run([TSHARK, "-2", "-X", "lua_script:%s" % LUA, "-r", str(pcap), "-Y", "frame",
-                          "-T", "json", "--no-duplicate-keys"],
+                          "-T", "json", "--no-duplicate-keys", "-J", "frame rtrs rnbd"],
                          capture_output=True, text=True, env=tshark_env(), timeout=600)
     assert run.returncode == 0, run.stderr
     assert "Lua Error" not in run.stdout + run.stderr
