@@ -453,8 +453,9 @@ class Analyzer:
         if self.control_reads:   # after the requests: READ data follows its request
             self._read_data(rows, arena, kind, path_id)
         if self.records is not None:
-            for i in np.flatnonzero(kind == D.K_INVALIDATE).tolist():
-                self.records.invalidate(int(rows[i, T.R_IETH]), int(rows[i, T.R_LAST_FRAME]))
+            inv = np.flatnonzero(kind == D.K_INVALIDATE)
+            self.records.invalidate(rows[inv, T.R_IETH].tolist(),
+                                    rows[inv, T.R_LAST_FRAME].tolist())
 
     def _resolve(self, rows, arena, kind):
         """Path id and direction of every row; -1 where no path can be told yet (or

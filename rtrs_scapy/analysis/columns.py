@@ -60,7 +60,7 @@ class Columns:
 
     def put(self, name, rows, values):
         """``values`` (one, or one per row) into column ``name`` at ``rows`` (an int:
-        one row, the hot case of an invalidation)."""
+        one row)."""
         if isinstance(rows, int) and rows >= self.base:
             self.data[name][rows - self.base] = values
             return

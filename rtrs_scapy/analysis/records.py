@@ -386,17 +386,22 @@ class Records:
             self.mark(request, "reply_frame", frame)
             self.replies[request] = reply
 
-    def invalidate(self, rkey, frame):
-        """The server's SEND WITH INVALIDATE of a read's client buffer: the latest read
-        with that key before it that is not invalidated yet (whatever the batching)."""
-        reads = self.reads.get(rkey, [])
-        before = [r for r in reads if r[0] < frame]
-        if before:
-            read = max(before, key=lambda r: r[0])
-            rec = read[1]
-            self.cols.put("inv", rec, frame)
-            self.cols.put("inv_at", rec, len(self.extras.get(rec, ())))
-            reads.remove(read)
+    def invalidate(self, rkeys, frames):
+        """The server's SEND WITH INVALIDATE of reads' client buffers (a batch, in frame
+        order): of each, the latest read with that key before it that is not invalidated
+        yet (whatever the batching)."""
+        hit, at = [], []
+        for rkey, frame in zip(rkeys, frames):
+            reads = self.reads.get(rkey)
+            before = [r for r in reads if r[0] < frame] if reads else None
+            if before:
+                read = max(before, key=lambda r: r[0])
+                reads.remove(read)
+                hit.append(read[1])
+                at.append(frame)
+        if hit:
+            self.cols.put("inv", hit, at)
+            self.cols.put("inv_at", hit, [len(self.extras.get(rec, ())) for rec in hit])
 
     def partners(self):
         """(request_of, response_of) of the closed records, as ``messages`` pairs them
