@@ -4,11 +4,6 @@ request waited for).  The summary's ``capture`` section (summary.py) reads them;
 the analyzer and the map/reduce of several files (parts.py) add to them.
 """
 
-import numpy as np
-
-from ..capture.columns import P_KIND, P_MIRROR
-from ..capture.links import mirror_codes
-
 
 class CaptureCounts:
     def __init__(self, bounds):
@@ -23,14 +18,15 @@ class CaptureCounts:
 
     def frames_seen(self, chunk, packets):
         """A chunk of frames the engine read (``packets``: their packet columns)."""
+        ib_frames, link_types, mirrors = chunk.counts()
         self.frames += len(chunk)
-        self.ib_frames += int(np.count_nonzero(packets[:, P_KIND]))
+        self.ib_frames += ib_frames
         if self.first_ts is None:
             self.first_ts = int(chunk.stamps[0]) / 1e9
             self.link_type = int(chunk.links[0])
         self.last_ts = int(chunk.stamps[-1]) / 1e9
-        self.link_types.update(np.unique(chunk.links).tolist())
-        self.bounds.keep_new("mirrors", self.mirrors, mirror_codes(packets[:, P_MIRROR]))
+        self.link_types.update(link_types)
+        self.bounds.keep_new("mirrors", self.mirrors, mirrors)
 
     def file_seen(self, part):
         """The frames of one file of several mapped apart (parts.py), in time order."""

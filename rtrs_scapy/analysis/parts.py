@@ -30,8 +30,6 @@ from typing import List
 import numpy as np
 
 from ..capture import open_capture
-from ..capture.columns import P_MIRROR
-from ..capture.links import mirror_codes
 from ..capture.files import CutRecords
 from ..engine import Engine, mads
 from ..engine import transport as T
@@ -79,14 +77,15 @@ class _Recorder:
         part = self.part
         if not len(chunk):
             return
+        ib_frames, link_types, mirrors = chunk.counts()
         part.frames += len(chunk)
-        part.ib_frames += int(np.count_nonzero(packets[:, 0]))
+        part.ib_frames += ib_frames
         if part.first_stamp is None:
             part.first_stamp = int(chunk.stamps[0])
         part.last_stamp = int(chunk.stamps[-1])
-        part.link_types.update(np.unique(chunk.links).tolist())
+        part.link_types.update(link_types)
         if len(part.mirrors) < limit("mirrors"):
-            part.mirrors.update(mirror_codes(packets[:, P_MIRROR]))
+            part.mirrors.update(mirrors)
 
     def messages_done(self, rows, arena):
         """Rows with only the bytes they point at (offsets rewritten)."""
