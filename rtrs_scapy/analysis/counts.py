@@ -17,7 +17,7 @@ class CaptureCounts:
         self.mirrors = set()        # mirror codes of the IB frames (capture/links.py)
 
     def frames_seen(self, chunk, packets):
-        """A chunk of frames the engine read (``packets``: their packet columns)."""
+        """A chunk of frames the engine read (counted as it was made: Chunk.counts)."""
         ib_frames, link_types, mirrors = chunk.counts()
         self.frames += len(chunk)
         self.ib_frames += ib_frames
