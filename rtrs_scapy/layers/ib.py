@@ -340,7 +340,7 @@ def _icrc_prefix(bth, body_len):
         if not isinstance(net, (IP, IPv6)):
             return None
         udp = _header_bytes(lower, size)
-        return (b"\xff" * 8 + _masked(net, _header_bytes(net, size + len(udp)))
+        return (_pseudo_lrh() + _masked(net, _header_bytes(net, size + len(udp)))
                 + _masked(lower, udp))
     grh = b""
     if isinstance(lower, roce.GRH):
@@ -351,8 +351,15 @@ def _icrc_prefix(bth, body_len):
         # IBTA: the real LRH with VL masked (not verified against hardware).
         return _masked(lower, _header_bytes(lower, size)) + grh
     if grh:  # RoCEv1: a pseudo LRH of ones, as for RoCEv2
-        return b"\xff" * 8 + grh
+        return _pseudo_lrh() + grh
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _pseudo_lrh():
+    """The LRH of ones that a RoCE ICRC covers in place of a real one: as long as an LRH
+    without its VCRC."""
+    return b"\xff" * len(_header_bytes(LRH(), 0))
 
 
 def compute_icrc(bth, body):
