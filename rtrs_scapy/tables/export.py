@@ -11,6 +11,7 @@ import ctypes
 import hashlib
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.parquet as pq
 
@@ -71,21 +72,24 @@ def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progr
             writer.abandon()
         raise
     done = Export(result, capture)
-    if writer is not None:
-        done.rows["ios"] = writer.close(result.analyzer)
-        os.replace(writer.path, target["ios"])
-        done.files["ios"] = target["ios"]
     makers = {"paths": build.paths_table, "sessions": build.sessions_table,
               "events": build.events_table}
-    for table in tables:
-        if table in makers:
-            pieces = [makers[table](result, capture)]
-        elif table == "messages":
-            pieces = build.messages_tables(result, capture)
-        else:
-            continue
-        done.rows[table] = _write(target[table], table, pieces)
-        done.files[table] = target[table]
+    with ThreadPoolExecutor(1) as renaming:     # the IO rows named again meanwhile
+        if writer is not None:
+            closing = renaming.submit(writer.close, result.analyzer)
+            done.files["ios"] = target["ios"]
+        for table in tables:
+            if table in makers:
+                pieces = [makers[table](result, capture)]
+            elif table == "messages":
+                pieces = build.messages_tables(result, capture)
+            else:
+                continue
+            done.rows[table] = _write(target[table], table, pieces)
+            done.files[table] = target[table]
+        if writer is not None:
+            done.rows["ios"] = closing.result()
+            os.replace(writer.path, target["ios"])
     return done
 
 
@@ -105,13 +109,25 @@ _trim_heap = _heap_trimmer()
 
 
 def _write(path, table, pieces):
-    """Arrow tables into one Parquet file (a row group each); the row count."""
+    """Arrow tables into one Parquet file (a row group each); the row count.  A thread
+    writes each piece while the next is made: Parquet's encoding and Arrow's compute
+    both run without the GIL."""
     rows = 0
-    with pq.ParquetWriter(path + ".partial", schema(table)) as writer:
+    with pq.ParquetWriter(path + ".partial", schema(table)) as writer, \
+            ThreadPoolExecutor(1) as encoder:
+        writing = None
         for piece in pieces:
-            writer.write_table(piece)
+            if writing is not None:
+                writing.result()
+            writing = encoder.submit(_write_piece, writer, piece)
             rows += piece.num_rows
             del piece
-            _trim_heap(0)
+        if writing is not None:
+            writing.result()
     os.replace(path + ".partial", path)
     return rows
+
+
+def _write_piece(writer, piece):
+    writer.write_table(piece)
+    _trim_heap(0)
