@@ -7,6 +7,7 @@ grow with the capture."""
 import errno
 import gc
 import json
+import multiprocessing
 import os
 import tempfile
 
@@ -18,6 +19,7 @@ from cli_run import run
 from rtrs_scapy.analysis import analyze, spill
 from rtrs_scapy.analysis.columns import Columns
 from rtrs_scapy.engine import ROWS
+from rtrs_scapy.report import message_lines
 from rtrs_scapy.report.message_lines import MessageLines
 from rtrs_scapy.report.messages import MessageView
 from rtrs_scapy.tables.build import messages_tables
@@ -89,6 +91,22 @@ def test_spilled_records_give_the_same_lines_and_rows(failover_runs):
     assert mine == theirs
     marked = [json.loads(line) for line in mine["json"] if "failover_from" in line]
     assert marked and all("failover_from" in m["fields"] for m in marked)
+
+
+def test_forked_workers_write_what_one_process_formats(failover_runs, monkeypatch):
+    """``messages`` formats the batches on every core, in forked workers
+    (report/message_lines.py): their blocks, in order, are the lines one process
+    makes, from records in memory and on disk alike."""
+    monkeypatch.setattr(message_lines, "_cores", lambda: 3)
+    for result in failover_runs.values():
+        lines = MessageLines(MessageView(result.summary, result.messages), result.messages)
+        for fmt in ("text", "json"):
+            serial = "".join("\n".join(batch) + "\n" for batch in lines.batches(fmt))
+            blocks = lines.blocks(fmt)
+            first = next(blocks)
+            assert len(multiprocessing.active_children()) == 2
+            assert (first + b"".join(blocks)).decode() == serial
+            assert not multiprocessing.active_children()
 
 
 def test_what_stays_in_memory_does_not_grow_with_the_capture(failover_runs):

@@ -77,8 +77,8 @@ def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, erro
     if fmt != "json":
         click.echo(HEADER.rstrip())
     if unfiltered and message_lines.fast(view):
-        for batch in message_lines.MessageLines(view, result.messages).batches(fmt):
-            click.echo("\n".join(batch))
+        for block in message_lines.MessageLines(view, result.messages).blocks(fmt):
+            click.echo(block, nl=False)
     elif fmt == "json":
         echo_batches(json.dumps(view.as_json(record)) + "\n" for record in selected)
     else:

@@ -7,14 +7,18 @@ rare records (CM, info exchange, RNBD control messages, failovers) go through
 MessageView as dicts.  The output is the same byte for byte (tests/test_cli_messages.py).
 """
 
+import collections
 import json
+import multiprocessing
+import os
+import signal
 
 import numpy as np
 
 from ..analysis import records as R
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
 from .messages import LINE, MessageView, _path_key, json_fields, json_rnbd
-from .words import errno_text, utc_iso
+from .words import errno_text, rounded, utc_iso
 
 BATCH = 4096
 #: MessageView's LINE before the details, the time (27 characters) in two: its seconds
@@ -49,10 +53,43 @@ class MessageLines:
 
     def batches(self, fmt):
         """Lists of lines (text) or JSON objects, in frame order."""
-        order = self.records.order
-        make = self.json_batch if fmt == "json" else self.text_batch
-        for start in range(0, len(order), BATCH):
-            yield make(order[start:start + BATCH])
+        for start in range(0, len(self.records.order), BATCH):
+            yield self.batch(fmt, start)
+
+    def batch(self, fmt, start):
+        """The lines of the records ``start`` to ``start + BATCH`` in frame order."""
+        idx = self.records.order[start:start + BATCH]
+        return self.json_batch(idx) if fmt == "json" else self.text_batch(idx)
+
+    def blocks(self, fmt):
+        """The output as UTF-8, a batch of lines a block, in frame order.  Where
+        processes start by fork, each core formats a share of the batches: this
+        process every n-th, forked workers the others, a few batches ahead of the
+        writing (the workers have the records without a copy)."""
+        starts = range(0, len(self.records.order), BATCH)
+        workers = _cores() - 1 if "fork" in multiprocessing.get_all_start_methods() else 0
+        if not workers or len(starts) < 2 * (workers + 1):
+            for start in starts:
+                yield _block(self.batch(fmt, start))
+            return
+        global _forked
+        _forked = self
+        try:
+            with multiprocessing.get_context("fork").Pool(workers, _quiet_on_ctrl_c) as pool:
+                ahead = collections.deque()
+                for k, start in enumerate(starts):
+                    ahead.append(start if k % (workers + 1) == 0 else
+                                 pool.apply_async(_forked_block, (fmt, start)))
+                    if len(ahead) > AHEAD * (workers + 1):
+                        yield self._block_of(fmt, ahead.popleft())
+                while ahead:
+                    yield self._block_of(fmt, ahead.popleft())
+        finally:
+            _forked = None
+
+    def _block_of(self, fmt, job):
+        """A batch's block: formatted here (its start) or by a worker (its result)."""
+        return _block(self.batch(fmt, job)) if isinstance(job, int) else job.get()
 
     # -- shared ----------------------------------------------------------------------
 
@@ -202,12 +239,13 @@ class MessageLines:
             found = records.rnbd.get(int(idx[k]))
             if found is not None:
                 header[k] = _dumps(json_rnbd(found))
-        latency = [repr(round(v * 1e6, 1)) if v == v else "null" for v in c["latency"].tolist()]
+        latency = [repr(v) if v == v else "null"
+                   for v in rounded(c["latency"] * 1e6, 1).tolist()]
         cid = np.where(c["cid"] < 0, "null", _objects(c["cid"].tolist()))
         paired = np.where(c["paired"] < 0, "null", _objects(c["paired"].tolist()))
         out = [JSON % t for t in zip(
             c["frame"].tolist(), c["time"].tolist(), seconds.tolist(), micro.tolist(),
-            [round(v, 6) for v in (c["time"] - view.first_ts).tolist()],
+            rounded(c["time"] - view.first_ts, 6).tolist(),
             named[c["names"]].tolist(), routes.tolist(), c["qpn"].tolist(), cid.tolist(),
             _objects(records.msg_names)[c["msg"]].tolist(), fields.tolist(), header.tolist(),
             paired.tolist(), latency)]
@@ -274,6 +312,32 @@ class MessageLines:
         return _texts('{"type": %d, "device_id": %%d, "sector": ' % R.RNBD_MSG_IO,
                       c["device_id"][io]) + _texts("%s", sector) + names \
             + _texts('%d, "prio": %d', c["bi_size"][io], c["prio"][io]) + tail
+
+
+#: batches formatted ahead of the writing, per worker (what waits is bounded)
+AHEAD = 4
+#: the MessageLines the forked workers format (set before the fork)
+_forked = None
+
+
+def _cores():
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _quiet_on_ctrl_c():
+    """A worker leaves Ctrl-C to the parent, which ends the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _forked_block(fmt, start):
+    return _block(_forked.batch(fmt, start))
+
+
+def _block(lines):
+    return ("\n".join(lines) + "\n").encode()
 
 
 def _objects(values):

@@ -5,6 +5,8 @@ import functools
 import math
 from datetime import datetime, timezone
 
+import numpy as np
+
 from ..spec.constants import (
     RNBD_OP_FLUSH, RNBD_OP_MASK, errno_name, rnbd_access_mode, short_name,
 )
@@ -37,6 +39,21 @@ def utc_iso(ts):
     elif micro < 0:
         whole, micro = whole - 1, micro + 1000000
     return "%s.%06dZ" % (_second_iso(int(whole)), micro)
+
+
+def rounded(values, digits):
+    """``round(v, digits)`` of each value (Python's: correctly rounded), NaN kept.
+
+    ``rint(v * 10**digits) / 10**digits`` is Python's result unless the scaled value,
+    rounded to a double, fell on the other side of a half (or on it): the values
+    within a few units in the last place of a half are rounded by Python."""
+    scale = 10.0 ** digits
+    scaled = values * scale
+    out = np.rint(scaled) / scale
+    near_half = np.abs(scaled - np.floor(scaled) - 0.5) <= 4 * np.spacing(np.abs(scaled))
+    for k in np.flatnonzero(near_half).tolist():
+        out[k] = round(float(values[k]), digits)
+    return out
 
 
 @functools.lru_cache(maxsize=4096)

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from ..analysis import records as R
 from ..report.messages import _path_key
-from ..report.words import errno_text
+from ..report.words import errno_text, rounded
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
 from .arrays import by_key
 from .schema import TIME
@@ -105,17 +105,8 @@ def _wrapped(values, kind):
 
 
 def _round_1(values):
-    """``round(v, 1)`` of each value (Python's: correctly rounded), null for NaN.
-
-    ``rint(v * 10) / 10`` is Python's result unless ``v * 10``, rounded to a
-    double, fell on the other side of a half (or on it): the rows within a few
-    units in the last place of a half are rounded by Python."""
-    tens = values * 10.0
-    out = np.rint(tens) / 10.0
-    near_half = np.abs(tens - np.floor(tens) - 0.5) <= 4 * np.spacing(np.abs(tens))
-    for k in np.flatnonzero(near_half).tolist():
-        out[k] = round(float(values[k]), 1)
-    return pa.array(out, mask=np.isnan(values))
+    """``round(v, 1)`` of each value (Python's), null for NaN."""
+    return pa.array(rounded(values, 1), mask=np.isnan(values))
 
 
 def _json_columns(records, idx, col):
