@@ -7,9 +7,7 @@ rare records (CM, info exchange, RNBD control messages, failovers) go through
 MessageView as dicts.  The output is the same byte for byte (tests/test_cli_messages.py).
 """
 
-import collections
 import json
-import multiprocessing
 import os
 import signal
 
@@ -62,34 +60,10 @@ class MessageLines:
         return self.json_batch(idx) if fmt == "json" else self.text_batch(idx)
 
     def blocks(self, fmt):
-        """The output as UTF-8, a batch of lines a block, in frame order.  Where
-        processes start by fork, each core formats a share of the batches: this
-        process every n-th, forked workers the others, a few batches ahead of the
-        writing (the workers have the records without a copy)."""
-        starts = range(0, len(self.records.order), BATCH)
-        workers = _cores() - 1 if "fork" in multiprocessing.get_all_start_methods() else 0
-        if not workers or len(starts) < 2 * (workers + 1):
-            for start in starts:
-                yield _block(self.batch(fmt, start))
-            return
-        global _forked
-        _forked = self
-        try:
-            with multiprocessing.get_context("fork").Pool(workers, _quiet_on_ctrl_c) as pool:
-                ahead = collections.deque()
-                for k, start in enumerate(starts):
-                    ahead.append(start if k % (workers + 1) == 0 else
-                                 pool.apply_async(_forked_block, (fmt, start)))
-                    if len(ahead) > AHEAD * (workers + 1):
-                        yield self._block_of(fmt, ahead.popleft())
-                while ahead:
-                    yield self._block_of(fmt, ahead.popleft())
-        finally:
-            _forked = None
-
-    def _block_of(self, fmt, job):
-        """A batch's block: formatted here (its start) or by a worker (its result)."""
-        return _block(self.batch(fmt, job)) if isinstance(job, int) else job.get()
+        """The output as UTF-8, a batch of lines a block, in frame order, formatted on
+        every core (``forked_blocks``)."""
+        return forked_blocks(lambda k: _block(self.batch(fmt, k * BATCH)),
+                             -(-len(self.records.order) // BATCH))
 
     # -- shared ----------------------------------------------------------------------
 
@@ -314,10 +288,60 @@ class MessageLines:
             + _texts('%d, "prio": %d', c["bi_size"][io], c["prio"][io]) + tail
 
 
-#: batches formatted ahead of the writing, per worker (what waits is bounded)
-AHEAD = 4
-#: the MessageLines the forked workers format (set before the fork)
-_forked = None
+def forked_blocks(make, count):
+    """``make(k)`` (bytes) for k in range(count), in order, made on every core the
+    process may use: where processes start by fork, this process makes every n-th
+    block and a forked worker each of the others, sent through a pipe (whose capacity
+    bounds how far a worker runs ahead: what waits does not grow with the output).  The
+    workers read what the parent holds without a copy.  A block a worker could not
+    send is made here."""
+    workers = _cores() - 1 if hasattr(os, "fork") else 0
+    if workers < 1 or count < 2 * (workers + 1):
+        yield from map(make, range(count))
+        return
+    pipes = {}
+    try:
+        for i in range(1, workers + 1):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                _serve(make, range(i, count, workers + 1), write, pipes)
+            os.close(write)
+            pipes[i] = (pid, os.fdopen(read, "rb"))
+        for k in range(count):
+            i = k % (workers + 1)
+            yield (i and _receive(pipes[i][1])) or make(k)
+    finally:
+        for pid, stream in pipes.values():
+            stream.close()
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+
+
+def _serve(make, ks, fd, others):
+    """A forked worker: the blocks ``ks``, each after its length, into ``fd``; never
+    returns (nothing of the parent's exit runs here)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
+    for _, stream in others.values():
+        stream.close()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for k in ks:
+                block = make(k)
+                out.write(len(block).to_bytes(8, "little"))
+                out.write(block)
+    finally:
+        os._exit(0)
+
+
+def _receive(stream):
+    """The next block of a worker's pipe, or None: the worker is gone."""
+    size = stream.read(8)
+    if len(size) < 8:
+        return None
+    block = stream.read(int.from_bytes(size, "little"))
+    return block if len(block) == int.from_bytes(size, "little") else None
 
 
 def _cores():
@@ -325,15 +349,6 @@ def _cores():
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def _quiet_on_ctrl_c():
-    """A worker leaves Ctrl-C to the parent, which ends the pool."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _forked_block(fmt, start):
-    return _block(_forked.batch(fmt, start))
 
 
 def _block(lines):
