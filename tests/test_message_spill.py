@@ -18,7 +18,7 @@ from cli_run import run
 from rtrs_scapy.analysis import analyze, spill
 from rtrs_scapy.analysis.columns import Columns
 from rtrs_scapy.engine import ROWS
-from rtrs_scapy.report import message_lines
+from rtrs_scapy.report import forked
 from rtrs_scapy.report.message_lines import MessageLines
 from rtrs_scapy.report.messages import MessageView
 from rtrs_scapy.tables.build import messages_tables
@@ -96,7 +96,7 @@ def test_forked_workers_write_what_one_process_formats(failover_runs, monkeypatc
     """``messages`` formats the batches on every core, in forked workers
     (report/message_lines.py): their blocks, in order, are the lines one process
     makes, from records in memory and on disk alike."""
-    monkeypatch.setattr(message_lines, "_cores", lambda: 3)
+    monkeypatch.setattr(forked, "_cores", lambda: 3)
     for result in failover_runs.values():
         lines = MessageLines(MessageView(result.summary, result.messages), result.messages)
         for fmt in ("text", "json"):
@@ -108,7 +108,7 @@ def test_blocks_come_in_order_from_every_process_and_a_lost_worker_costs_nothing
         monkeypatch):
     """Three cores: this process makes every third block, two forked workers the others;
     a worker that fails (at block 4) leaves its blocks to this process, in order."""
-    monkeypatch.setattr(message_lines, "_cores", lambda: 3)
+    monkeypatch.setattr(forked, "_cores", lambda: 3)
     parent = os.getpid()
 
     def make(k):
@@ -116,7 +116,7 @@ def test_blocks_come_in_order_from_every_process_and_a_lost_worker_costs_nothing
             raise RuntimeError("lost")
         return b"%d %d\n" % (k, os.getpid())
 
-    made = [block.split() for block in message_lines.forked_blocks(make, 10)]
+    made = [block.split() for block in forked.blocks(make, 10)]
     assert [int(k) for k, _ in made] == list(range(10))
     by = {int(k): int(pid) for k, pid in made}
     assert len(set(by.values())) == 3

@@ -8,13 +8,12 @@ MessageView as dicts.  The output is the same byte for byte (tests/test_cli_mess
 """
 
 import json
-import os
-import signal
 
 import numpy as np
 
 from ..analysis import records as R
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
+from . import forked
 from .messages import LINE, MessageView, _path_key, json_fields, json_rnbd
 from .words import errno_text, rounded, utc_iso
 
@@ -61,8 +60,8 @@ class MessageLines:
 
     def blocks(self, fmt):
         """The output as UTF-8, a batch of lines a block, in frame order, formatted on
-        every core (``forked_blocks``)."""
-        return forked_blocks(lambda k: _block(self.batch(fmt, k * BATCH)),
+        every core (forked.py)."""
+        return forked.blocks(lambda k: _block(self.batch(fmt, k * BATCH)),
                              -(-len(self.records.order) // BATCH))
 
     # -- shared ----------------------------------------------------------------------
@@ -286,69 +285,6 @@ class MessageLines:
         return _texts('{"type": %d, "device_id": %%d, "sector": ' % R.RNBD_MSG_IO,
                       c["device_id"][io]) + _texts("%s", sector) + names \
             + _texts('%d, "prio": %d', c["bi_size"][io], c["prio"][io]) + tail
-
-
-def forked_blocks(make, count):
-    """``make(k)`` (bytes) for k in range(count), in order, made on every core the
-    process may use: where processes start by fork, this process makes every n-th
-    block and a forked worker each of the others, sent through a pipe (whose capacity
-    bounds how far a worker runs ahead: what waits does not grow with the output).  The
-    workers read what the parent holds without a copy.  A block a worker could not
-    send is made here."""
-    workers = _cores() - 1 if hasattr(os, "fork") else 0
-    if workers < 1 or count < 2 * (workers + 1):
-        yield from map(make, range(count))
-        return
-    pipes = {}
-    try:
-        for i in range(1, workers + 1):
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read)
-                _serve(make, range(i, count, workers + 1), write, pipes)
-            os.close(write)
-            pipes[i] = (pid, os.fdopen(read, "rb"))
-        for k in range(count):
-            i = k % (workers + 1)
-            yield (i and _receive(pipes[i][1])) or make(k)
-    finally:
-        for pid, stream in pipes.values():
-            stream.close()
-            os.kill(pid, signal.SIGTERM)
-            os.waitpid(pid, 0)
-
-
-def _serve(make, ks, fd, others):
-    """A forked worker: the blocks ``ks``, each after its length, into ``fd``; never
-    returns (nothing of the parent's exit runs here)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
-    for _, stream in others.values():
-        stream.close()
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for k in ks:
-                block = make(k)
-                out.write(len(block).to_bytes(8, "little"))
-                out.write(block)
-    finally:
-        os._exit(0)
-
-
-def _receive(stream):
-    """The next block of a worker's pipe, or None: the worker is gone."""
-    size = stream.read(8)
-    if len(size) < 8:
-        return None
-    block = stream.read(int.from_bytes(size, "little"))
-    return block if len(block) == int.from_bytes(size, "little") else None
-
-
-def _cores():
-    """The cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _block(lines):

@@ -1,0 +1,75 @@
+"""Blocks of output made on every core (``messages``' lines): where processes start
+by fork, the parent makes every n-th block and a forked worker each of the others,
+sent through a pipe.
+
+The workers read what the parent holds (the analysis' records) without a copy, and
+nothing of the parent's exit runs in them.  A fork copies only the thread that
+forks: a caller asks for the first block before it starts threads of its own, so
+that no lock another thread holds is copied held.
+"""
+
+import os
+import signal
+
+
+def blocks(make, count):
+    """``make(k)`` (bytes) for k in range(count), in order, made on every core the
+    process may use: where processes start by fork, this process makes every n-th
+    block and a forked worker each of the others, sent through a pipe (whose capacity
+    bounds how far a worker runs ahead: what waits does not grow with the output).  The
+    workers read what the parent holds without a copy.  A block a worker could not
+    send is made here."""
+    workers = _cores() - 1 if hasattr(os, "fork") else 0
+    if workers < 1 or count < 2 * (workers + 1):
+        yield from map(make, range(count))
+        return
+    pipes = {}
+    try:
+        for i in range(1, workers + 1):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                _serve(make, range(i, count, workers + 1), write, pipes)
+            os.close(write)
+            pipes[i] = (pid, os.fdopen(read, "rb"))
+        for k in range(count):
+            i = k % (workers + 1)
+            yield (i and _receive(pipes[i][1])) or make(k)
+    finally:
+        for pid, stream in pipes.values():
+            stream.close()
+            os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+
+
+def _serve(make, ks, fd, others):
+    """A forked worker: the blocks ``ks``, each after its length, into ``fd``; never
+    returns (nothing of the parent's exit runs here)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's to handle
+    for _, stream in others.values():
+        stream.close()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for k in ks:
+                block = make(k)
+                out.write(len(block).to_bytes(8, "little"))
+                out.write(block)
+    finally:
+        os._exit(0)
+
+
+def _receive(stream):
+    """The next block of a worker's pipe, or None: the worker is gone."""
+    size = stream.read(8)
+    if len(size) < 8:
+        return None
+    block = stream.read(int.from_bytes(size, "little"))
+    return block if len(block) == int.from_bytes(size, "little") else None
+
+
+def _cores():
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
