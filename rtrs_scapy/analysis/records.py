@@ -333,8 +333,8 @@ class Records:
                 self.rnbd[int(at[k])] = header
         put("inv", at, -1)
         if self.extras:
-            for record in at.tolist():
-                self.extras.pop(record, None)
+            for record in self.extras.keys() & at.tolist():
+                del self.extras[record]
         frames = self.cols.take(("frame",), at[desc])["frame"]
         for record, frame, key in zip(at[desc].tolist(), frames.tolist(),
                                       desc_key[mine][desc].tolist()):
@@ -355,8 +355,8 @@ class Records:
         put("flags", at, F_RESPONSE | np.where(with_invalidate[mine] != 0, F_WITH_INV, 0)
             | np.where(rkey_rsp[mine] != 0, F_RKEY, 0))
         if self.extras:
-            for record in at.tolist():
-                self.extras.pop(record, None)
+            for record in self.extras.keys() & at.tolist():
+                del self.extras[record]
 
     def pairs(self, requests, responses, latency):
         """Requests and the responses that answer them, ``latency`` seconds later."""
@@ -391,13 +391,15 @@ class Records:
         order): of each, the latest read with that key before it that is not invalidated
         yet (whatever the batching)."""
         hit, at = [], []
+        reads_of = self.reads.get
         for rkey, frame in zip(rkeys, frames):
-            reads = self.reads.get(rkey)
-            before = [r for r in reads if r[0] < frame] if reads else None
-            if before:
-                read = max(before, key=lambda r: r[0])
-                reads.remove(read)
-                hit.append(read[1])
+            latest = None
+            for read in reads_of(rkey, ()):      # a few: the recent reads of a key
+                if read[0] < frame and (latest is None or read[0] > latest[0]):
+                    latest = read
+            if latest is not None:
+                self.reads[rkey].remove(latest)
+                hit.append(latest[1])
                 at.append(frame)
         if hit:
             self.cols.put("inv", hit, at)
