@@ -27,6 +27,7 @@ left of load_c128_qd8192 from frame 532, a cut the old points never made) is rea
 the default, as documented: ``restricted`` says what the analyzer must then find.
 """
 
+import collections
 import functools
 
 import pytest
@@ -46,12 +47,18 @@ CRAFTED = sorted(PROJECT_PCAPS.glob("load_c*_qd*.pcap")) + [PROJECT_PCAPS / "io_
 SMALL_REAL = [name for name, _, truth in REAL_ALL if truth["pcap_stats"]["frames"] < 20000]
 
 
+#: a whole capture's summary and its records, as dicts
+Whole = collections.namedtuple("Whole", "summary messages")
+
+
 @functools.lru_cache(maxsize=None)
 def whole_of(pcap):
-    """(frames, link type, the analysis with its records) of a whole capture, once per
-    worker (test_cut_outputs.py cuts the same captures; nothing changes them)."""
+    """(frames, link type, Whole) of a whole capture, once per worker
+    (test_cut_outputs.py cuts the same captures; nothing changes them): its records
+    made into dicts once, not again for each cut."""
     frames, link_type = frames_of(pcap)
-    return frames, link_type, analyze(pcap, keep_messages=True)
+    analysis = analyze(pcap, keep_messages=True)
+    return frames, link_type, Whole(analysis.summary, list(analysis.messages))
 
 
 def frames_of(pcap):
