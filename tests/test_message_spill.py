@@ -123,6 +123,19 @@ def test_blocks_come_in_order_from_every_process_and_a_lost_worker_costs_nothing
     assert [k for k in by if by[k] == parent] == [0, 3, 4, 6, 7, 9]
 
 
+def test_blocks_without_a_process_to_spare_are_made_here(monkeypatch):
+    """Forking fails (a process limit): every block is made by this process, in order."""
+    monkeypatch.setattr(forked, "_cores", lambda: 3)
+
+    def no_process():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_process)
+    parent = os.getpid()
+    made = [block.split() for block in forked.blocks(lambda k: b"%d %d" % (k, os.getpid()), 9)]
+    assert made == [[b"%d" % k, b"%d" % parent] for k in range(9)]
+
+
 def test_what_stays_in_memory_does_not_grow_with_the_capture(failover_runs):
     """Of the spilled run, the rows in memory are the last two chunks' and the batch of
     messages the engine hands over, the chunks read back a few; the frame order and

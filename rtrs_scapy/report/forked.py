@@ -8,6 +8,7 @@ forks: a caller asks for the first block before it starts threads of its own, so
 that no lock another thread holds is copied held.
 """
 
+import contextlib
 import os
 import signal
 
@@ -19,28 +20,43 @@ def blocks(make, count):
     bounds how far a worker runs ahead: what waits does not grow with the output).  The
     workers read what the parent holds without a copy.  A block a worker could not
     send is made here."""
-    workers = _cores() - 1 if hasattr(os, "fork") else 0
-    if workers < 1 or count < 2 * (workers + 1):
+    stride = _cores() if hasattr(os, "fork") else 1
+    if stride < 2 or count < 2 * stride:
         yield from map(make, range(count))
         return
     pipes = {}
     try:
-        for i in range(1, workers + 1):
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                os.close(read)
-                _serve(make, range(i, count, workers + 1), write, pipes)
-            os.close(write)
-            pipes[i] = (pid, os.fdopen(read, "rb"))
+        for i in range(1, stride):
+            try:
+                pid, read = _fork(make, range(i, count, stride), pipes)
+            except OSError:     # no more processes (a limit): the rest is made here
+                break
+            pipes[i] = (pid, read)
         for k in range(count):
-            i = k % (workers + 1)
-            yield (i and _receive(pipes[i][1])) or make(k)
+            i = k % stride
+            yield (i in pipes and _receive(pipes[i][1])) or make(k)
     finally:
         for pid, stream in pipes.values():
             stream.close()
-            os.kill(pid, signal.SIGTERM)
-            os.waitpid(pid, 0)
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):  # gone already
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+
+
+def _fork(make, ks, others):
+    """A worker making the blocks ``ks``: its pid and the pipe it sends them through."""
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read)
+        os.close(write)
+        raise
+    if pid == 0:
+        os.close(read)
+        _serve(make, ks, write, others)
+    os.close(write)
+    return pid, os.fdopen(read, "rb")
 
 
 def _serve(make, ks, fd, others):
