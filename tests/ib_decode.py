@@ -160,20 +160,23 @@ def ib_frames(pcap):
     for f in fields:
         cmd += ["-e", f]
     run = subprocess.run(cmd, capture_output=True, text=True, env=tshark_env(), check=True)
+    at = {name: k for k, name in enumerate(fields)}     # a frame's fields by position
+    mgmt, src6, dst6, pad = (at[f] for f in ("infiniband.mad.mgmtclass", "ipv6.src",
+                                             "ipv6.dst", "infiniband.bth.padcnt"))
+    data = at.get("data.data")
+    cm_at = [(f, at[f]) for f in CM_FIELDS]
     frames = []
     for line in run.stdout.splitlines():
         v = line.split("\t")
-        row = dict(zip(fields, v))
         imm = v[7].split(",")[0].replace(":", "")
-        mgmt_class = row["infiniband.mad.mgmtclass"]
-        cm = {f: row[f] for f in CM_FIELDS} if mgmt_class and int(mgmt_class, 0) == 7 else None
-        payload = bytes.fromhex(row["data.data"]) if records is None else \
-            _payload(records[int(v[0]) - 1], v[8], row["infiniband.bth.padcnt"])
+        cm = {f: v[k] for f, k in cm_at} if v[mgmt] and int(v[mgmt], 0) == 7 else None
+        payload = bytes.fromhex(v[data]) if records is None else \
+            _payload(records[int(v[0]) - 1], v[8], v[pad])
         frames.append(Frame(int(v[0]), float(v[1]), v[2] or None, v[3] or None, _int(v[4]),
                             _int(v[5]), _int(v[6]), int(imm, 16) if imm else None, payload,
                             _int(v[9]), v[10] or None, _int(v[11]),
                             _int(v[12]), bytes.fromhex(v[13]), bytes.fromhex(v[14]),
-                            row["ipv6.src"] or None, row["ipv6.dst"] or None, cm))
+                            v[src6] or None, v[dst6] or None, cm))
     return frames
 
 
