@@ -93,7 +93,9 @@ class Frame:
     destqp: Optional[int]
     psn: Optional[int]
     imm: Optional[int]
-    payload: bytes
+    payload: Optional[bytes]         # of a file not a classic pcap (else: payloads())
+    data_len: Optional[str]          # tshark's data.len and BTH pad count: where the
+    pad: Optional[str]               # payload lies in a classic pcap's record
     attr: Optional[int]
     tid: Optional[str]
     req_qpn: Optional[int]
@@ -123,15 +125,21 @@ PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\xc3\xd4",
                b"\xa1\xb2\x3c\x4d")
 
 
+def _classic_ethernet(pcap):
+    """Whether ``pcap`` is a classic pcap (gzip or not) of Ethernet frames."""
+    path = Path(pcap)
+    with (gzip.open(path) if path.suffix == ".gz" else open(path, "rb")) as f:
+        head = f.read(24)
+    if head[:4] not in PCAP_MAGICS or len(head) < 24:
+        return False
+    order = "<" if head[:4] in PCAP_MAGICS[:2] else ">"
+    return struct.unpack_from(order + "I", head, 20)[0] == LINKTYPE_ETHERNET
+
+
 def _records(pcap):
-    """The bytes of each record of a classic Ethernet pcap (gzip or not), None for any
-    other file."""
+    """The bytes of each record of a classic Ethernet pcap (gzip or not)."""
     data, offsets = pcap_records.__wrapped__(pcap)   # not kept: only the payloads are
-    if data[:4] not in PCAP_MAGICS:
-        return None
     order = "<" if data[:4] in PCAP_MAGICS[:2] else ">"
-    if struct.unpack_from(order + "I", data, 20)[0] != LINKTYPE_ETHERNET:
-        return None
     view = memoryview(data)
     return [view[at + 16:at + 16 + struct.unpack_from(order + "I", data, at + 8)[0]]
             for at in offsets]
@@ -151,10 +159,11 @@ def ib_frames(pcap):
     """Every frame of the whole capture as tshark's own dissectors show it (one tshark
     run per capture and test run: the cut sweeps and test_failover.py read it).  The
     payloads of a classic Ethernet pcap are cut from its records where tshark finds
-    them, rather than printed by tshark in hex (the bulk of its output); of another
-    file, tshark prints them."""
-    records = _records(pcap)
-    fields = FIELDS if records is not None else FIELDS + ("data.data",)
+    them, rather than printed by tshark in hex (the bulk of its output), and only for
+    the captures whose payloads are read (``payloads``); of another file, tshark
+    prints them."""
+    classic = _classic_ethernet(pcap)
+    fields = FIELDS if classic else FIELDS + ("data.data",)
     cmd = [TSHARK, "-n", "-r", str(pcap), "--disable-protocol", "rpcordma",
            "-T", "fields", "-E", "occurrence=f"]
     for f in fields:
@@ -170,14 +179,24 @@ def ib_frames(pcap):
         v = line.split("\t")
         imm = v[7].split(",")[0].replace(":", "")
         cm = {f: v[k] for f, k in cm_at} if v[mgmt] and int(v[mgmt], 0) == 7 else None
-        payload = bytes.fromhex(v[data]) if records is None else \
-            _payload(records[int(v[0]) - 1], v[8], v[pad])
+        payload = None if classic else bytes.fromhex(v[data])
         frames.append(Frame(int(v[0]), float(v[1]), v[2] or None, v[3] or None, _int(v[4]),
                             _int(v[5]), _int(v[6]), int(imm, 16) if imm else None, payload,
-                            _int(v[9]), v[10] or None, _int(v[11]),
+                            v[8], v[pad], _int(v[9]), v[10] or None, _int(v[11]),
                             _int(v[12]), bytes.fromhex(v[13]), bytes.fromhex(v[14]),
                             v[src6] or None, v[dst6] or None, cm))
     return frames
+
+
+@once_per_run
+def payloads(pcap):
+    """The IB payload of every frame of ``ib_frames(pcap)``, in its order (what the
+    decode reads; the other views of the frames need none)."""
+    frames = ib_frames(pcap)
+    if not _classic_ethernet(pcap):
+        return [f.payload for f in frames]
+    records = _records(pcap)
+    return [_payload(records[f.number - 1], f.data_len, f.pad) for f in frames]
 
 
 @functools.lru_cache(maxsize=None)
@@ -248,7 +267,7 @@ def decode(pcap, first):
     it is kept for the next caller)."""
     out = Decode()
     setups, known, streams, events = {}, {}, {}, {}
-    for f in ib_frames(pcap)[first - 1:]:
+    for f, payload in zip(ib_frames(pcap)[first - 1:], payloads(pcap)[first - 1:]):
         _handshake(f, setups, known)
         if f.opcode is None or f.opcode >= 0x20 or f.opcode == ACK:
             continue
@@ -266,16 +285,16 @@ def decode(pcap, first):
         stream["psn"] = f.psn
         message = None   # [whole?, payload chunks]
         if f.opcode in FIRST:
-            stream["msg"] = [True, [f.payload]]
+            stream["msg"] = [True, [payload]]
         elif f.opcode in MIDDLE | LAST:
             if stream["msg"] is None and new_stream:
                 stream["msg"] = [False, []]   # the capture starts inside this message
             if stream["msg"] is not None:
-                stream["msg"][1].append(f.payload)
+                stream["msg"][1].append(payload)
             if f.opcode in LAST:
                 message, stream["msg"] = stream["msg"], None
         else:
-            message = [True, [f.payload]]
+            message = [True, [payload]]
         domain = known.get(key, ("path", frozenset((f.src, f.dst))))
         kind = None if f.imm is None else f.imm >> 28
         if kind == 0 and f.opcode in REQUEST_OPS and message is not None:
