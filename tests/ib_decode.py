@@ -42,6 +42,16 @@ ACK = 0x11
 CM_REQ, CM_REJ, CM_REP = 0x0010, 0x0012, 0x0013
 ICRC_LEN = 4
 LINKTYPE_ETHERNET = 1
+# the classic pcap file (pcap-savefile(5)): a 24-byte file header (the link type at 20),
+# then records, each a 16-byte header (its captured length at 8) and the frame
+PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\xc3\xd4",
+               b"\xa1\xb2\x3c\x4d")
+FILE_HEADER, LINK_TYPE_AT, RECORD_HEADER, CAPLEN_AT = 24, 20, 16, 8
+
+
+def _byte_order(data):
+    """struct's byte order of a classic pcap, from its magic."""
+    return "<" if data[:4] in PCAP_MAGICS[:2] else ">"
 
 IB_FIELDS = ("frame.number", "frame.time_epoch", "ip.src", "ip.dst", "infiniband.bth.opcode",
              "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.immdt", "data.len",
@@ -66,18 +76,18 @@ def pcap_records(pcap):
     data = path.read_bytes()
     if path.suffix == ".gz":
         data = gzip.decompress(data)
-    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    offsets, pos = [], 24
-    while pos + 16 <= len(data):
+    order = _byte_order(data)
+    offsets, pos = [], FILE_HEADER
+    while pos + RECORD_HEADER <= len(data):
         offsets.append(pos)
-        pos += 16 + struct.unpack_from(order + "I", data, pos + 8)[0]
+        pos += RECORD_HEADER + struct.unpack_from(order + "I", data, pos + CAPLEN_AT)[0]
     return data, offsets
 
 
 def write_cut(pcap, first, path):
     """The capture from frame ``first`` (1-based) on."""
     data, offsets = pcap_records(pcap)
-    path.write_bytes(data[:24] + data[offsets[first - 1]:])
+    path.write_bytes(data[:FILE_HEADER] + data[offsets[first - 1]:])
     return path
 
 
@@ -121,27 +131,24 @@ def _int(text):
     return int(text, 0) if text else None
 
 
-PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\xc3\xd4",
-               b"\xa1\xb2\x3c\x4d")
-
-
 def _classic_ethernet(pcap):
     """Whether ``pcap`` is a classic pcap (gzip or not) of Ethernet frames."""
     path = Path(pcap)
     with (gzip.open(path) if path.suffix == ".gz" else open(path, "rb")) as f:
-        head = f.read(24)
-    if head[:4] not in PCAP_MAGICS or len(head) < 24:
+        head = f.read(FILE_HEADER)
+    if head[:4] not in PCAP_MAGICS or len(head) < FILE_HEADER:
         return False
-    order = "<" if head[:4] in PCAP_MAGICS[:2] else ">"
-    return struct.unpack_from(order + "I", head, 20)[0] == LINKTYPE_ETHERNET
+    return struct.unpack_from(_byte_order(head) + "I", head, LINK_TYPE_AT)[0] \
+        == LINKTYPE_ETHERNET
 
 
 def _records(pcap):
     """The bytes of each record of a classic Ethernet pcap (gzip or not)."""
     data, offsets = pcap_records.__wrapped__(pcap)   # not kept: only the payloads are
-    order = "<" if data[:4] in PCAP_MAGICS[:2] else ">"
+    order = _byte_order(data)
     view = memoryview(data)
-    return [view[at + 16:at + 16 + struct.unpack_from(order + "I", data, at + 8)[0]]
+    return [view[at + RECORD_HEADER:at + RECORD_HEADER
+                 + struct.unpack_from(order + "I", data, at + CAPLEN_AT)[0]]
             for at in offsets]
 
 
