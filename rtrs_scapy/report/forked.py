@@ -80,8 +80,9 @@ def _receive(stream):
     size = stream.read(8)
     if len(size) < 8:
         return None
-    block = stream.read(int.from_bytes(size, "little"))
-    return block if len(block) == int.from_bytes(size, "little") else None
+    size = int.from_bytes(size, "little")
+    block = stream.read(size)
+    return block if len(block) == size else None
 
 
 def _cores():
