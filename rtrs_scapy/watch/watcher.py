@@ -216,8 +216,11 @@ class Watcher:
             state = path_state(path, stall)
             if state != view.state:
                 if state == "stalled":
-                    events.append(self._event(path, dict(stall, kind="stalled")))
+                    events.append(self._stalled(path, view, stall))
                 view.state, view.last_active = state, now
+            if final:
+                events.extend(self._stalled(path, view, proven) for proven in path.stalls
+                              if ("stalled", proven["sender"]) not in view.events_seen)
             if (now - view.last_active > self.age_out and not inflight[pid]
                     and pid not in stats):
                 del self.views[pid]
@@ -313,6 +316,14 @@ class Watcher:
             view.events_seen.add(key)
             fresh.append(self._event(path, event))
         return fresh
+
+    def _stalled(self, path, view, stall):
+        """A ``stalled`` event, once per direction: the one an interval's end saw, or
+        at the end the one the analyzer proves (a pipe read faster than an interval can
+        take a link's whole death in one interval)."""
+        view.events_seen.add(("stalled", stall["sender"]))
+        return self._event(path, {"kind": "stalled", "frame": stall["frame"],
+                                  "time": stall["time"], "sender": stall["sender"]})
 
     def _io_events(self, path, stats):
         events = []
