@@ -11,7 +11,7 @@ a latency of a few ms then fits two bytes, an instant four.
 
 import numpy as np
 
-from .iorows import narrow
+from .iorows import narrow, narrow_type
 
 #: the capacity grows by half each time it is full (amortized copies, a bounded slack)
 GROWTH = 1.5
@@ -23,6 +23,16 @@ def capacity_for(need):
     return max(int(need * GROWTH), 64)
 #: ns per µs: the unit of times kept while all of them are whole µs
 MICRO = 1000
+
+
+_LIMITS = {np.dtype(t): (np.iinfo(t).min, np.iinfo(t).max)
+           for t in (np.int8, np.int16, np.int32, np.int64)}
+
+
+def _holds(kind, low, high):
+    """Whether the integer type ``kind`` holds ``low`` to ``high``."""
+    least, most = _LIMITS[kind]
+    return least <= low and high <= most
 
 
 class Growing:
@@ -47,11 +57,19 @@ class Growing:
             return
         if self.instants and not self.stop:
             self.base = int(values[0])
-        values = values.astype(np.int64, copy=False) - self.base
-        if self.unit != 1 and np.any(values % self.unit):
-            self._exact()
-        values = narrow(values // self.unit if self.unit != 1 else values)
-        kind = np.promote_types(self.data.dtype, values.dtype)
+        values = values.astype(np.int64, copy=False)
+        if self.base:
+            values = values - self.base
+        if self.unit != 1:
+            whole, rest = np.divmod(values, self.unit)
+            if rest.any():
+                self._exact()
+            else:
+                values = whole
+        low, high = int(values.min()), int(values.max())
+        kind = self.data.dtype
+        if not _holds(kind, low, high):
+            kind = np.promote_types(kind, narrow_type(low, high) or np.int64)
         if kind != self.data.dtype or self.stop + len(values) > len(self.data):
             live = len(self) + len(values)
             grown = np.empty(capacity_for(live), dtype=kind)

@@ -112,11 +112,16 @@ def narrow(column):
     values: a flag in a byte, a path id in one to four)."""
     if not len(column):
         return column.astype(np.int8)
-    low, high = column.min(), column.max()
+    kind = narrow_type(column.min(), column.max())
+    return column if kind is None else column.astype(kind)
+
+
+def narrow_type(low, high):
+    """The smallest of int8, int16 and int32 that holds ``low`` to ``high``, or None."""
     for info in _NARROW:
         if info.min <= low and high <= info.max:
-            return column.astype(info.dtype)
-    return column
+            return info.dtype
+    return None
 
 
 class Kept:

@@ -88,14 +88,19 @@ class Plan:
         if spec.kind != "uint" or spec.size > 8:
             raise LayoutError("%s.%s: no column for %s/%d bytes"
                               % (self.name, name, spec.kind, spec.size))
-        value = np.zeros(len(base), dtype=np.uint64)
-        for i in range(spec.size):
-            byte = b[base + spec.offset + i].astype(np.uint64)
-            if spec.endian == "<":
-                value |= byte << np.uint64(8 * i)
-            else:
-                value = (value << np.uint64(8)) | byte
-        value = value.view(np.int64)
+        if spec.size in (1, 2, 4, 8):     # the bytes of each message read as one integer
+            at = (base + spec.offset)[:, None] + np.arange(spec.size)
+            kind = "%s%s%d" % (spec.endian, "i" if spec.size == 8 else "u", spec.size)
+            value = b[at].view(kind)[:, 0].astype(np.int64)
+        else:
+            value = np.zeros(len(base), dtype=np.uint64)
+            for i in range(spec.size):
+                byte = b[base + spec.offset + i].astype(np.uint64)
+                if spec.endian == "<":
+                    value |= byte << np.uint64(8 * i)
+                else:
+                    value = (value << np.uint64(8)) | byte
+            value = value.view(np.int64)
         if spec.is_bits:
             value = (value >> spec.shift) & ((1 << spec.width) - 1)
         return value
