@@ -25,16 +25,6 @@ def capacity_for(need):
 MICRO = 1000
 
 
-_LIMITS = {np.dtype(t): (np.iinfo(t).min, np.iinfo(t).max)
-           for t in (np.int8, np.int16, np.int32, np.int64)}
-
-
-def _holds(kind, low, high):
-    """Whether the integer type ``kind`` holds ``low`` to ``high``."""
-    least, most = _LIMITS[kind]
-    return least <= low and high <= most
-
-
 class Growing:
     """An integer array appended to at its end and, as a bounded log, dropped from at
     its start.  ``times``: ns values, kept in µs while they allow it; ``instants``:
@@ -66,10 +56,8 @@ class Growing:
                 self._exact()
             else:
                 values = whole
-        low, high = int(values.min()), int(values.max())
-        kind = self.data.dtype
-        if not _holds(kind, low, high):
-            kind = np.promote_types(kind, narrow_type(low, high) or np.int64)
+        kind = np.promote_types(self.data.dtype,
+                                narrow_type(values.min(), values.max()) or np.int64)
         if kind != self.data.dtype or self.stop + len(values) > len(self.data):
             live = len(self) + len(values)
             grown = np.empty(capacity_for(live), dtype=kind)
