@@ -14,9 +14,10 @@ from datetime import datetime
 import pytest
 
 from conftest import REAL_PCAPS, real_pcap, real_truth
-from ib_decode import in_flight_at
+from ib_decode import in_flight_at, write_cut
+from rtrs_scapy.watch.watcher import CM_EVENTS
 from watch_util import (OPS, RTRS_DISSECT, interval_totals, record_stamps, summary,
-                        summary_totals, watch_jsonl)
+                        summary_totals, watch_jsonl, watch_jsonl_in_process)
 
 CAPTURES = sorted(REAL_PCAPS.glob("*.pcap")) + sorted(REAL_PCAPS.glob("*.pcap.gz"))
 PATH_KEYS = ["session", "sess_uuid", "client", "server", "state", "read", "write", "inflight",
@@ -249,3 +250,26 @@ def test_failover_piped_ages_heartbeats_on_the_capture_s_clock():
                for e in i["events"] if e["kind"] == "stalled"]
     assert stalled == [("10.77.1.2", 22153, "server")]
     assert sum(p["retransmissions"] for _, p in _dead_path(intervals)) == 47
+
+
+@pytest.mark.parametrize("first", [20000, 22000])
+def test_failover_cut_mid_session_shows_each_event_once(tmp_path, first):
+    """failover.pcap.gz cut mid-failover (frame 20000: the dead path's stall still ahead;
+    22000: just before it), without the handshake of the dead path's first connection:
+    the analysis merges the path it inferred into the one the reconnect attempts'
+    handshakes name, at the end.  Piped (one wall-clock interval) and read from the
+    file (intervals of the capture's clock) alike, every CM event and every stall of
+    the summary is shown once, no more: the merged path's events are not shown again
+    under the path that took them over."""
+    cut = write_cut(real_pcap("failover"), first, tmp_path / ("failover_%d.pcap" % first))
+    whole = summary(cut)
+    paths = [p for s in whole["sessions"] for p in s["paths"]]
+    want = Counter((p["client"], e["kind"], e["frame"]) for p in paths for e in p["events"]
+                   if e["kind"] in CM_EVENTS)
+    want.update((p["client"], "stalled", s["frame"]) for p in paths for s in p["stalls"])
+    assert want[("10.77.1.2", "stalled", 22153 - first + 1)] == 1
+    assert want[("10.77.1.2", "disconnect", 186660 - first + 1)] == 1
+    for intervals in (piped(cut), watch_jsonl_in_process(cut)):
+        shown = Counter((e["client"], e["kind"], e["frame"]) for i in intervals
+                        for e in i["events"] if e["kind"] in CM_EVENTS + ("stalled",))
+        assert shown == want

@@ -135,6 +135,7 @@ class Watcher:
         self.age_out = age_out
         self.views = {}             # path id -> _View, the paths in view
         self.memory = {}            # path id -> _View of every path (small: counters, keys)
+        self.merged = set()         # path ids merged into another path (_merge_linked)
         self.cm_paths = set()       # paths a CM MAD or a heartbeat touched since the last interval
         self.unattributed = 0       # heartbeats of streams without handshake looked at
         self.live = live            # intervals of the wall clock (a pipe, an interface)
@@ -190,6 +191,7 @@ class Watcher:
         clock = self.clock(now)
         transport = self._transport(clock, seconds)
         self._stream_heartbeats(now)
+        self._merge_linked(now)
         touched = sorted({path.id for path in self.cm_paths})
         self.cm_paths.clear()
         events = []
@@ -218,7 +220,7 @@ class Watcher:
                 if state == "stalled":
                     events.append(self._stalled(path, view, stall))
                 view.state, view.last_active = state, now
-            if final:
+            if final and path.linked_to is None:
                 events.extend(self._stalled(path, view, proven) for proven in path.stalls
                               if ("stalled", proven["sender"]) not in view.events_seen)
             if (now - view.last_active > self.age_out and not inflight[pid]
@@ -301,8 +303,22 @@ class Watcher:
                        state, stats, inflight, path.queue_depth, reconnects, path.reconnects,
                        age, dict(path.devices), details)
 
+    def _merge_linked(self, now):
+        """A path the analysis merged into the one whose handshake continues it
+        (analysis/linking.py, at the end) hands its events to that path: what its
+        view showed counts as shown there, and it shows none of its own from then on."""
+        an = self.analyzer
+        for pid in [p for p in self.memory if p not in self.merged]:
+            target = an.path_list[pid].linked_to
+            if target is not None:
+                self._memory(target.id, now).events_seen |= self.memory[pid].events_seen
+                self.merged.add(pid)
+
     def _cm_events(self, path, view):
-        """The summary's events of ``path`` not shown before."""
+        """The summary's events of ``path`` not shown before (none of a path merged
+        into another: they are that path's)."""
+        if path.linked_to is not None:
+            return []
         fresh = []
         for event in path_summary(path)["events"]:
             if event["kind"] not in CM_EVENTS:
