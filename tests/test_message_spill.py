@@ -17,6 +17,7 @@ from conftest import real_pcap
 from cli_run import run
 from rtrs_scapy.analysis import analyze, spill
 from rtrs_scapy.analysis.columns import Columns
+from rtrs_scapy.analysis.records import Records
 from rtrs_scapy.engine import ROWS
 from rtrs_scapy.report import forked
 from rtrs_scapy.report.message_lines import MessageLines
@@ -74,6 +75,27 @@ def _outputs(result):
     out["table"] = [row for table in messages_tables(result, "failover")
                     for row in table.to_pylist()]
     return out
+
+
+def test_address_ids_are_numbered_in_the_order_the_addresses_come():
+    """A batch's addresses get their ids one look-up per distinct address
+    (analysis/records.py): the ids one look-up per row gives, new ones numbered in
+    the order of their first row, also where one low half sits under two high ones
+    (an IPv4-mapped address and an IPv6 one in the same batch)."""
+    class Texts:
+        text = staticmethod(lambda raw: "%x/%x" % raw)
+
+    rng = np.random.default_rng(7)
+    mapped, six = 0xFFFF, 0x2001_0DB8 << 32
+    for highs in ((mapped,), (mapped, six)):
+        hi = rng.choice(highs, 500)
+        lo = rng.choice([0x0A4D0101, 0x0A4D0102, 0x0A4D0001, 5], 500)
+        records, reference = Records(Texts()), Records(Texts())
+        for rows in (slice(0, 200), slice(200, 500)):
+            ids = records._address_ids(hi[rows], lo[rows])
+            assert ids.tolist() == [reference.addr_id(raw) for raw in
+                                    zip(hi[rows].tolist(), lo[rows].tolist())]
+        assert records.addrs == reference.addrs
 
 
 def test_spilled_records_give_the_same_lines_and_rows(failover_runs):

@@ -233,14 +233,22 @@ class Records:
 
     def _addresses(self, rows):
         """Address ids of the rows' sources and destinations."""
-        out = []
-        for hi, lo in ((T.R_SRC_HI, T.R_SRC_LO), (T.R_DST_HI, T.R_DST_LO)):
-            raws = list(zip(rows[:, hi].tolist(), rows[:, lo].tolist()))
-            ids = list(map(self._addr_id.get, raws))
-            if None in ids:
-                ids = [self.addr_id(raw) for raw in raws]
-            out.append(np.array(ids, dtype=np.int32))
-        return out
+        return [self._address_ids(rows[:, hi], rows[:, lo])
+                for hi, lo in ((T.R_SRC_HI, T.R_SRC_LO), (T.R_DST_HI, T.R_DST_LO))]
+
+    def _address_ids(self, hi, lo):
+        """Address ids of (hi, lo) halves, one look-up per distinct address (a batch has
+        a few), new ones numbered in the order they come."""
+        low, first, inverse = np.unique(lo, return_index=True, return_inverse=True)
+        high = hi[first]
+        if not np.array_equal(high[inverse], hi):   # one low half under two high ones
+            pairs, first, inverse = np.unique(np.stack((hi, lo), axis=1), axis=0,
+                                              return_index=True, return_inverse=True)
+            high, low = pairs[:, 0], pairs[:, 1]
+        ids = np.empty(len(low), dtype=np.int32)
+        for k in np.argsort(first).tolist():
+            ids[k] = self.addr_id((int(high[k]), int(low[k])))
+        return ids[inverse.reshape(-1)]
 
     def _others(self, rows):
         """One record per message of another protocol's connection, without RTRS fields:

@@ -88,10 +88,14 @@ class Plan:
         if spec.kind != "uint" or spec.size > 8:
             raise LayoutError("%s.%s: no column for %s/%d bytes"
                               % (self.name, name, spec.kind, spec.size))
-        if spec.size in (1, 2, 4, 8):     # the bytes of each message read as one integer
-            at = (base + spec.offset)[:, None] + np.arange(spec.size)
-            kind = "%s%s%d" % (spec.endian, "i" if spec.size == 8 else "u", spec.size)
-            value = b[at].view(kind)[:, 0].astype(np.int64)
+        if spec.size in (1, 2, 4, 8):
+            # ``b`` seen as one integer starting at each of its bytes (a view, no copy):
+            # one gather reads the field of every message
+            kind = np.dtype("%s%s%d" % (spec.endian, "i" if spec.size == 8 else "u",
+                                        spec.size))
+            every = np.ndarray((max(len(b) - spec.size + 1, 0),), dtype=kind,
+                               buffer=np.ascontiguousarray(b), strides=(1,))
+            value = every[base + spec.offset].astype(np.int64)
         else:
             value = np.zeros(len(base), dtype=np.uint64)
             for i in range(spec.size):
