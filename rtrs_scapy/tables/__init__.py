@@ -4,6 +4,7 @@ queried with DuckDB (docs/TABLES.md says every column).
 
 ``schema`` holds the versioned schema, ``ios`` writes the IO rows while the
 capture is read, ``build`` makes the other tables from the finished analysis,
-``export`` writes them into a folder, ``sql`` queries such a folder (or a
-capture, exported on the fly).  Needs the ``scale`` extra (pyarrow, duckdb).
+``export`` writes them into a folder (each file's row groups encoded on a thread of
+their own: ``encoding``), ``sql`` queries such a folder (or a capture, exported on
+the fly).  Needs the ``scale`` extra (pyarrow, duckdb).
 """

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow.parquet as pq
 
 from . import build
+from .encoding import Encoder
 from .ios import IoWriter
 from .schema import TABLES, schema
 
@@ -109,25 +110,17 @@ _trim_heap = _heap_trimmer()
 
 
 def _write(path, table, pieces):
-    """Arrow tables into one Parquet file (a row group each); the row count.  A thread
-    writes each piece while the next is made: Parquet's encoding and Arrow's compute
-    both run without the GIL."""
+    """Arrow tables into one Parquet file (a row group each, encoded while the next is
+    made: encoding.py); the row count."""
     rows = 0
-    with pq.ParquetWriter(path + ".partial", schema(table)) as writer, \
-            ThreadPoolExecutor(1) as encoder:
-        writing = None
+    encoder = Encoder(pq.ParquetWriter(path + ".partial", schema(table)),
+                      after=lambda: _trim_heap(0))
+    try:
         for piece in pieces:
-            if writing is not None:
-                writing.result()
-            writing = encoder.submit(_write_piece, writer, piece)
+            encoder.write(piece)
             rows += piece.num_rows
             del piece
-        if writing is not None:
-            writing.result()
+    finally:
+        encoder.close()
     os.replace(path + ".partial", path)
     return rows
-
-
-def _write_piece(writer, piece):
-    writer.write_table(piece)
-    _trim_heap(0)

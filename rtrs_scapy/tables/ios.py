@@ -21,6 +21,7 @@ from ..analysis import iorows, split
 from ..analysis.rnbd import kind_name
 from ..spec.constants import RNBD_OP_FLUSH, errno_name, rnbd_op_name
 from .arrays import by_key, lookup, nullable
+from .encoding import Encoder
 from .names import PATH_COLUMNS, Names
 from .schema import TIME, schema
 
@@ -119,7 +120,7 @@ class IoWriter:
         self.pending_rows = 0
         self.rows = 0
         self.used = {}           # name key -> set of the names written for it
-        self.writer = pq.ParquetWriter(self.path, schema("ios"))
+        self.writer = Encoder(pq.ParquetWriter(self.path, schema("ios")))
 
     def bind_analyzer(self, analyzer):
         self.names = Names(analyzer)
@@ -141,7 +142,7 @@ class IoWriter:
         table, used = arrow_rows(rows, self.capture, self.names)
         for key, name in used.items():
             self.used.setdefault(key, set()).add(name)
-        self.writer.write_table(table, row_group_size=self.row_group_rows)
+        self.writer.write(table, row_group_size=self.row_group_rows)
         self.rows += table.num_rows
 
     def close(self, analyzer):
@@ -158,8 +159,10 @@ class IoWriter:
 
     def abandon(self):
         """The analysis failed: no file."""
-        self.writer.close()
-        os.remove(self.path)
+        try:
+            self.writer.close()
+        finally:
+            os.remove(self.path)
 
     def _rename(self, names):
         """Rewrite the file with the final names, one row group at a time."""
