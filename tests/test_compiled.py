@@ -56,7 +56,7 @@ def installed(tmp_path_factory):
 def test_the_wheel_carries_every_entry_point_compiled(installed):
     wheel, _ = installed
     names = zipfile.ZipFile(wheel).namelist()
-    assert len(ENTRY_POINTS) == 10
+    assert len(ENTRY_POINTS) == 11
     for dispatcher in ENTRY_POINTS:
         base = _cache_base(dispatcher)
         assert any(n.endswith("/__pycache__/%s.nbi" % base) for n in names), base
@@ -96,7 +96,7 @@ def test_the_checkout_is_compiled_by_the_set_up():
     assert warmup.missing() == []
     result = CliRunner().invoke(main, ["compile"])
     assert result.exit_code == 0
-    assert result.output == "the engine is compiled for this machine (10 entry points)\n"
+    assert result.output == "the engine is compiled for this machine (11 entry points)\n"
 
 
 def test_one_line_before_a_compile(monkeypatch):

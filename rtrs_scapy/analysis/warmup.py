@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..capture import ib, open_capture
 from ..capture.jit import ENTRY_POINTS, missing
-from ..engine import transport  # noqa: F401  (its entry points register on import)
+from ..engine import text, transport  # (their entry points register on import)
 from . import analyze
 
 SAMPLES = Path(__file__).resolve().parent / "warmup-captures"
@@ -32,6 +32,7 @@ def compile_engine():
         ib.ib_offset(buf, start, end, link_type)
     streams = transport.TransportState(4)      # what an orphan DREQ asks (analyzer.py)
     transport.find(streams.table, streams.state, 0, 0, 0)
+    text.warm_up()                             # what messages writes its lines with
     left = missing()
     if left:
         raise RuntimeError("not compiled: %s" % ", ".join(left))

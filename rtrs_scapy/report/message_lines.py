@@ -12,6 +12,7 @@ import json
 import numpy as np
 
 from ..analysis import records as R
+from ..engine.text import Pool, Template, exact_decimals
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
 from . import forked
 from .messages import LINE, MessageView, _path_key, json_fields, json_rnbd
@@ -47,6 +48,8 @@ class MessageLines:
                      for names in self.records.names]
         self._route = {}
         self._json_text = {}
+        self._pool = Pool()
+        self._template = self._named = self._extra_keys = None
 
     def batches(self, fmt):
         """Lists of lines (text) or JSON objects, in frame order."""
@@ -58,10 +61,16 @@ class MessageLines:
         idx = self.records.order[start:start + BATCH]
         return self.json_batch(idx) if fmt == "json" else self.text_batch(idx)
 
+    def block(self, fmt, start):
+        """:meth:`batch` as UTF-8, each line ended."""
+        if fmt == "json":
+            return self.json_block(self.records.order[start:start + BATCH])
+        return _block(self.batch(fmt, start))
+
     def blocks(self, fmt):
         """The output as UTF-8, a batch of lines a block, in frame order, formatted on
         every core (forked.py)."""
-        return forked.blocks(lambda k: _block(self.batch(fmt, k * BATCH)),
+        return forked.blocks(lambda k: self.block(fmt, k * BATCH),
                              -(-len(self.records.order) // BATCH))
 
     # -- shared ----------------------------------------------------------------------
@@ -187,104 +196,190 @@ class MessageLines:
 
     # -- JSON --------------------------------------------------------------------------
 
-    def json_batch(self, idx):
+    def json_block(self, idx):
+        """The JSON lines of the records ``idx`` (storage indices) as UTF-8, written by
+        the template (engine/text.py); rich records go through MessageView as dicts."""
         records, view = self.records, self.view
         c = records.cols.take(COLUMNS, idx)
-        n = len(idx)
+        flags = c["flags"]
+        texts = []
+
+        def text(k, line):
+            texts.append(line)
+            return len(texts) - 1
+
+        whole = np.full(len(idx), -1, dtype=np.int64)
         rich = (c["rich"] >= 0)
         if records.replies:
             rich |= np.isin(idx, np.fromiter(records.replies, dtype=np.int64))
-        jtext = self._json
-        refs = self.refs
-        named = _objects([NAMED % (
-            jtext(r.label) if r else "null", jtext(r.paths_uuid) if r else "null",
-            jtext(m[0]), jtext(m[1]), jtext(m[2])) for r, m in zip(refs, records.names)])
-        addrs = records.addrs
+        for k in np.flatnonzero(rich).tolist():
+            whole[k] = text(k, _dumps(view.as_json(records.record(int(idx[k])))) + "\n")
+        cols = {"frame": c["frame"], "qpn": c["qpn"], "cid": c["cid"], "paired": c["paired"],
+                "named": self._named_entries()[c["names"]],
+                "msg": self._msg_entries()[c["msg"]]}
         route_key = c["src"].astype(np.int64) << 32 | c["dst"].astype(np.int64)
-        routes = _per_value(route_key, lambda v: ROUTE % (jtext(addrs[v >> 32]),
-                                                          jtext(addrs[v & 0xFFFFFFFF])))
-        seconds, micro = _iso_parts(c["time"])
-        fields = self._fields_json(idx, c)
-        header = np.full(n, "null", dtype=object)
-        io = np.flatnonzero((c["flags"] & R.F_RNBD_IO) != 0)
-        header[io] = self._rnbd_json(c, io)
-        for k in np.flatnonzero(~rich & ((c["flags"] & R.F_RNBD_IO) == 0)).tolist():
+        addrs, jtext = records.addrs, self._json
+        cols["route"] = self._pooled(route_key, lambda v: ROUTE % (
+            jtext(addrs[v >> 32]), jtext(addrs[v & 0xFFFFFFFF])))
+        seconds, cols["micro"] = _iso_parts(c["time"], self._pooled)
+        cols["seconds"] = seconds
+        self._floats(cols, texts, "time", c["time"], 6)
+        self._floats(cols, texts, "rel", rounded(c["time"] - view.first_ts, 6), 6)
+        latency = rounded(c["latency"] * 1e6, 1)
+        self._floats(cols, texts, "latency", latency, 1)
+        cols["latency_null"] = latency != latency
+        self._fields_columns(idx, c, cols, text)
+        io = (flags & R.F_RNBD_IO) != 0
+        cols["io"] = io
+        sector = (c["rw"] & RNBD_OP_MASK) != RNBD_OP_FLUSH
+        cols["io_sector"], cols["io_flush"] = io & sector, io & ~sector
+        for name in ("device_id", "rw", "bi_size", "prio"):
+            cols[name] = c[name]
+        cols["sector"] = c["sector"].view(np.int64)
+        cols["rw_tail"] = self._pooled(c["rw"], lambda v: ', "msg": "io", "rw_str": %s, '
+                                       '"op": %s}' % (_dumps(R.rnbd.rw_str(v)),
+                                                      _dumps(rnbd_op_name(v))))
+        header = np.full(len(idx), -1, dtype=np.int64)
+        for k in np.flatnonzero(~rich & ~io).tolist():
             found = records.rnbd.get(int(idx[k]))
             if found is not None:
-                header[k] = _dumps(json_rnbd(found))
-        latency = [repr(v) if v == v else "null"
-                   for v in rounded(c["latency"] * 1e6, 1).tolist()]
-        cid = np.where(c["cid"] < 0, "null", _objects(c["cid"].tolist()))
-        paired = np.where(c["paired"] < 0, "null", _objects(c["paired"].tolist()))
-        out = [JSON % t for t in zip(
-            c["frame"].tolist(), c["time"].tolist(), seconds.tolist(), micro.tolist(),
-            rounded(c["time"] - view.first_ts, 6).tolist(),
-            named[c["names"]].tolist(), routes.tolist(), c["qpn"].tolist(), cid.tolist(),
-            _objects(records.msg_names)[c["msg"]].tolist(), fields.tolist(), header.tolist(),
-            paired.tolist(), latency)]
-        for k in np.flatnonzero(rich).tolist():
-            out[k] = _dumps(view.as_json(records.record(int(idx[k]))))
-        return out
+                header[k] = text(k, _dumps(json_rnbd(found)))
+        cols["rnbd_text"] = header
+        cols["rnbd_null"] = ~io & (header < 0)
+        return self._json_template().write(cols, whole, texts)
 
-    def _fields_json(self, idx, c):
-        """The ``fields`` objects of a batch's columnar records (the fields they gained
-        late, in the order they came, from the side dict)."""
+    def json_batch(self, idx):
+        """The JSON lines of the records ``idx``, as a list of str."""
+        return self.json_block(idx).decode().split("\n")[:-1]
+
+    def _json_template(self):
+        if self._template is None:
+            self._template = _json_template(self._pool)
+        return self._template
+
+    def _pooled(self, values, text):
+        """The pool entry of ``text(v)`` for each value, worked out once per distinct
+        value."""
+        unique, inverse = np.unique(values, return_inverse=True)
+        entries = np.array([self._pool.add(text(v)) for v in unique.tolist()], dtype=np.int64)
+        return entries[inverse.reshape(-1)]
+
+    def _named_entries(self):
+        """Per names id: the pool entry of its session, paths_uuid and names."""
+        if self._named is None:
+            jtext = self._json
+            self._named = np.array([self._pool.add(NAMED % (
+                jtext(r.label) if r else "null", jtext(r.paths_uuid) if r else "null",
+                jtext(m[0]), jtext(m[1]), jtext(m[2])))
+                for r, m in zip(self.refs, self.records.names)], dtype=np.int64)
+        return self._named
+
+    def _msg_entries(self):
+        return np.array([self._pool.add(name) for name in self.records.msg_names],
+                        dtype=np.int64)
+
+    @staticmethod
+    def _floats(cols, texts, name, values, places):
+        """The columns that write ``values`` as Python's repr: N with its guard where
+        the decimal is exact, the repr as the batch's text elsewhere (NaN: neither)."""
+        cols[name], exact = exact_decimals(values, places)
+        cols[name + "_exact"] = exact
+        reprs = np.full(len(values), -1, dtype=np.int64)
+        for k in np.flatnonzero(~exact & (values == values)).tolist():
+            texts.append(repr(float(values[k])))
+            reprs[k] = len(texts) - 1
+        cols[name + "_repr"] = reprs
+
+    def _fields_columns(self, idx, c, cols, text):
+        """The columns of the ``fields`` objects: what each kind of record shows, and
+        the fields records gained late (the side dict) as the batch's texts."""
         records = self.records
         flags = c["flags"]
-        out = np.full(len(idx), "{}", dtype=object)
-        extras = [records.extras.get(i) for i in idx.tolist()] if records.extras \
-            else [None] * len(idx)
-        inv = c["inv"]
-        late = np.where(inv >= 0, _texts(', "invalidate_frame": %d', inv), "")
-        for k in np.flatnonzero([e is not None for e in extras]).tolist():
-            late[k] = _extras_json(extras[k], int(inv[k]), int(c["inv_at"][k]))
-        req = np.flatnonzero((flags & R.F_REQUEST) != 0)
-        if len(req):
-            f = flags[req]
-            cut = (f & R.F_CUT) != 0
-            text = _texts('{"buf_id": %d, "offset": %d, ', c["buf_id"][req], c["offset"][req])
-            text = text + np.where(cut, _texts(
-                '"usr_len": null, "data_len": null, "sg_cnt": null, "first_frame": %d, '
-                '"header_only": true', c["first_frame"][req]), _texts(
-                '"usr_len": %d, "data_len": %d, "sg_cnt": %d, "first_frame": %d',
-                c["usr_len"][req], c["data_len"][req], c["sg_cnt"][req],
-                c["first_frame"][req]))
-            text = text + np.where(~cut & ((f & R.F_PARTIAL) != 0), ', "partial": true', "")
-            desc = np.flatnonzero((f & R.F_DESC) != 0)
-            text[desc] = text[desc] + _texts(', "desc": {"addr": %d, "key": %d, "len": %d}',
-                                             c["desc_addr"][req][desc],
-                                             c["desc_key"][req][desc],
-                                             c["desc_len"][req][desc])
-            out[req] = text + late[req] + "}"
-        rsp = np.flatnonzero((flags & R.F_RESPONSE) != 0)
-        if len(rsp):
-            f, err = flags[rsp], c["errno"][rsp]
-            text = _texts('{"msg_id": %d, "errno": %d, ', c["buf_id"][rsp], err)
-            text = text + np.where((f & R.F_WITH_INV) != 0, '"with_invalidate": true',
-                                   '"with_invalidate": false')
-            text = text + np.where((f & R.F_RKEY) != 0, _texts(
-                ', "rkey_rsp": {"buf_id": %d, "rkey": %d}', c["rkey_buf_id"][rsp],
-                c["rkey"][rsp]), "")
-            out[rsp] = text + late[rsp] + _per_value(
-                err, lambda v: ', "errno_name": "%s"}' % errno_text(v).split()[1] if v
-                else "}")
-        other = np.flatnonzero((flags & (R.F_REQUEST | R.F_RESPONSE)) == 0)
-        for k in other.tolist():
-            extra = extras[k]
-            if extra:
-                out[k] = _dumps(json_fields(records.msg_names[c["msg"][k]], extra))
-        return out
+        req = (flags & R.F_REQUEST) != 0
+        rsp = (flags & R.F_RESPONSE) != 0
+        cut = (flags & R.F_CUT) != 0
+        cols.update(req=req, rsp=rsp, req_cut=req & cut, req_full=req & ~cut,
+                    req_partial=req & ~cut & ((flags & R.F_PARTIAL) != 0),
+                    req_desc=req & ((flags & R.F_DESC) != 0),
+                    rsp_inv=rsp & ((flags & R.F_WITH_INV) != 0),
+                    rsp_noinv=rsp & ((flags & R.F_WITH_INV) == 0),
+                    rsp_rkey=rsp & ((flags & R.F_RKEY) != 0))
+        for name in ("buf_id", "offset", "usr_len", "data_len", "sg_cnt", "first_frame",
+                     "desc_addr", "desc_key", "desc_len", "errno", "rkey_buf_id", "rkey", "inv"):
+            cols[name] = c[name]
+        cols["errno_tail"] = self._pooled(c["errno"], lambda v: ', "errno_name": "%s"}' % (
+            errno_text(v).split()[1]) if v else "}")
+        late = np.full(len(idx), -1, dtype=np.int64)
+        extra = np.zeros(len(idx), dtype=bool)
+        other = np.full(len(idx), -1, dtype=np.int64)
+        if records.extras:
+            inv, inv_at = c["inv"], c["inv_at"]
+            if self._extra_keys is None:
+                self._extra_keys = np.fromiter(records.extras, dtype=np.int64)
+            for k in np.flatnonzero(np.isin(idx, self._extra_keys)).tolist():
+                extras = records.extras[int(idx[k])]
+                extra[k] = True
+                if req[k] or rsp[k]:
+                    late[k] = text(k, _extras_json(extras, int(inv[k]), int(inv_at[k])))
+                elif extras:
+                    other[k] = text(k, _dumps(json_fields(records.msg_names[c["msg"][k]],
+                                                          extras)))
+        cols["late"], cols["other"] = late, other
+        cols["late_inv"] = (req | rsp) & ~extra & (c["inv"] >= 0)
+        cols["other_empty"] = ~req & ~rsp & (other < 0)
 
-    def _rnbd_json(self, c, io):
-        rw = c["rw"][io]
-        names = _per_value(rw, lambda v: ', "rw": %d, "bi_size": ' % v)
-        sector = np.where((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH,
-                          _objects(c["sector"][io].tolist()), "null")
-        tail = _per_value(rw, lambda v: ', "msg": "io", "rw_str": %s, "op": %s}' % (
-            _dumps(R.rnbd.rw_str(v)), _dumps(rnbd_op_name(v))))
-        return _texts('{"type": %d, "device_id": %%d, "sector": ' % R.RNBD_MSG_IO,
-                      c["device_id"][io]) + _texts("%s", sector) + names \
-            + _texts('%d, "prio": %d', c["bi_size"][io], c["prio"][io]) + tail
+def _json_template(pool):
+    """MessageView.as_json's object of a record, from the columns json_block makes."""
+    t = Template(pool)
+    t.text('{"frame": ').number("frame").text(', "time": ')
+    _float(t, "time", 6)
+    t.text(', "time_iso": "').text_of("seconds").text(".").padded("micro", 6)
+    t.text('Z", "time_rel": ')
+    _float(t, "rel", 6)
+    t.text(", ").text_of("named").text(", ").text_of("route").text(', "dst_qpn": ')
+    t.number("qpn").text(', "cid": ').number("cid", or_null=True).text(', "msg": "')
+    t.text_of("msg").text('", "fields": ')
+    with t.where("req"):
+        t.text('{"buf_id": ').number("buf_id").text(', "offset": ').number("offset")
+        t.text(", ")
+    with t.where("req_cut"):
+        t.text('"usr_len": null, "data_len": null, "sg_cnt": null, "first_frame": ')
+        t.number("first_frame").text(', "header_only": true')
+    with t.where("req_full"):
+        t.text('"usr_len": ').number("usr_len").text(', "data_len": ').number("data_len")
+        t.text(', "sg_cnt": ').number("sg_cnt").text(', "first_frame": ').number("first_frame")
+    t.text(', "partial": true', when="req_partial")
+    with t.where("req_desc"):
+        t.text(', "desc": {"addr": ').number("desc_addr").text(', "key": ').number("desc_key")
+        t.text(', "len": ').number("desc_len").text("}")
+    with t.where("rsp"):
+        t.text('{"msg_id": ').number("buf_id").text(', "errno": ').number("errno").text(", ")
+    t.text('"with_invalidate": true', when="rsp_inv")
+    t.text('"with_invalidate": false', when="rsp_noinv")
+    with t.where("rsp_rkey"):
+        t.text(', "rkey_rsp": {"buf_id": ').number("rkey_buf_id").text(', "rkey": ')
+        t.number("rkey").text("}")
+    t.text(', "invalidate_frame": ', when="late_inv").number("inv", when="late_inv")
+    t.text_of("late", batch=True)
+    t.text("}", when="req").text_of("errno_tail", when="rsp")
+    t.text("{}", when="other_empty").text_of("other", batch=True)
+    t.text(', "rnbd": ')
+    with t.where("io"):
+        t.text('{"type": %d, "device_id": ' % R.RNBD_MSG_IO).number("device_id")
+        t.text(', "sector": ')
+    t.number("sector", when="io_sector", unsigned=True).text("null", when="io_flush")
+    with t.where("io"):
+        t.text(', "rw": ').number("rw").text(', "bi_size": ').number("bi_size")
+        t.text(', "prio": ').number("prio").text_of("rw_tail")
+    t.text_of("rnbd_text", batch=True).text("null", when="rnbd_null")
+    t.text(', "paired_frame": ').number("paired", or_null=True).text(', "latency_us": ')
+    _float(t, "latency", 1)
+    return t.text("null", when="latency_null").text("}\n")
+
+
+def _float(template, name, places):
+    """The steps of a float column made by MessageLines._floats."""
+    template.decimal(name, places, when=name + "_exact").text_of(name + "_repr", batch=True)
 
 
 def _block(lines):
@@ -310,14 +405,15 @@ def _per_value(values, text):
     return _objects([text(v) for v in unique.tolist()])[inverse.reshape(-1)]
 
 
-def _iso_parts(times):
-    """The whole second as ISO text and the microseconds (utc_iso's rounding)."""
+def _iso_parts(times, per_value=None):
+    """The whole second as ISO text (or what ``per_value`` makes of it) and the
+    microseconds (utc_iso's rounding)."""
     whole = np.trunc(times)
     micro = np.rint((times - whole) * 1e6).astype(np.int64)
     up, down = micro >= 1000000, micro < 0
     whole = whole + up - down
     micro = micro - 1000000 * up + 1000000 * down
-    seconds = _per_value(whole, lambda v: utc_iso(v)[:-8])
+    seconds = (per_value or _per_value)(whole, lambda v: utc_iso(v)[:-8])
     return seconds, micro
 
 

@@ -1,0 +1,252 @@
+"""Lines of text written from columns by compiled code: the bytes of a batch of rows
+at once (``messages --format json``), where Python's ``%`` would cost microseconds a
+line.
+
+A line is a :class:`Template`, a list of steps.  Each step writes a piece of text or
+a number from one of the batch's integer columns, on the rows where its guard column
+is non-zero (every row when it has none):
+
+* ``text``: a fixed piece; ``text_of``: the piece a column names per row (none where
+  it is negative), of the template's pool or of the batch's own texts;
+* ``number``: the column in decimal, ``null`` where ``or_null`` and negative,
+  ``unsigned`` where the column's 64 bits are unsigned; ``padded``: zero-padded to a
+  width; ``decimal``: the column N as N / 10**places, trailing zeros dropped but one
+  (``1.5``, ``2.0``): Python's repr of that float where it is exact and its repr is
+  positional (the caller's to check, :func:`exact_decimals`).
+
+A row whose ``whole`` entry is not negative is that text of the batch, the template
+skipped (the rows the caller formats in Python).
+"""
+
+import contextlib
+
+import numpy as np
+
+from ..capture.jit import byte_array, compiled, helper
+
+TEXT, TEXT_OF, NUMBER, NUMBER_OR_NULL, UNSIGNED, PADDED, DECIMAL = range(7)
+#: a step's guard when it has none
+ALWAYS = -1
+#: a text_of step's texts: the template's pool or the batch's own
+POOL, BATCH = 0, 1
+_NULL = np.frombuffer(b"null", dtype=np.uint8)
+#: the most a number step writes: a sign, 20 digits, a point and up to 18 decimals (or a
+#: width of as many)
+NUMBER_ROOM = 48
+
+
+class Pool:
+    """Texts as UTF-8 bytes, each kept once, numbered in the order they came."""
+
+    def __init__(self):
+        self.data = np.zeros(1 << 12, dtype=np.uint8)
+        self.bounds = [0]
+        self.index = {}
+
+    def add(self, text):
+        """The number of ``text`` in the pool."""
+        found = self.index.get(text)
+        if found is None:
+            raw = text.encode()
+            end = self.bounds[-1] + len(raw)
+            if end > len(self.data):
+                self.data = np.concatenate([self.data, np.zeros(max(end, len(self.data)),
+                                                                dtype=np.uint8)])
+            self.data[self.bounds[-1]:end] = np.frombuffer(raw, dtype=np.uint8)
+            self.bounds.append(end)
+            found = self.index[text] = len(self.bounds) - 2
+        return found
+
+    def arrays(self):
+        """The bytes and the bounds of every text (text k is bytes[bounds[k]:bounds[k+1]])."""
+        return byte_array(self.data[:self.bounds[-1]]), np.array(self.bounds, dtype=np.int64)
+
+
+def texts_arrays(texts):
+    """A batch's own texts (a list of str) as :meth:`Pool.arrays` gives a pool's."""
+    raw = [text.encode() for text in texts]
+    bounds = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in raw], out=bounds[1:])
+    return byte_array(b"".join(raw)), bounds
+
+
+class Template:
+    """The steps of a line over named columns; its fixed texts in ``pool``."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self.steps = []
+        self.columns = {}
+        self.guard = None
+        self.out = np.empty(1 << 22, dtype=np.uint8)     # kept: its pages are touched once
+
+    @contextlib.contextmanager
+    def where(self, column):
+        """The steps added inside: on the rows where ``column`` is non-zero."""
+        self.guard, outer = column, self.guard
+        try:
+            yield self
+        finally:
+            self.guard = outer
+
+    def _step(self, kind, a, b, when):
+        when = self.guard if when is None else when
+        guard = ALWAYS if when is None else self._column(when)
+        self.steps.append((kind, a, b, guard))
+        return self
+
+    def _column(self, name):
+        return self.columns.setdefault(name, len(self.columns))
+
+    def text(self, text, when=None):
+        return self._step(TEXT, self.pool.add(text), POOL, when)
+
+    def text_of(self, column, when=None, batch=False):
+        return self._step(TEXT_OF, self._column(column), BATCH if batch else POOL, when)
+
+    def number(self, column, when=None, or_null=False, unsigned=False):
+        kind = NUMBER_OR_NULL if or_null else UNSIGNED if unsigned else NUMBER
+        return self._step(kind, self._column(column), 0, when)
+
+    def padded(self, column, width, when=None):
+        return self._step(PADDED, self._column(column), width, when)
+
+    def decimal(self, column, places, when=None):
+        return self._step(DECIMAL, self._column(column), places, when)
+
+    def write(self, columns, whole, texts):
+        """The lines of a batch as bytes.  ``columns``: name → integer array (one
+        entry per row); ``whole``: per row, the batch text that is its whole line, or
+        -1; ``texts``: the batch's own texts (``text_of(..., batch=True)``, ``whole``)."""
+        rows = len(whole)
+        table = np.empty((len(self.columns), rows), dtype=np.int64)
+        for name, k in self.columns.items():
+            table[k] = columns[name]
+        steps = np.array(self.steps, dtype=np.int64).reshape(-1, 4)
+        pool, bounds = self.pool.arrays()
+        batch, batch_bounds = texts_arrays(texts)
+        whole = np.ascontiguousarray(whole, dtype=np.int64)
+        parts, row = [], 0
+        while row < rows:
+            row, end = write_lines(steps, table, whole, pool, bounds, batch, batch_bounds,
+                                   self.out, row)
+            parts.append(self.out[:end].tobytes())
+            if row < rows and end == 0:     # a line longer than the buffer
+                self.out = np.empty(2 * len(self.out), dtype=np.uint8)
+        return b"".join(parts)
+
+
+def warm_up():
+    """One line written, so that :func:`write_lines` is compiled for the types
+    :meth:`Template.write` gives it."""
+    Template(Pool()).text("compiled").write({}, np.full(1, -1, dtype=np.int64), [])
+
+
+def exact_decimals(values, places):
+    """N = values × 10**places as integers, and where ``decimal`` writes Python's repr
+    of the value: the value is the float nearest N / 10**places, no other text of
+    ``places`` decimals is (the floats there are closer together than those texts),
+    N is exact (below 2**53), and the repr is positional (from 1e-4 on, or zero
+    without a sign).  A float's repr is the shortest text that reads back as it."""
+    scale = 10 ** places
+    with np.errstate(invalid="ignore", over="ignore"):
+        n = np.rint(values * scale)
+        magnitude = np.abs(values)
+        exact = (n / scale == values) & (np.abs(n) < 2.0 ** 53) & (
+            ((magnitude >= 1e-4) & (np.spacing(magnitude) < 1.0 / scale))
+            | ((values == 0) & ~np.signbit(values)))
+    return np.where(exact, n, 0).astype(np.int64), exact
+
+
+@compiled
+def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, row):
+    """The lines of rows ``row``… into ``out`` while each fits whole; returns the next
+    row and the bytes written.  (One loop, its copies written out: a helper call that
+    takes the arrays costs more than the bytes it writes.)"""
+    at, size = 0, out.shape[0]
+    while row < whole.shape[0]:
+        start, w = at, whole[row]
+        if w >= 0:
+            first, end = batch_bounds[w], batch_bounds[w + 1]
+            if at + end - first > size:
+                return row, start
+            for k in range(first, end):
+                out[at] = batch[k]
+                at += 1
+            row += 1
+            continue
+        for s in range(steps.shape[0]):
+            kind, a, b, guard = steps[s, 0], steps[s, 1], steps[s, 2], steps[s, 3]
+            if guard >= 0 and columns[guard, row] == 0:
+                continue
+            if kind == TEXT or kind == TEXT_OF:
+                src, entry = pool, a
+                if kind == TEXT_OF:
+                    entry = columns[a, row]
+                    if entry < 0:
+                        continue
+                    if b == BATCH:
+                        src = batch
+                if b == BATCH and kind == TEXT_OF:
+                    first, end = batch_bounds[entry], batch_bounds[entry + 1]
+                else:
+                    first, end = bounds[entry], bounds[entry + 1]
+                if at + end - first > size:
+                    return row, start
+                for k in range(first, end):
+                    out[at] = src[k]
+                    at += 1
+                continue
+            if at + NUMBER_ROOM > size:
+                return row, start
+            value = columns[a, row]
+            if kind == NUMBER_OR_NULL and value < 0:
+                for k in range(4):
+                    out[at + k] = _NULL[k]
+                at += 4
+            elif kind == UNSIGNED:
+                at = _digits(out, at, np.uint64(value), 1)
+            elif kind == DECIMAL:
+                at = _decimal(out, at, value, b)
+            else:
+                if value < 0:
+                    out[at] = 45    # "-"
+                    at += 1
+                    value = -value
+                at = _digits(out, at, np.uint64(value), b if kind == PADDED else 1)
+        row += 1
+    return row, at
+
+
+@helper
+def _digits(out, at, value, width):
+    """``value`` in decimal, at least ``width`` digits (zeros before)."""
+    count, rest = 1, value // np.uint64(10)
+    while rest:
+        count += 1
+        rest //= np.uint64(10)
+    count = max(count, width)
+    for k in range(count - 1, -1, -1):
+        out[at + k] = 48 + value % np.uint64(10)
+        value //= np.uint64(10)
+    return at + count
+
+
+@helper
+def _decimal(out, at, value, places):
+    """N / 10**places: the whole part, a point, the decimals without trailing zeros
+    (one at least)."""
+    scale = 1
+    for _ in range(places):
+        scale *= 10
+    if value < 0:
+        out[at] = 45    # "-"
+        at += 1
+        value = -value
+    at = _digits(out, at, np.uint64(value // scale), 1)
+    out[at] = 46    # "."
+    fraction, width = value % scale, places
+    while width > 1 and fraction % 10 == 0:
+        fraction //= 10
+        width -= 1
+    return _digits(out, at + 1, np.uint64(fraction), width)

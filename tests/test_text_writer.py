@@ -1,0 +1,74 @@
+"""The compiled line writer (engine/text.py): numbers as Python prints them, floats as
+their repr wherever it says it writes it, guards, the batch's own texts and whole
+lines, and lines that do not fit the buffer at once."""
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+from rtrs_scapy.engine.text import Pool, Template, exact_decimals
+
+INT64 = st.integers(-2 ** 63, 2 ** 63 - 1)
+
+
+def lines(template, columns, whole=None, texts=()):
+    rows = len(next(iter(columns.values()))) if columns else len(whole)
+    whole = np.full(rows, -1, dtype=np.int64) if whole is None else np.array(whole)
+    return template.write({k: np.asarray(v) for k, v in columns.items()}, whole,
+                          list(texts)).decode().split("\n")[:-1]
+
+
+@given(st.lists(INT64, min_size=1, max_size=50), st.integers(1, 20))
+def test_numbers_are_python_s(values, width):
+    t = Template(Pool())
+    t.number("v").text(" ").number("v", or_null=True).text(" ").padded("u", width)
+    t.text(" ").number("v", unsigned=True).text("\n")
+    unsigned = [v & 0xFFFFFFFFFFFFFFFF for v in values]
+    expected = ["%d %s %0*d %d" % (v, v if v >= 0 else "null", width, abs(v) % 2 ** 63, u)
+                for v, u in zip(values, unsigned)]
+    assert lines(t, {"v": values, "u": [abs(v) % 2 ** 63 for v in values]}) == expected
+
+
+TIMES = st.floats(0, 2.0 ** 34, allow_nan=False) | st.builds(
+    lambda s, us: s + us * 1e-6, st.integers(0, 2 ** 34), st.integers(0, 999999)) | st.builds(
+    lambda s, us: (s * 1000000 + us) / 1e6, st.integers(0, 2 ** 33), st.integers(0, 999999))
+
+
+@given(st.lists(TIMES | st.floats(-1e6, 1e6) | st.floats(2.0 ** 33, 2.0 ** 53) | st.sampled_from(
+    [0.0, -0.0, 1e-4, 9.9e-5, 1e-5, 2.0 ** 33, float("nan"), float("inf")]), min_size=1,
+    max_size=40), st.integers(0, 7))
+def test_a_decimal_is_the_repr_where_it_is_exact(values, places):
+    values = np.array(values, dtype=np.float64)
+    rounded = np.array([round(v, places) if np.isfinite(v) else v for v in values])
+    for column in (values, rounded):
+        n, exact = exact_decimals(column, places)
+        t = Template(Pool()).decimal("n", places, when="exact").text("\n")
+        written = lines(t, {"n": n, "exact": exact})
+        assert [w for w, e in zip(written, exact) if e] == \
+            [repr(float(v)) for v, e in zip(column, exact) if e]
+    # what the writer is for: a capture's times and rounded latencies are written here
+    n, exact = exact_decimals(rounded, places)
+    if places >= 1:
+        assert exact[np.isfinite(rounded) & (np.abs(rounded) >= 1e-4)
+                     & (np.abs(rounded) < 2.0 ** 33)].all()
+
+
+def test_guards_batch_texts_and_whole_lines():
+    pool = Pool()
+    t = Template(pool)
+    t.text("<").text_of("name").text("|", when="bar").text_of("own", batch=True).text(">\n")
+    names = [pool.add(name) for name in ("a", "bé")]
+    columns = {"name": [names[0], names[1], -1, names[0]], "bar": [1, 0, 1, 0],
+               "own": [-1, 1, 0, -1]}
+    assert lines(t, columns, whole=[-1, -1, -1, 2], texts=["x", "yz", "whole line\n"]) == \
+        ["<a|>", "<béyz>", "<|x>", "whole line"]
+
+
+def test_lines_longer_than_the_buffer_come_whole():
+    pool = Pool()
+    t = Template(pool).text("0123456789" * 3).number("v").text("\n")
+    t.out = np.empty(40, dtype=np.uint8)
+    values = list(range(0, 5000, 7))
+    assert lines(t, {"v": values}) == ["0123456789" * 3 + str(v) for v in values]
+    long = "x" * 1000 + "\n"
+    assert lines(t, {"v": [1, 2]}, whole=[-1, 0], texts=[long]) == \
+        ["0123456789" * 3 + "1", "x" * 1000]
