@@ -25,5 +25,5 @@ def test_batches_are_the_lines_of_each_record(capture, kept):
     lines = MessageLines(view, result.messages)
     records = list(view.select())
     for fmt, one in (("text", view.line), ("json", lambda r: json.dumps(view.as_json(r)))):
-        assert [line for batch in lines.batches(fmt) for line in batch] == \
-            [one(record) for record in records]
+        written = b"".join(lines.serial(fmt)).decode().split("\n")
+        assert written == [one(record) for record in records] + [""]

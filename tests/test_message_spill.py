@@ -70,8 +70,8 @@ def failover_runs():
 
 def _outputs(result):
     view = MessageView(result.summary, result.messages)
-    out = {fmt: [line for batch in MessageLines(view, result.messages).batches(fmt)
-                 for line in batch] for fmt in ("text", "json")}
+    out = {fmt: b"".join(MessageLines(view, result.messages).serial(fmt)).decode().split("\n")
+           for fmt in ("text", "json")}
     out["table"] = [row for table in messages_tables(result, "failover")
                     for row in table.to_pylist()]
     return out
@@ -122,8 +122,7 @@ def test_forked_workers_write_what_one_process_formats(failover_runs, monkeypatc
     for result in failover_runs.values():
         lines = MessageLines(MessageView(result.summary, result.messages), result.messages)
         for fmt in ("text", "json"):
-            serial = "".join("\n".join(batch) + "\n" for batch in lines.batches(fmt))
-            assert b"".join(lines.blocks(fmt)).decode() == serial
+            assert b"".join(lines.blocks(fmt)) == b"".join(lines.serial(fmt))
 
 
 def test_blocks_come_in_order_from_every_process_and_a_lost_worker_costs_nothing(

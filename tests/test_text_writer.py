@@ -5,7 +5,7 @@ lines, and lines that do not fit the buffer at once."""
 import numpy as np
 from hypothesis import given, strategies as st
 
-from rtrs_scapy.engine.text import Pool, Template, exact_decimals
+from rtrs_scapy.engine.text import Pool, Template, exact_decimals, fixed_decimals
 
 INT64 = st.integers(-2 ** 63, 2 ** 63 - 1)
 
@@ -45,11 +45,29 @@ def test_a_decimal_is_the_repr_where_it_is_exact(values, places):
         written = lines(t, {"n": n, "exact": exact})
         assert [w for w, e in zip(written, exact) if e] == \
             [repr(float(v)) for v, e in zip(column, exact) if e]
-    # what the writer is for: a capture's times and rounded latencies are written here
-    n, exact = exact_decimals(rounded, places)
-    if places >= 1:
+    # what the writer is for: times (to 2106) and latencies in µs, rounded as messages
+    # rounds them, are all written here
+    below = {6: 2.0 ** 32, 1: 2.0 ** 45}.get(places)
+    if below:
+        n, exact = exact_decimals(rounded, places)
         assert exact[np.isfinite(rounded) & (np.abs(rounded) >= 1e-4)
-                     & (np.abs(rounded) < 2.0 ** 33)].all()
+                     & (np.abs(rounded) < below)].all()
+
+
+@given(st.lists(TIMES | st.floats(-10.0, 1e7) | st.sampled_from(
+    [0.0, -0.0, 0.25, 0.05, 2.5, 605.0, float("nan"), float("inf")]), min_size=1,
+    max_size=40), st.sampled_from([1, 6]))
+def test_fixed_is_percent_f_where_it_is_certain(values, places):
+    values = np.array(values, dtype=np.float64)
+    n, certain = fixed_decimals(values, places)
+    t = Template(Pool()).fixed("n", places, when="certain").text("\n")
+    written = lines(t, {"n": n, "certain": certain})
+    assert [w for w, c in zip(written, certain) if c] == \
+        ["%.*f" % (places, v) for v, c in zip(values.tolist(), certain) if c]
+    # a time's seconds since the first frame and a latency in µs are written here
+    with np.errstate(invalid="ignore"):
+        whole = values * 10 ** places % 1 == 0
+    assert certain[(values >= 0) & ~np.signbit(values) & (values < 1e6) & whole].all()
 
 
 def test_guards_batch_texts_and_whole_lines():
@@ -57,7 +75,7 @@ def test_guards_batch_texts_and_whole_lines():
     t = Template(pool)
     t.text("<").text_of("name").text("|", when="bar").text_of("own", batch=True).text(">\n")
     names = [pool.add(name) for name in ("a", "bé")]
-    columns = {"name": [names[0], names[1], -1, names[0]], "bar": [1, 0, 1, 0],
+    columns = {"name": [names[0], names[1], -1, names[0]], "bar": [True, False, True, False],
                "own": [-1, 1, 0, -1]}
     assert lines(t, columns, whole=[-1, -1, -1, 2], texts=["x", "yz", "whole line\n"]) == \
         ["<a|>", "<béyz>", "<|x>", "whole line"]

@@ -12,9 +12,11 @@ is non-zero (every row when it has none):
   ``unsigned`` where the column's 64 bits are unsigned; ``padded``: zero-padded to a
   width; ``decimal``: the column N as N / 10**places, trailing zeros dropped but one
   (``1.5``, ``2.0``): Python's repr of that float where it is exact and its repr is
-  positional (the caller's to check, :func:`exact_decimals`).
+  positional (the caller's to check, :func:`exact_decimals`); ``fixed``: N / 10**places
+  with every decimal, ``%.{places}f`` of the float where :func:`fixed_decimals` says so.
 
-A row whose ``whole`` entry is not negative is that text of the batch, the template
+Steps added inside ``with template.where(column):`` blocks take every guard around
+them.  A row whose ``whole`` entry is not negative is that text of the batch, the template
 skipped (the rows the caller formats in Python).
 """
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from ..capture.jit import byte_array, compiled, helper
 
-TEXT, TEXT_OF, NUMBER, NUMBER_OR_NULL, UNSIGNED, PADDED, DECIMAL = range(7)
+TEXT, TEXT_OF, NUMBER, NUMBER_OR_NULL, UNSIGNED, PADDED, DECIMAL, FIXED = range(8)
 #: a step's guard when it has none
 ALWAYS = -1
 #: a text_of step's texts: the template's pool or the batch's own
@@ -77,21 +79,33 @@ class Template:
         self.pool = pool
         self.steps = []
         self.columns = {}
-        self.guard = None
+        self.guard = ()
+        self.both = {}      # a guard column made of several: its columns
+        self.guards = set()
         self.out = np.empty(1 << 22, dtype=np.uint8)     # kept: its pages are touched once
 
     @contextlib.contextmanager
     def where(self, column):
-        """The steps added inside: on the rows where ``column`` is non-zero."""
-        self.guard, outer = column, self.guard
+        """The steps added inside: on the rows where ``column`` is non-zero (and the
+        guards around, if any)."""
+        outer = self.guard
+        self.guard = outer + (column,)
         try:
             yield self
         finally:
             self.guard = outer
 
     def _step(self, kind, a, b, when):
-        when = self.guard if when is None else when
-        guard = ALWAYS if when is None else self._column(when)
+        guards = self.guard + ((when,) if when is not None else ())
+        self.guards.update(guards)
+        if not guards:
+            guard = ALWAYS
+        elif len(guards) == 1:
+            guard = self._column(guards[0])
+        else:
+            name = " & ".join(guards)
+            self.both[name] = guards
+            guard = self._column(name)
         self.steps.append((kind, a, b, guard))
         return self
 
@@ -114,14 +128,22 @@ class Template:
     def decimal(self, column, places, when=None):
         return self._step(DECIMAL, self._column(column), places, when)
 
+    def fixed(self, column, places, when=None):
+        """The column N as N / 10**places with all its decimals (``%.{places}f``)."""
+        return self._step(FIXED, self._column(column), places, when)
+
     def write(self, columns, whole, texts):
         """The lines of a batch as bytes.  ``columns``: name → integer array (one
         entry per row); ``whole``: per row, the batch text that is its whole line, or
         -1; ``texts``: the batch's own texts (``text_of(..., batch=True)``, ``whole``)."""
         rows = len(whole)
+        mistaken = [name for name in self.guards if columns[name].dtype != np.bool_]
+        if mistaken:    # a guard's name given to a number too
+            raise TypeError("guard columns not boolean: %s" % ", ".join(sorted(mistaken)))
         table = np.empty((len(self.columns), rows), dtype=np.int64)
         for name, k in self.columns.items():
-            table[k] = columns[name]
+            table[k] = np.logical_and.reduce([columns[c] != 0 for c in self.both[name]]) \
+                if name in self.both else columns[name]
         steps = np.array(self.steps, dtype=np.int64).reshape(-1, 4)
         pool, bounds = self.pool.arrays()
         batch, batch_bounds = texts_arrays(texts)
@@ -156,6 +178,18 @@ def exact_decimals(values, places):
             ((magnitude >= 1e-4) & (np.spacing(magnitude) < 1.0 / scale))
             | ((values == 0) & ~np.signbit(values)))
     return np.where(exact, n, 0).astype(np.int64), exact
+
+
+def fixed_decimals(values, places):
+    """N = values × 10**places rounded as ``%.{places}f`` rounds (the float's exact value,
+    half to even), and where that is certain: not negative (nor -0.0), the product
+    below 2**43 (its rounding error under 2**-10), not within 2e-3 of a half."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = values * 10.0 ** places
+        n = np.rint(scaled)
+        certain = (values >= 0) & ~np.signbit(values) & (scaled < 2.0 ** 43) \
+            & (np.abs(scaled - np.floor(scaled) - 0.5) > 2e-3)
+    return np.where(certain, n, 0).astype(np.int64), certain
 
 
 @compiled
@@ -206,8 +240,8 @@ def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, r
                 at += 4
             elif kind == UNSIGNED:
                 at = _digits(out, at, np.uint64(value), 1)
-            elif kind == DECIMAL:
-                at = _decimal(out, at, value, b)
+            elif kind == DECIMAL or kind == FIXED:
+                at = _decimal(out, at, value, b, kind == DECIMAL)
             else:
                 if value < 0:
                     out[at] = 45    # "-"
@@ -233,9 +267,9 @@ def _digits(out, at, value, width):
 
 
 @helper
-def _decimal(out, at, value, places):
-    """N / 10**places: the whole part, a point, the decimals without trailing zeros
-    (one at least)."""
+def _decimal(out, at, value, places, strip):
+    """N / 10**places: the whole part, a point, the decimals (``strip``: without
+    trailing zeros, one at least)."""
     scale = 1
     for _ in range(places):
         scale *= 10
@@ -246,7 +280,7 @@ def _decimal(out, at, value, places):
     at = _digits(out, at, np.uint64(value // scale), 1)
     out[at] = 46    # "."
     fraction, width = value % scale, places
-    while width > 1 and fraction % 10 == 0:
+    while strip and width > 1 and fraction % 10 == 0:
         fraction //= 10
         width -= 1
     return _digits(out, at + 1, np.uint64(fraction), width)

@@ -1,10 +1,12 @@
 """``rtrs-dissect messages`` a batch of records at a time, from their columns
 (analysis/records.py): the text lines and JSON objects that MessageView.line and
-as_json make of one record dict, without the dicts.
+as_json make of one record dict, without the dicts, written by compiled code from a
+template of each (engine/text.py).
 
 Requests, responses and heartbeats, the bulk of a capture, are formatted here; the
 rare records (CM, info exchange, RNBD control messages, failovers) go through
-MessageView as dicts.  The output is the same byte for byte (tests/test_cli_messages.py).
+MessageView as dicts.  The output is the same byte for byte
+(tests/test_message_lines.py).
 """
 
 import json
@@ -12,20 +14,14 @@ import json
 import numpy as np
 
 from ..analysis import records as R
-from ..engine.text import Pool, Template, exact_decimals
+from ..engine.text import Pool, Template, exact_decimals, fixed_decimals
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
 from . import forked
-from .messages import LINE, MessageView, _path_key, json_fields, json_rnbd
+from .messages import MessageView, _path_key, json_fields, json_rnbd
 from .words import errno_text, rounded, utc_iso
 
 BATCH = 4096
-#: MessageView's LINE before the details, the time (27 characters) in two: its seconds
-#: (utc_iso's 19 characters) and its microseconds
-HEAD = LINE[:LINE.rindex("%s")].replace("%-27s", "%s.%06dZ")
-#: MessageView.as_json's object: the names of the path and the two addresses in one
-JSON = ('{"frame": %d, "time": %r, "time_iso": "%s.%06dZ", "time_rel": %r, %s, %s, '
-        '"dst_qpn": %d, "cid": %s, "msg": "%s", "fields": %s, "rnbd": %s, '
-        '"paired_frame": %s, "latency_us": %s}')
+#: MessageView.as_json's names of the path and its two addresses
 NAMED = '"session": %s, "paths_uuid": %s, "sess_uuid": %s, "client": %s, "server": %s'
 ROUTE = '"src": %s, "dst": %s'
 _dumps = json.dumps
@@ -46,26 +42,22 @@ class MessageLines:
         self.refs = [view._by_path.get(_path_key(dict(zip(("sess_uuid", "client", "server"),
                                                            names))))
                      for names in self.records.names]
-        self._route = {}
         self._json_text = {}
         self._pool = Pool()
-        self._template = self._named = self._extra_keys = None
-
-    def batches(self, fmt):
-        """Lists of lines (text) or JSON objects, in frame order."""
-        for start in range(0, len(self.records.order), BATCH):
-            yield self.batch(fmt, start)
-
-    def batch(self, fmt, start):
-        """The lines of the records ``start`` to ``start + BATCH`` in frame order."""
-        idx = self.records.order[start:start + BATCH]
-        return self.json_batch(idx) if fmt == "json" else self.text_batch(idx)
+        self._templates = {}
+        self._named = self._sessions = None
+        self._keys = {}
 
     def block(self, fmt, start):
-        """:meth:`batch` as UTF-8, each line ended."""
-        if fmt == "json":
-            return self.json_block(self.records.order[start:start + BATCH])
-        return _block(self.batch(fmt, start))
+        """The lines (text) or JSON objects of the records ``start`` to ``start + BATCH``
+        in frame order, as UTF-8, each line ended."""
+        idx = self.records.order[start:start + BATCH]
+        return self.json_block(idx) if fmt == "json" else self.text_block(idx)
+
+    def serial(self, fmt):
+        """Every block in frame order, made here."""
+        for start in range(0, len(self.records.order), BATCH):
+            yield self.block(fmt, start)
 
     def blocks(self, fmt):
         """The output as UTF-8, a batch of lines a block, in frame order, formatted on
@@ -75,13 +67,11 @@ class MessageLines:
 
     # -- shared ----------------------------------------------------------------------
 
-    def _route_text(self, src, dst):
-        key = (src, dst)
-        text = self._route.get(key)
-        if text is None:
-            addrs = self.records.addrs
-            text = self._route[key] = "%s → %s" % (addrs[src], addrs[dst])
-        return text
+    def _template(self, fmt):
+        if fmt not in self._templates:
+            self._templates[fmt] = (_json_template if fmt == "json" else _text_template)(
+                self._pool)
+        return self._templates[fmt]
 
     def _json(self, value):
         text = self._json_text.get(value)
@@ -89,116 +79,148 @@ class MessageLines:
             text = self._json_text[value] = _dumps(value)
         return text
 
-    def _slow(self, idx, col):
-        """Which records of a batch go through MessageView as dicts: rich ones, ones
-        that gained fields late, and responses whose request is not a plain IO."""
-        records = self.records
-        slow = np.array(col["rich"]) >= 0
-        if records.extras:
-            slow |= np.isin(idx, np.fromiter(records.extras, dtype=np.int64))
-        if records.rnbd:
-            slow |= np.isin(idx, np.fromiter(records.rnbd, dtype=np.int64))
-        req = self.request_of[idx]
-        answered = req >= 0
-        partner = np.where(answered, req, 0)
-        if records.rnbd:
-            slow |= answered & np.isin(partner, np.fromiter(records.rnbd, dtype=np.int64))
-        rsp = np.array(col["msg"]) == R.IO_RSP
-        slow |= rsp & ~answered & (np.array(col["paired"]) >= 0)
-        flags = records.cols.take(("flags",), partner)["flags"]
-        return slow, np.where(answered & (flags & R.F_RNBD_IO != 0), partner, -1)
+    def _pooled(self, values, text):
+        """The pool entry of ``text(v)`` for each value, worked out once per distinct
+        value."""
+        unique, inverse = np.unique(values, return_inverse=True)
+        entries = np.array([self._pool.add(text(v)) for v in unique.tolist()], dtype=np.int64)
+        return entries[inverse.reshape(-1)]
+
+    def _entries(self, texts):
+        return np.array([self._pool.add(text) for text in texts], dtype=np.int64)
+
+    def _in(self, idx, side):
+        """Which records ``idx`` have an entry in ``side`` (a side dict of the
+        records: extras, rnbd, replies, all filled by now)."""
+        name = id(side)
+        if name not in self._keys:
+            self._keys[name] = np.fromiter(side, dtype=np.int64, count=len(side))
+        return np.isin(idx, self._keys[name])
+
+    def _route_key(self, c):
+        return c["src"].astype(np.int64) << 32 | c["dst"].astype(np.int64)
 
     def _device_text(self, ref, device_id):
         name = ref.devices.get(str(device_id)) if ref is not None else None
         return "dev %d%s" % (device_id, " (%s)" % name if name else "")
 
-    # -- columns of text --------------------------------------------------------------
-
-    def _rnbd_texts(self, at):
-        """The RNBD text of the IO requests ``at`` (storage indices), as
-        MessageView._rnbd_text words it."""
-        data = self.records.cols.take(("rw", "device_id", "names", "sector", "bi_size"), at)
-        rw, device, names = data["rw"], data["device_id"], data["names"]
-        words = _per_value(rw, lambda v: "RNBD %s " % R.rnbd.rw_str(v))
-        key = names.astype(np.int64) << 32 | device.astype(np.int64)
-        devices = _per_value(key, lambda v: self._device_text(self.refs[v >> 32],
-                                                                v & 0xFFFFFFFF))
-        sector = np.where((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH, _texts(
-            " sector %d", data["sector"]), "")
-        size = data["bi_size"]
-        length = np.where(size != 0, _texts(" len %d", size), "")
-        return words + devices + sector + length
-
-    def _heads(self, c):
-        """frame, time, +s, session, src → dst, dst_qpn, cid, message: the columns
-        before the details (LINE)."""
-        seconds, micro = _iso_parts(c["time"])
-        sessions = _objects([(r.label if r else None) or "-" for r in self.refs])
-        route_key = c["src"].astype(np.int64) << 32 | c["dst"].astype(np.int64)
-        routes = _per_value(route_key, lambda v: self._route_text(v >> 32, v & 0xFFFFFFFF))
-        qpn = _per_value(c["qpn"], lambda v: "0x%x" % v)
-        cid = np.where(c["cid"] < 0, "-", _objects(c["cid"].tolist()))
-        return [HEAD % t for t in zip(
-            c["frame"].tolist(), seconds.tolist(), micro.tolist(),
-            (c["time"] - self.view.first_ts).tolist(), sessions[c["names"]].tolist(),
-            routes.tolist(), qpn.tolist(), cid.tolist(),
-            _objects(self.records.msg_names)[c["msg"]].tolist())]
-
     # -- text --------------------------------------------------------------------------
 
-    def text_batch(self, idx):
+    def text_block(self, idx):
+        """The text lines of the records ``idx`` (storage indices) as UTF-8 (LINE of
+        MessageView, trailing spaces dropped); the records MessageView words itself
+        (:meth:`_slow`) go through it as dicts."""
         records, view = self.records, self.view
         c = records.cols.take(COLUMNS, idx)
         slow, plain_req = self._slow(idx, c)
-        details = np.full(len(idx), "", dtype=object)
-        flags = c["flags"]
-        req = np.flatnonzero(~slow & ((flags & R.F_REQUEST) != 0))
-        if len(req):
-            f = flags[req]
-            text = _texts("buf_id %d  offset %d", c["buf_id"][req], c["offset"][req])
-            text = text + np.where((f & R.F_CUT) != 0,
-                                   "  header only (usr_len, data_len unknown)",
-                                   _texts("  usr_len %d  data_len %d", c["usr_len"][req],
-                                          c["data_len"][req]))
-            io = np.flatnonzero((f & R.F_RNBD_IO) != 0)
-            text[io] = text[io] + "  " + self._rnbd_texts(idx[req][io])
-            paired = c["paired"][req]
-            rsp = self.response_of[idx[req]]
-            err = np.where(rsp >= 0, records.cols.take(("errno",), np.maximum(rsp, 0))["errno"],
-                           0)
-            result = _per_value(err, lambda v: ": " + errno_text(v) if v else "")
-            text = text + np.where(paired >= 0, _texts(
-                "  answered in frame %d after %.1f µs", paired, c["latency"][req] * 1e6)
-                + result, "  no response in the capture")
-            details[req] = text
-        rsp = np.flatnonzero(~slow & ((flags & R.F_RESPONSE) != 0))
-        if len(rsp):
-            f = flags[rsp]
-            text = _texts("msg_id %d  ", c["buf_id"][rsp]) + _per_value(
-                c["errno"][rsp], lambda v: "errno " + errno_text(v) if v else "OK")
-            text = text + np.where((f & R.F_RKEY) != 0, _texts("  new rkey %d", c["rkey"][rsp]),
-                                   "")
-            text = text + np.where((f & R.F_WITH_INV) != 0, "  with invalidate", "")
-            req = self.request_of[idx[rsp]]
-            answered = np.flatnonzero(req >= 0)
-            text[answered] = text[answered] + _texts(
-                "  answers frame %d after %.1f µs",
-                records.cols.take(("frame",), req[answered])["frame"],
-                c["latency"][rsp][answered] * 1e6)
-            plain = plain_req[rsp]
-            io = np.flatnonzero(plain >= 0)
-            text[io] = text[io] + "  (" + self._rnbd_texts(plain[io]) + ")"
-            details[rsp] = text
-        lines = [(head + text).rstrip() for head, text in zip(self._heads(c), details.tolist())]
+        texts = []
+        whole = np.full(len(idx), -1, dtype=np.int64)
         for k in np.flatnonzero(slow).tolist():
-            lines[k] = view.line(records.record(int(idx[k])))
-        return lines
+            texts.append(view.line(records.record(int(idx[k]))) + "\n")
+            whole[k] = len(texts) - 1
+        flags = c["flags"]
+        req = ~slow & ((flags & R.F_REQUEST) != 0)
+        rsp = ~slow & ((flags & R.F_RESPONSE) != 0)
+        cols = {"frame": c["frame"], "frame_pad": self._pad(c["frame"], 6),
+                "session": self._session_entries()[c["names"]], "req": req, "rsp": rsp}
+        seconds, cols["micro"] = _iso_parts(c["time"], self._pooled)
+        cols["seconds"] = seconds
+        rel = c["time"] - view.first_ts
+        cols["rel"], cols["rel_fixed"] = fixed_decimals(rel, 6)
+        cols["rel_text"] = _batch_texts(texts, ~cols["rel_fixed"], rel, "%11.6f")
+        cols["rel_pad"] = self._pad(cols["rel"] // 10 ** 6, 4, ~cols["rel_fixed"])
+        addrs = records.addrs
+        cols["route"] = self._pooled(self._route_key(c), lambda v: "%-31s" % (
+            "%s → %s" % (addrs[v >> 32], addrs[v & 0xFFFFFFFF])))
+        cols["qpn"] = self._pooled(c["qpn"], lambda v: "%7s" % ("0x%x" % v))
+        cols["cid"] = self._pooled(c["cid"], lambda v: "%3s" % ("-" if v < 0 else v))
+        names = records.msg_names
+        cols["msg"] = np.where(req | rsp, self._entries(["%-10s " % m for m in names])[c["msg"]],
+                               self._entries(names)[c["msg"]])
+        for name in ("buf_id", "offset", "usr_len", "data_len", "paired", "rkey"):
+            cols[name] = c[name]
+        cut = (flags & R.F_CUT) != 0
+        answered = c["paired"] >= 0
+        cols.update(cut=cut, full=~cut, answered=answered, unanswered=~answered,
+                    new_rkey=(flags & R.F_RKEY) != 0, inv=(flags & R.F_WITH_INV) != 0)
+        latency = c["latency"] * 1e6
+        cols["latency"], cols["latency_fixed"] = fixed_decimals(latency, 1)
+        request = self.request_of[idx]
+        cols["request"] = request >= 0
+        cols["latency_text"] = _batch_texts(
+            texts, ~cols["latency_fixed"] & ((req & answered) | (rsp & (request >= 0))),
+            latency, "%.1f")
+        response = self.response_of[idx]
+        err = np.where(req & (response >= 0), records.cols.take(
+            ("errno",), np.maximum(response, 0))["errno"], 0)
+        cols["result"] = self._pooled(err, lambda v: ": " + errno_text(v) if v else "")
+        cols["status"] = self._pooled(c["errno"], lambda v: "errno " + errno_text(v) if v
+                                      else "OK")
+        cols["request_frame"] = records.cols.take(("frame",), np.maximum(request, 0))["frame"]
+        self._rnbd_columns(cols, c, req & ((flags & R.F_RNBD_IO) != 0), rsp & (plain_req >= 0),
+                           plain_req)
+        return self._template("text").write(cols, whole, texts)
+
+    def _slow(self, idx, col):
+        """Which records of a batch go through MessageView as dicts: rich ones, ones
+        that gained fields late, and responses whose request is not a plain IO; and
+        each response's plain IO request (-1: none)."""
+        records = self.records
+        slow = col["rich"] >= 0
+        if records.extras:
+            slow |= self._in(idx, records.extras)
+        if records.rnbd:
+            slow |= self._in(idx, records.rnbd)
+        req = self.request_of[idx]
+        answered = req >= 0
+        partner = np.where(answered, req, 0)
+        if records.rnbd:
+            slow |= answered & self._in(partner, records.rnbd)
+        rsp = col["msg"] == R.IO_RSP
+        slow |= rsp & ~answered & (col["paired"] >= 0)
+        flags = records.cols.take(("flags",), partner)["flags"]
+        return slow, np.where(answered & (flags & R.F_RNBD_IO != 0), partner, -1)
+
+    def _rnbd_columns(self, cols, c, req_io, rsp_io, plain_req):
+        """The columns of the RNBD words (MessageView._rnbd_text): of an IO request
+        itself, of an answered response its request's."""
+        data = {name: c[name].copy() for name in ("rw", "device_id", "names", "sector",
+                                                  "bi_size")}
+        at = np.flatnonzero(rsp_io)
+        if len(at):
+            theirs = self.records.cols.take(tuple(data), plain_req[at])
+            for name, column in data.items():
+                column[at] = theirs[name]
+        rw = data["rw"]
+        cols["rw_words"] = self._pooled(rw, lambda v: "RNBD %s " % R.rnbd.rw_str(v))
+        key = data["names"].astype(np.int64) << 32 | data["device_id"].astype(np.int64)
+        cols["device"] = self._pooled(key, lambda v: self._device_text(self.refs[v >> 32],
+                                                                      v & 0xFFFFFFFF))
+        cols["sector"] = data["sector"].view(np.int64)
+        cols["has_sector"] = (rw & RNBD_OP_MASK) != RNBD_OP_FLUSH
+        cols["bi_size"] = data["bi_size"]
+        cols["has_size"] = data["bi_size"] != 0
+        cols["req_io"], cols["rsp_io"] = req_io, rsp_io
+
+    def _session_entries(self):
+        if self._sessions is None:
+            self._sessions = self._entries(["%-8s" % ((r.label if r else None) or "-")
+                                            for r in self.refs])
+        return self._sessions
+
+    def _pad(self, values, width, none=None):
+        """The pool entry of the spaces before each value (not negative) right-aligned
+        in ``width`` digits; nothing where ``none``."""
+        digits = 1 + np.searchsorted(_POWERS, values, side="right")
+        pads = self._entries([" " * n for n in range(width + 1)])
+        out = pads[np.clip(width - digits, 0, width)]
+        return out if none is None else np.where(none, -1, out)
 
     # -- JSON --------------------------------------------------------------------------
 
     def json_block(self, idx):
-        """The JSON lines of the records ``idx`` (storage indices) as UTF-8, written by
-        the template (engine/text.py); rich records go through MessageView as dicts."""
+        """The JSON lines of the records ``idx`` (storage indices) as UTF-8; rich
+        records go through MessageView as dicts."""
         records, view = self.records, self.view
         c = records.cols.take(COLUMNS, idx)
         flags = c["flags"]
@@ -211,15 +233,14 @@ class MessageLines:
         whole = np.full(len(idx), -1, dtype=np.int64)
         rich = (c["rich"] >= 0)
         if records.replies:
-            rich |= np.isin(idx, np.fromiter(records.replies, dtype=np.int64))
+            rich |= self._in(idx, records.replies)
         for k in np.flatnonzero(rich).tolist():
             whole[k] = text(k, _dumps(view.as_json(records.record(int(idx[k])))) + "\n")
         cols = {"frame": c["frame"], "qpn": c["qpn"], "cid": c["cid"], "paired": c["paired"],
                 "named": self._named_entries()[c["names"]],
-                "msg": self._msg_entries()[c["msg"]]}
-        route_key = c["src"].astype(np.int64) << 32 | c["dst"].astype(np.int64)
+                "msg": self._entries(records.msg_names)[c["msg"]]}
         addrs, jtext = records.addrs, self._json
-        cols["route"] = self._pooled(route_key, lambda v: ROUTE % (
+        cols["route"] = self._pooled(self._route_key(c), lambda v: ROUTE % (
             jtext(addrs[v >> 32]), jtext(addrs[v & 0xFFFFFFFF])))
         seconds, cols["micro"] = _iso_parts(c["time"], self._pooled)
         cols["seconds"] = seconds
@@ -231,8 +252,8 @@ class MessageLines:
         self._fields_columns(idx, c, cols, text)
         io = (flags & R.F_RNBD_IO) != 0
         cols["io"] = io
-        sector = (c["rw"] & RNBD_OP_MASK) != RNBD_OP_FLUSH
-        cols["io_sector"], cols["io_flush"] = io & sector, io & ~sector
+        cols["has_sector"] = (c["rw"] & RNBD_OP_MASK) != RNBD_OP_FLUSH
+        cols["flush"] = ~cols["has_sector"]
         for name in ("device_id", "rw", "bi_size", "prio"):
             cols[name] = c[name]
         cols["sector"] = c["sector"].view(np.int64)
@@ -246,37 +267,17 @@ class MessageLines:
                 header[k] = text(k, _dumps(json_rnbd(found)))
         cols["rnbd_text"] = header
         cols["rnbd_null"] = ~io & (header < 0)
-        return self._json_template().write(cols, whole, texts)
-
-    def json_batch(self, idx):
-        """The JSON lines of the records ``idx``, as a list of str."""
-        return self.json_block(idx).decode().split("\n")[:-1]
-
-    def _json_template(self):
-        if self._template is None:
-            self._template = _json_template(self._pool)
-        return self._template
-
-    def _pooled(self, values, text):
-        """The pool entry of ``text(v)`` for each value, worked out once per distinct
-        value."""
-        unique, inverse = np.unique(values, return_inverse=True)
-        entries = np.array([self._pool.add(text(v)) for v in unique.tolist()], dtype=np.int64)
-        return entries[inverse.reshape(-1)]
+        return self._template("json").write(cols, whole, texts)
 
     def _named_entries(self):
         """Per names id: the pool entry of its session, paths_uuid and names."""
         if self._named is None:
             jtext = self._json
-            self._named = np.array([self._pool.add(NAMED % (
+            self._named = self._entries([NAMED % (
                 jtext(r.label) if r else "null", jtext(r.paths_uuid) if r else "null",
-                jtext(m[0]), jtext(m[1]), jtext(m[2])))
-                for r, m in zip(self.refs, self.records.names)], dtype=np.int64)
+                jtext(m[0]), jtext(m[1]), jtext(m[2]))
+                for r, m in zip(self.refs, self.records.names)])
         return self._named
-
-    def _msg_entries(self):
-        return np.array([self._pool.add(name) for name in self.records.msg_names],
-                        dtype=np.int64)
 
     @staticmethod
     def _floats(cols, texts, name, values, places):
@@ -284,11 +285,7 @@ class MessageLines:
         the decimal is exact, the repr as the batch's text elsewhere (NaN: neither)."""
         cols[name], exact = exact_decimals(values, places)
         cols[name + "_exact"] = exact
-        reprs = np.full(len(values), -1, dtype=np.int64)
-        for k in np.flatnonzero(~exact & (values == values)).tolist():
-            texts.append(repr(float(values[k])))
-            reprs[k] = len(texts) - 1
-        cols[name + "_repr"] = reprs
+        cols[name + "_repr"] = _batch_texts(texts, ~exact & (values == values), values, "%r")
 
     def _fields_columns(self, idx, c, cols, text):
         """The columns of the ``fields`` objects: what each kind of record shows, and
@@ -297,16 +294,14 @@ class MessageLines:
         flags = c["flags"]
         req = (flags & R.F_REQUEST) != 0
         rsp = (flags & R.F_RESPONSE) != 0
-        cut = (flags & R.F_CUT) != 0
-        cols.update(req=req, rsp=rsp, req_cut=req & cut, req_full=req & ~cut,
-                    req_partial=req & ~cut & ((flags & R.F_PARTIAL) != 0),
-                    req_desc=req & ((flags & R.F_DESC) != 0),
-                    rsp_inv=rsp & ((flags & R.F_WITH_INV) != 0),
-                    rsp_noinv=rsp & ((flags & R.F_WITH_INV) == 0),
-                    rsp_rkey=rsp & ((flags & R.F_RKEY) != 0))
+        cols.update(req=req, rsp=rsp, cut=(flags & R.F_CUT) != 0,
+                    full=(flags & R.F_CUT) == 0, partial=(flags & R.F_PARTIAL) != 0,
+                    desc=(flags & R.F_DESC) != 0, inv=(flags & R.F_WITH_INV) != 0,
+                    no_inv=(flags & R.F_WITH_INV) == 0, new_rkey=(flags & R.F_RKEY) != 0)
         for name in ("buf_id", "offset", "usr_len", "data_len", "sg_cnt", "first_frame",
-                     "desc_addr", "desc_key", "desc_len", "errno", "rkey_buf_id", "rkey", "inv"):
-            cols[name] = c[name]
+                     "desc_addr", "desc_key", "desc_len", "errno", "rkey_buf_id", "rkey",
+                     "inv_frame"):
+            cols[name] = c[name if name != "inv_frame" else "inv"]
         cols["errno_tail"] = self._pooled(c["errno"], lambda v: ', "errno_name": "%s"}' % (
             errno_text(v).split()[1]) if v else "}")
         late = np.full(len(idx), -1, dtype=np.int64)
@@ -314,9 +309,7 @@ class MessageLines:
         other = np.full(len(idx), -1, dtype=np.int64)
         if records.extras:
             inv, inv_at = c["inv"], c["inv_at"]
-            if self._extra_keys is None:
-                self._extra_keys = np.fromiter(records.extras, dtype=np.int64)
-            for k in np.flatnonzero(np.isin(idx, self._extra_keys)).tolist():
+            for k in np.flatnonzero(self._in(idx, records.extras)).tolist():
                 extras = records.extras[int(idx[k])]
                 extra[k] = True
                 if req[k] or rsp[k]:
@@ -327,6 +320,54 @@ class MessageLines:
         cols["late"], cols["other"] = late, other
         cols["late_inv"] = (req | rsp) & ~extra & (c["inv"] >= 0)
         cols["other_empty"] = ~req & ~rsp & (other < 0)
+
+
+def _text_template(pool):
+    """MessageView.line of a record (its LINE, trailing spaces dropped), from the
+    columns text_block makes."""
+    t = Template(pool)
+    t.text_of("frame_pad").number("frame").text("  ").text_of("seconds").text(".")
+    t.padded("micro", 6).text("Z ").text_of("rel_pad").fixed("rel", 6, when="rel_fixed")
+    t.text_of("rel_text", batch=True).text("  ").text_of("session").text(" ")
+    t.text_of("route").text(" ").text_of("qpn").text(" ").text_of("cid").text("  ")
+    t.text_of("msg")
+    with t.where("req"):
+        t.text("buf_id ").number("buf_id").text("  offset ").number("offset")
+        t.text("  header only (usr_len, data_len unknown)", when="cut")
+        with t.where("full"):
+            t.text("  usr_len ").number("usr_len").text("  data_len ").number("data_len")
+        with t.where("req_io"):
+            t.text("  ")
+            _rnbd_words(t)
+        with t.where("answered"):
+            t.text("  answered in frame ").number("paired").text(" after ")
+            _latency_words(t)
+            t.text_of("result")
+        t.text("  no response in the capture", when="unanswered")
+    with t.where("rsp"):
+        t.text("msg_id ").number("buf_id").text("  ").text_of("status")
+        t.text("  new rkey ", when="new_rkey").number("rkey", when="new_rkey")
+        t.text("  with invalidate", when="inv")
+        with t.where("request"):
+            t.text("  answers frame ").number("request_frame").text(" after ")
+            _latency_words(t)
+        with t.where("rsp_io"):
+            t.text("  (")
+            _rnbd_words(t)
+            t.text(")")
+    return t.text("\n")
+
+
+def _rnbd_words(t):
+    t.text_of("rw_words").text_of("device")
+    t.text(" sector ", when="has_sector").number("sector", when="has_sector", unsigned=True)
+    t.text(" len ", when="has_size").number("bi_size", when="has_size")
+
+
+def _latency_words(t):
+    t.fixed("latency", 1, when="latency_fixed").text_of("latency_text", batch=True)
+    t.text(" µs")
+
 
 def _json_template(pool):
     """MessageView.as_json's object of a record, from the columns json_block makes."""
@@ -342,24 +383,26 @@ def _json_template(pool):
     with t.where("req"):
         t.text('{"buf_id": ').number("buf_id").text(', "offset": ').number("offset")
         t.text(", ")
-    with t.where("req_cut"):
-        t.text('"usr_len": null, "data_len": null, "sg_cnt": null, "first_frame": ')
-        t.number("first_frame").text(', "header_only": true')
-    with t.where("req_full"):
-        t.text('"usr_len": ').number("usr_len").text(', "data_len": ').number("data_len")
-        t.text(', "sg_cnt": ').number("sg_cnt").text(', "first_frame": ').number("first_frame")
-    t.text(', "partial": true', when="req_partial")
-    with t.where("req_desc"):
-        t.text(', "desc": {"addr": ').number("desc_addr").text(', "key": ').number("desc_key")
-        t.text(', "len": ').number("desc_len").text("}")
+        with t.where("cut"):
+            t.text('"usr_len": null, "data_len": null, "sg_cnt": null, "first_frame": ')
+            t.number("first_frame").text(', "header_only": true')
+        with t.where("full"):
+            t.text('"usr_len": ').number("usr_len").text(', "data_len": ')
+            t.number("data_len").text(', "sg_cnt": ').number("sg_cnt")
+            t.text(', "first_frame": ').number("first_frame")
+            t.text(', "partial": true', when="partial")
+        with t.where("desc"):
+            t.text(', "desc": {"addr": ').number("desc_addr").text(', "key": ')
+            t.number("desc_key").text(', "len": ').number("desc_len").text("}")
     with t.where("rsp"):
         t.text('{"msg_id": ').number("buf_id").text(', "errno": ').number("errno").text(", ")
-    t.text('"with_invalidate": true', when="rsp_inv")
-    t.text('"with_invalidate": false', when="rsp_noinv")
-    with t.where("rsp_rkey"):
-        t.text(', "rkey_rsp": {"buf_id": ').number("rkey_buf_id").text(', "rkey": ')
-        t.number("rkey").text("}")
-    t.text(', "invalidate_frame": ', when="late_inv").number("inv", when="late_inv")
+        t.text('"with_invalidate": true', when="inv")
+        t.text('"with_invalidate": false', when="no_inv")
+        with t.where("new_rkey"):
+            t.text(', "rkey_rsp": {"buf_id": ').number("rkey_buf_id").text(', "rkey": ')
+            t.number("rkey").text("}")
+    with t.where("late_inv"):
+        t.text(', "invalidate_frame": ').number("inv_frame")
     t.text_of("late", batch=True)
     t.text("}", when="req").text_of("errno_tail", when="rsp")
     t.text("{}", when="other_empty").text_of("other", batch=True)
@@ -367,8 +410,7 @@ def _json_template(pool):
     with t.where("io"):
         t.text('{"type": %d, "device_id": ' % R.RNBD_MSG_IO).number("device_id")
         t.text(', "sector": ')
-    t.number("sector", when="io_sector", unsigned=True).text("null", when="io_flush")
-    with t.where("io"):
+        t.number("sector", when="has_sector", unsigned=True).text("null", when="flush")
         t.text(', "rw": ').number("rw").text(', "bi_size": ').number("bi_size")
         t.text(', "prio": ').number("prio").text_of("rw_tail")
     t.text_of("rnbd_text", batch=True).text("null", when="rnbd_null")
@@ -382,39 +424,29 @@ def _float(template, name, places):
     template.decimal(name, places, when=name + "_exact").text_of(name + "_repr", batch=True)
 
 
-def _block(lines):
-    return ("\n".join(lines) + "\n").encode()
-
-
-def _objects(values):
-    """A numpy array of Python objects (strings: they add elementwise)."""
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
+def _batch_texts(texts, where, values, fmt):
+    """``fmt % value`` of the rows ``where``, appended to the batch's texts: their
+    numbers (-1 elsewhere)."""
+    out = np.full(len(values), -1, dtype=np.int64)
+    for k in np.flatnonzero(where).tolist():
+        out[k] = len(texts)
+        texts.append(fmt % float(values[k]))
     return out
 
 
-def _texts(fmt, *columns):
-    """``fmt % row`` of each row of the columns, as an object array."""
-    return _objects([fmt % row for row in zip(*(c.tolist() if hasattr(c, "tolist") else c
-                                                for c in columns))])
-
-
-def _per_value(values, text):
-    """``text(v)`` of each value, worked out once per distinct value."""
-    unique, inverse = np.unique(values, return_inverse=True)
-    return _objects([text(v) for v in unique.tolist()])[inverse.reshape(-1)]
-
-
-def _iso_parts(times, per_value=None):
-    """The whole second as ISO text (or what ``per_value`` makes of it) and the
-    microseconds (utc_iso's rounding)."""
+def _iso_parts(times, per_value):
+    """What ``per_value`` makes of each whole second's ISO text, and the microseconds
+    (utc_iso's rounding)."""
     whole = np.trunc(times)
     micro = np.rint((times - whole) * 1e6).astype(np.int64)
     up, down = micro >= 1000000, micro < 0
     whole = whole + up - down
     micro = micro - 1000000 * up + 1000000 * down
-    seconds = (per_value or _per_value)(whole, lambda v: utc_iso(v)[:-8])
-    return seconds, micro
+    return per_value(whole, lambda v: utc_iso(v)[:-8]), micro
+
+
+#: 10, 100, … : a number's digits are one more than the powers it reaches
+_POWERS = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 def _extras_json(extras, inv, inv_at):
