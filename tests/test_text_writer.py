@@ -87,6 +87,9 @@ def test_lines_longer_than_the_buffer_come_whole():
     t.out = np.empty(40, dtype=np.uint8)
     values = list(range(0, 5000, 7))
     assert lines(t, {"v": values}) == ["0123456789" * 3 + str(v) for v in values]
+    data, ends = t.texts({"v": np.array(values)}, np.full(len(values), -1), [])
+    assert ends[0] == 0 and [data[a:b] for a, b in zip(ends, ends[1:])] == \
+        [("0123456789" * 3 + "%d\n" % v).encode() for v in values]
     long = "x" * 1000 + "\n"
     assert lines(t, {"v": [1, 2]}, whole=[-1, 0], texts=[long]) == \
         ["0123456789" * 3 + "1", "x" * 1000]

@@ -136,6 +136,11 @@ class Template:
         """The lines of a batch as bytes.  ``columns``: name → integer array (one
         entry per row); ``whole``: per row, the batch text that is its whole line, or
         -1; ``texts``: the batch's own texts (``text_of(..., batch=True)``, ``whole``)."""
+        return self.texts(columns, whole, texts)[0]
+
+    def texts(self, columns, whole, texts):
+        """:meth:`write`'s bytes, and where each row's text ends in them (a string
+        column's offsets, after a 0)."""
         rows = len(whole)
         mistaken = [name for name in self.guards if columns[name].dtype != np.bool_]
         if mistaken:    # a guard's name given to a number too
@@ -148,14 +153,18 @@ class Template:
         pool, bounds = self.pool.arrays()
         batch, batch_bounds = texts_arrays(texts)
         whole = np.ascontiguousarray(whole, dtype=np.int64)
-        parts, row = [], 0
+        ends = np.zeros(rows + 1, dtype=np.int64)
+        parts, row, written = [], 0, 0
         while row < rows:
+            first = row
             row, end = write_lines(steps, table, whole, pool, bounds, batch, batch_bounds,
-                                   self.out, row)
+                                   self.out, row, ends[1:])
             parts.append(self.out[:end].tobytes())
+            ends[first + 1:row + 1] += written
+            written += end
             if row < rows and end == 0:     # a line longer than the buffer
                 self.out = np.empty(2 * len(self.out), dtype=np.uint8)
-        return b"".join(parts)
+        return b"".join(parts), ends
 
 
 def warm_up():
@@ -193,10 +202,11 @@ def fixed_decimals(values, places):
 
 
 @compiled
-def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, row):
-    """The lines of rows ``row``… into ``out`` while each fits whole; returns the next
-    row and the bytes written.  (One loop, its copies written out: a helper call that
-    takes the arrays costs more than the bytes it writes.)"""
+def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, row, ends):
+    """The lines of rows ``row``… into ``out`` while each fits whole, each one's end in
+    ``ends``; returns the next row and the bytes written.  (One loop, its copies
+    written out: a helper call that takes the arrays costs more than the bytes it
+    writes.)"""
     at, size = 0, out.shape[0]
     while row < whole.shape[0]:
         start, w = at, whole[row]
@@ -207,6 +217,7 @@ def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, r
             for k in range(first, end):
                 out[at] = batch[k]
                 at += 1
+            ends[row] = at
             row += 1
             continue
         for s in range(steps.shape[0]):
@@ -248,6 +259,7 @@ def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, r
                     at += 1
                     value = -value
                 at = _digits(out, at, np.uint64(value), b if kind == PADDED else 1)
+        ends[row] = at
         row += 1
     return row, at
 

@@ -1,10 +1,10 @@
 """The ``messages`` table from the records' columns (analysis/records.py), a row
 group at a time: numpy columns become Arrow arrays, names are taken from the few
-distinct ones, and the two JSON columns (``fields``, ``rnbd``) are joined from
-their pieces by Arrow's string functions, so no Python runs per row.  The rare
-rich records (CM, info exchange, RNBD control messages, failovers) are made as
-build.py makes any record: from its dict.  The rows are the same as
-build._message_row's.
+distinct ones, and the two JSON columns (``fields``, ``rnbd``) are written by the
+compiled line writer (engine/text.py), so no Python runs per row.  The rare rich
+records (CM, info exchange, RNBD control messages, failovers) are made as build.py
+makes any record: from its dict.  The rows are the same as build._message_row's
+(tests/test_message_lines.py).
 """
 
 import json
@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..analysis import records as R
+from ..engine.text import Pool, Template
 from ..report.messages import _path_key
 from ..report.words import errno_text, rounded
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
@@ -40,6 +41,7 @@ def message_tables(view, result, capture, path_ids, table_schema, rows_per_table
     addrs, msgs = pa.array(records.addrs, pa.string()), pa.array(records.msg_names, pa.string())
     take = records.cols.take
     order = records.order
+    json_columns = _JsonColumns()
     for start in range(0, len(order), rows_per_table):
         idx = order[start:start + rows_per_table]
         col = take(("frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired",
@@ -74,7 +76,7 @@ def message_tables(view, result, capture, path_ids, table_schema, rows_per_table
             "paired_frame": _column(col["paired"], pa.int64(), col["paired"] < 0),
             "latency_us": _round_1(col["latency"] * 1e6),
         }
-        out["fields"], out["rnbd"] = _json_columns(records, idx, col)
+        out["fields"], out["rnbd"] = json_columns(records, idx, col)
         slow = col["rich"] >= 0
         if records.extras or records.rnbd or records.replies:
             special = np.fromiter(list(records.extras) + list(records.rnbd)
@@ -109,76 +111,101 @@ def _round_1(values):
     return pa.array(rounded(values, 1), mask=np.isnan(values))
 
 
-def _json_columns(records, idx, col):
-    """``fields`` and ``rnbd`` (sorted-key JSON) of the columnar records of a batch
-    (the rich ones are made from their dicts after)."""
-    c = records.cols.take((
-        "offset", "usr_len", "data_len", "sg_cnt", "first_frame", "desc_addr", "desc_key",
-        "desc_len", "rkey_buf_id", "rkey", "inv", "device_id", "sector", "rw", "bi_size",
-        "prio"), idx)
-    flags, buf_id, err = col["flags"], col["buf_id"], col["errno"]
-    fields = pa.repeat(pa.scalar("{}"), len(idx))
-    req = (flags & R.F_REQUEST) != 0
-    if req.any():
-        f = {k: v[req] for k, v in c.items()}
-        cut = pa.array((flags[req] & R.F_CUT) != 0)
-        desc = pa.array((flags[req] & R.F_DESC) != 0)
-        partial = pa.array((flags[req] & (R.F_CUT | R.F_PARTIAL)) == R.F_PARTIAL)
-        fields = pc.replace_with_mask(fields, pa.array(req), _join(
-            '{"buf_id": ', _text(buf_id[req]), ", ",
-            pc.if_else(cut, '"data_len": null, ',
-                       _join('"data_len": ', _text(f["data_len"]), ", ")),
-            pc.if_else(desc, _join('"desc": {"addr": ', _text(f["desc_addr"]), ', "key": ',
-                                   _text(f["desc_key"]), ', "len": ', _text(f["desc_len"]),
-                                   "}, "), ""),
-            '"first_frame": ', _text(f["first_frame"]), ", ",
-            pc.if_else(cut, '"header_only": true, ', ""),
-            pc.if_else(pa.array(f["inv"] >= 0),
-                       _join('"invalidate_frame": ', _text(f["inv"]), ", "), ""),
-            '"offset": ', _text(f["offset"]), ", ",
-            pc.if_else(partial, '"partial": true, ', ""),
-            pc.if_else(cut, '"sg_cnt": null, "usr_len": null}',
-                       _join('"sg_cnt": ', _text(f["sg_cnt"]), ', "usr_len": ',
-                             _text(f["usr_len"]), "}"))))
-    rsp = (flags & R.F_RESPONSE) != 0
-    if rsp.any():
-        f = {k: v[rsp] for k, v in c.items()}
-        fields = pc.replace_with_mask(fields, pa.array(rsp), _join(
-            _texts_by_value(err[rsp], lambda v: '{"errno": %d, ' % v + (
-                '"errno_name": "%s", ' % errno_text(v).split()[1] if v else "")),
-            '"msg_id": ', _text(buf_id[rsp]), ", ",
-            pc.if_else(pa.array((flags[rsp] & R.F_RKEY) != 0),
-                       _join('"rkey_rsp": {"buf_id": ', _text(f["rkey_buf_id"]),
-                             ', "rkey": ', _text(f["rkey"]), "}, "), ""),
-            pc.if_else(pa.array((flags[rsp] & R.F_WITH_INV) != 0),
-                       '"with_invalidate": true}', '"with_invalidate": false}')))
-    rnbd = pa.nulls(len(idx), pa.string())
-    io = (flags & R.F_RNBD_IO) != 0
-    if io.any():
-        f = {k: v[io] for k, v in c.items()}
-        rw = f["rw"]
-        rnbd = pc.replace_with_mask(rnbd, pa.array(io), _join(
-            '{"bi_size": ', _text(f["bi_size"]), ', "device_id": ', _text(f["device_id"]),
-            ", ",
-            _texts_by_value(rw, lambda v: '"msg": "io", "op": %s, "prio": ' % _dumps(
-                rnbd_op_name(v))),
-            _text(f["prio"]), ", ",
-            _texts_by_value(rw, lambda v: '"rw": %d, "rw_str": %s, "sector": ' % (
-                v, _dumps(R.rnbd.rw_str(v)))),
-            pc.if_else(pa.array((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH),
-                       _text(f["sector"]), "null"),
-            ', "type": %d}' % R.RNBD_MSG_IO))
-    return fields, rnbd
+class _JsonColumns:
+    """``fields`` and ``rnbd`` (sorted-key JSON) of the columnar records of a batch,
+    written by the compiled writer (engine/text.py); the rich ones are made from
+    their dicts after."""
+
+    def __init__(self):
+        pool = Pool()
+        self.pool = pool
+        self.fields, self.rnbd = _fields_template(pool), _rnbd_template(pool)
+
+    def __call__(self, records, idx, col):
+        c = records.cols.take((
+            "offset", "usr_len", "data_len", "sg_cnt", "first_frame", "desc_addr", "desc_key",
+            "desc_len", "rkey_buf_id", "rkey", "inv", "device_id", "sector", "rw", "bi_size",
+            "prio"), idx)
+        flags = col["flags"]
+        cut = (flags & R.F_CUT) != 0
+        rw = c["rw"]
+        columns = dict(c, buf_id=col["buf_id"], errno=col["errno"],
+                       req=(flags & R.F_REQUEST) != 0, rsp=(flags & R.F_RESPONSE) != 0,
+                       cut=cut, full=~cut, desc=(flags & R.F_DESC) != 0,
+                       invalidated=c["inv"] >= 0,
+                       partial=(flags & (R.F_CUT | R.F_PARTIAL)) == R.F_PARTIAL,
+                       new_rkey=(flags & R.F_RKEY) != 0,
+                       with_inv=(flags & R.F_WITH_INV) != 0,
+                       no_inv=(flags & R.F_WITH_INV) == 0,
+                       other=(flags & (R.F_REQUEST | R.F_RESPONSE)) == 0,
+                       sector=c["sector"].view(np.int64),
+                       has_sector=(rw & RNBD_OP_MASK) != RNBD_OP_FLUSH,
+                       flush=(rw & RNBD_OP_MASK) == RNBD_OP_FLUSH,
+                       errno_words=self._pooled(col["errno"], lambda v: (
+                           '"errno_name": "%s", ' % errno_text(v).split()[1] if v else "")),
+                       op_words=self._pooled(rw, lambda v: '"msg": "io", "op": %s, "prio": '
+                                             % _dumps(rnbd_op_name(v))),
+                       rw_words=self._pooled(rw, lambda v: '"rw": %d, "rw_str": %s, "sector": '
+                                             % (v, _dumps(R.rnbd.rw_str(v)))))
+        columns["io"] = io = (flags & R.F_RNBD_IO) != 0
+        whole = np.full(len(idx), -1, dtype=np.int64)
+        return _strings(self.fields.texts(columns, whole, [])), \
+            _strings(self.rnbd.texts(columns, whole, []), valid=io)
+
+    def _pooled(self, values, text):
+        unique, inverse = np.unique(values, return_inverse=True)
+        entries = np.array([self.pool.add(text(v)) for v in unique.tolist()], dtype=np.int64)
+        return entries[inverse.reshape(-1)]
 
 
-def _text(values):
-    """A numpy integer column as decimal text (an Arrow string array)."""
-    return pc.cast(pa.array(values), pa.string())
+def _fields_template(pool):
+    t = Template(pool)
+    with t.where("req"):
+        t.text('{"buf_id": ').number("buf_id").text(", ")
+        t.text('"data_len": null, ', when="cut")
+        t.text('"data_len": ', when="full").number("data_len", when="full")
+        t.text(", ", when="full")
+        with t.where("desc"):
+            t.text('"desc": {"addr": ').number("desc_addr").text(', "key": ')
+            t.number("desc_key").text(', "len": ').number("desc_len").text("}, ")
+        t.text('"first_frame": ').number("first_frame").text(", ")
+        t.text('"header_only": true, ', when="cut")
+        with t.where("invalidated"):
+            t.text('"invalidate_frame": ').number("inv").text(", ")
+        t.text('"offset": ').number("offset").text(", ")
+        t.text('"partial": true, ', when="partial")
+        t.text('"sg_cnt": null, "usr_len": null}', when="cut")
+        with t.where("full"):
+            t.text('"sg_cnt": ').number("sg_cnt").text(', "usr_len": ').number("usr_len")
+            t.text("}")
+    with t.where("rsp"):
+        t.text('{"errno": ').number("errno").text(", ").text_of("errno_words")
+        t.text('"msg_id": ').number("buf_id").text(", ")
+        with t.where("new_rkey"):
+            t.text('"rkey_rsp": {"buf_id": ').number("rkey_buf_id").text(', "rkey": ')
+            t.number("rkey").text("}, ")
+        t.text('"with_invalidate": true}', when="with_inv")
+        t.text('"with_invalidate": false}', when="no_inv")
+    return t.text("{}", when="other")
 
 
-def _join(*pieces):
-    """Arrow string arrays and literals joined row by row."""
-    return pc.binary_join_element_wise(*pieces, "")
+def _rnbd_template(pool):
+    t = Template(pool)
+    with t.where("io"):
+        t.text('{"bi_size": ').number("bi_size").text(', "device_id": ').number("device_id")
+        t.text(", ").text_of("op_words").number("prio").text(", ").text_of("rw_words")
+        t.number("sector", when="has_sector", unsigned=True).text("null", when="flush")
+        t.text(', "type": %d}' % R.RNBD_MSG_IO)
+    return t
+
+
+def _strings(written, valid=None):
+    """The writer's texts of a batch (its bytes and where each row ends) as an Arrow
+    string array, null where not ``valid``."""
+    data, ends = written
+    validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.StringArray.from_buffers(len(ends) - 1, pa.py_buffer(ends.astype(np.int32)),
+                                       pa.py_buffer(data), validity)
 
 
 def _texts_by_value(values, text, missing=None):
