@@ -210,58 +210,55 @@ def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, r
     at, size = 0, out.shape[0]
     while row < whole.shape[0]:
         start, w = at, whole[row]
-        if w >= 0:
-            first, end = batch_bounds[w], batch_bounds[w + 1]
+        for s in range(-1, steps.shape[0]):     # -1: the batch's whole line, if any
+            if s < 0:
+                if w < 0:
+                    continue
+                src, first, end = batch, batch_bounds[w], batch_bounds[w + 1]
+            else:
+                if w >= 0:
+                    break
+                kind, a, b, guard = steps[s, 0], steps[s, 1], steps[s, 2], steps[s, 3]
+                if guard >= 0 and columns[guard, row] == 0:
+                    continue
+                if kind != TEXT and kind != TEXT_OF:
+                    if at + NUMBER_ROOM > size:
+                        return row, start
+                    at = _number(out, at, kind, columns[a, row], b)
+                    continue
+                entry = a if kind == TEXT else columns[a, row]
+                if entry < 0:
+                    continue
+                if kind == TEXT_OF and b == BATCH:
+                    src, first, end = batch, batch_bounds[entry], batch_bounds[entry + 1]
+                else:
+                    src, first, end = pool, bounds[entry], bounds[entry + 1]
             if at + end - first > size:
                 return row, start
             for k in range(first, end):
-                out[at] = batch[k]
+                out[at] = src[k]
                 at += 1
-            ends[row] = at
-            row += 1
-            continue
-        for s in range(steps.shape[0]):
-            kind, a, b, guard = steps[s, 0], steps[s, 1], steps[s, 2], steps[s, 3]
-            if guard >= 0 and columns[guard, row] == 0:
-                continue
-            if kind == TEXT or kind == TEXT_OF:
-                src, entry = pool, a
-                if kind == TEXT_OF:
-                    entry = columns[a, row]
-                    if entry < 0:
-                        continue
-                    if b == BATCH:
-                        src = batch
-                if b == BATCH and kind == TEXT_OF:
-                    first, end = batch_bounds[entry], batch_bounds[entry + 1]
-                else:
-                    first, end = bounds[entry], bounds[entry + 1]
-                if at + end - first > size:
-                    return row, start
-                for k in range(first, end):
-                    out[at] = src[k]
-                    at += 1
-                continue
-            if at + NUMBER_ROOM > size:
-                return row, start
-            value = columns[a, row]
-            if kind == NUMBER_OR_NULL and value < 0:
-                for k in range(4):
-                    out[at + k] = _NULL[k]
-                at += 4
-            elif kind == UNSIGNED:
-                at = _digits(out, at, np.uint64(value), 1)
-            elif kind == DECIMAL or kind == FIXED:
-                at = _decimal(out, at, value, b, kind == DECIMAL)
-            else:
-                if value < 0:
-                    out[at] = 45    # "-"
-                    at += 1
-                    value = -value
-                at = _digits(out, at, np.uint64(value), b if kind == PADDED else 1)
         ends[row] = at
         row += 1
     return row, at
+
+
+@helper
+def _number(out, at, kind, value, b):
+    """A number step's text of ``value`` (room for it checked)."""
+    if kind == NUMBER_OR_NULL and value < 0:
+        for k in range(4):
+            out[at + k] = _NULL[k]
+        return at + 4
+    if kind == UNSIGNED:
+        return _digits(out, at, np.uint64(value), 1)
+    if kind == DECIMAL or kind == FIXED:
+        return _decimal(out, at, value, b, kind == DECIMAL)
+    if value < 0:
+        out[at] = 45    # "-"
+        at += 1
+        value = -value
+    return _digits(out, at, np.uint64(value), b if kind == PADDED else 1)
 
 
 @helper
