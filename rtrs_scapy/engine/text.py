@@ -59,6 +59,13 @@ class Pool:
             found = self.index[text] = len(self.bounds) - 2
         return found
 
+    def add_each(self, values, text):
+        """The number of ``text(v)`` for each of ``values``, worked out once per
+        distinct value."""
+        unique, inverse = np.unique(values, return_inverse=True)
+        numbers = np.array([self.add(text(v)) for v in unique.tolist()], dtype=np.int64)
+        return numbers[inverse.reshape(-1)]
+
     def arrays(self):
         """The bytes and the bounds of every text (text k is bytes[bounds[k]:bounds[k+1]])."""
         return byte_array(self.data[:self.bounds[-1]]), np.array(self.bounds, dtype=np.int64)

@@ -79,13 +79,6 @@ class MessageLines:
             text = self._json_text[value] = _dumps(value)
         return text
 
-    def _pooled(self, values, text):
-        """The pool entry of ``text(v)`` for each value, worked out once per distinct
-        value."""
-        unique, inverse = np.unique(values, return_inverse=True)
-        entries = np.array([self._pool.add(text(v)) for v in unique.tolist()], dtype=np.int64)
-        return entries[inverse.reshape(-1)]
-
     def _entries(self, texts):
         return np.array([self._pool.add(text) for text in texts], dtype=np.int64)
 
@@ -123,17 +116,17 @@ class MessageLines:
         rsp = ~slow & ((flags & R.F_RESPONSE) != 0)
         cols = {"frame": c["frame"], "frame_pad": self._pad(c["frame"], 6),
                 "session": self._session_entries()[c["names"]], "req": req, "rsp": rsp}
-        seconds, cols["micro"] = _iso_parts(c["time"], self._pooled)
+        seconds, cols["micro"] = _iso_parts(c["time"], self._pool.add_each)
         cols["seconds"] = seconds
         rel = c["time"] - view.first_ts
         cols["rel"], cols["rel_fixed"] = fixed_decimals(rel, 6)
         cols["rel_text"] = _batch_texts(texts, ~cols["rel_fixed"], rel, "%11.6f")
         cols["rel_pad"] = self._pad(cols["rel"] // 10 ** 6, 4, ~cols["rel_fixed"])
         addrs = records.addrs
-        cols["route"] = self._pooled(self._route_key(c), lambda v: "%-31s" % (
+        cols["route"] = self._pool.add_each(self._route_key(c), lambda v: "%-31s" % (
             "%s → %s" % (addrs[v >> 32], addrs[v & 0xFFFFFFFF])))
-        cols["qpn"] = self._pooled(c["qpn"], lambda v: "%7s" % ("0x%x" % v))
-        cols["cid"] = self._pooled(c["cid"], lambda v: "%3s" % ("-" if v < 0 else v))
+        cols["qpn"] = self._pool.add_each(c["qpn"], lambda v: "%7s" % ("0x%x" % v))
+        cols["cid"] = self._pool.add_each(c["cid"], lambda v: "%3s" % ("-" if v < 0 else v))
         names = records.msg_names
         cols["msg"] = np.where(req | rsp, self._entries(["%-10s " % m for m in names])[c["msg"]],
                                self._entries(names)[c["msg"]])
@@ -153,8 +146,8 @@ class MessageLines:
         response = self.response_of[idx]
         err = np.where(req & (response >= 0), records.cols.take(
             ("errno",), np.maximum(response, 0))["errno"], 0)
-        cols["result"] = self._pooled(err, lambda v: ": " + errno_text(v) if v else "")
-        cols["status"] = self._pooled(c["errno"], lambda v: "errno " + errno_text(v) if v
+        cols["result"] = self._pool.add_each(err, lambda v: ": " + errno_text(v) if v else "")
+        cols["status"] = self._pool.add_each(c["errno"], lambda v: "errno " + errno_text(v) if v
                                       else "OK")
         cols["request_frame"] = records.cols.take(("frame",), np.maximum(request, 0))["frame"]
         self._rnbd_columns(cols, c, req & ((flags & R.F_RNBD_IO) != 0), rsp & (plain_req >= 0),
@@ -192,9 +185,9 @@ class MessageLines:
             for name, column in data.items():
                 column[at] = theirs[name]
         rw = data["rw"]
-        cols["rw_words"] = self._pooled(rw, lambda v: "RNBD %s " % R.rnbd.rw_str(v))
+        cols["rw_words"] = self._pool.add_each(rw, lambda v: "RNBD %s " % R.rnbd.rw_str(v))
         key = data["names"].astype(np.int64) << 32 | data["device_id"].astype(np.int64)
-        cols["device"] = self._pooled(key, lambda v: self._device_text(self.refs[v >> 32],
+        cols["device"] = self._pool.add_each(key, lambda v: self._device_text(self.refs[v >> 32],
                                                                       v & 0xFFFFFFFF))
         cols["sector"] = data["sector"].view(np.int64)
         cols["has_sector"] = (rw & RNBD_OP_MASK) != RNBD_OP_FLUSH
@@ -240,9 +233,9 @@ class MessageLines:
                 "named": self._named_entries()[c["names"]],
                 "msg": self._entries(records.msg_names)[c["msg"]]}
         addrs, jtext = records.addrs, self._json
-        cols["route"] = self._pooled(self._route_key(c), lambda v: ROUTE % (
+        cols["route"] = self._pool.add_each(self._route_key(c), lambda v: ROUTE % (
             jtext(addrs[v >> 32]), jtext(addrs[v & 0xFFFFFFFF])))
-        seconds, cols["micro"] = _iso_parts(c["time"], self._pooled)
+        seconds, cols["micro"] = _iso_parts(c["time"], self._pool.add_each)
         cols["seconds"] = seconds
         self._floats(cols, texts, "time", c["time"], 6)
         self._floats(cols, texts, "rel", rounded(c["time"] - view.first_ts, 6), 6)
@@ -257,7 +250,7 @@ class MessageLines:
         for name in ("device_id", "rw", "bi_size", "prio"):
             cols[name] = c[name]
         cols["sector"] = c["sector"].view(np.int64)
-        cols["rw_tail"] = self._pooled(c["rw"], lambda v: ', "msg": "io", "rw_str": %s, '
+        cols["rw_tail"] = self._pool.add_each(c["rw"], lambda v: ', "msg": "io", "rw_str": %s, '
                                        '"op": %s}' % (_dumps(R.rnbd.rw_str(v)),
                                                       _dumps(rnbd_op_name(v))))
         header = np.full(len(idx), -1, dtype=np.int64)
@@ -302,7 +295,7 @@ class MessageLines:
                      "desc_addr", "desc_key", "desc_len", "errno", "rkey_buf_id", "rkey",
                      "inv_frame"):
             cols[name] = c[name if name != "inv_frame" else "inv"]
-        cols["errno_tail"] = self._pooled(c["errno"], lambda v: ', "errno_name": "%s"}' % (
+        cols["errno_tail"] = self._pool.add_each(c["errno"], lambda v: ', "errno_name": "%s"}' % (
             errno_text(v).split()[1]) if v else "}")
         late = np.full(len(idx), -1, dtype=np.int64)
         extra = np.zeros(len(idx), dtype=bool)

@@ -141,21 +141,25 @@ class _JsonColumns:
                        sector=c["sector"].view(np.int64),
                        has_sector=(rw & RNBD_OP_MASK) != RNBD_OP_FLUSH,
                        flush=(rw & RNBD_OP_MASK) == RNBD_OP_FLUSH,
-                       errno_words=self._pooled(col["errno"], lambda v: (
-                           '"errno_name": "%s", ' % errno_text(v).split()[1] if v else "")),
-                       op_words=self._pooled(rw, lambda v: '"msg": "io", "op": %s, "prio": '
-                                             % _dumps(rnbd_op_name(v))),
-                       rw_words=self._pooled(rw, lambda v: '"rw": %d, "rw_str": %s, "sector": '
-                                             % (v, _dumps(R.rnbd.rw_str(v)))))
+                       errno_words=self.pool.add_each(col["errno"], _errno_words),
+                       op_words=self.pool.add_each(rw, _op_words),
+                       rw_words=self.pool.add_each(rw, _rw_words))
         columns["io"] = io = (flags & R.F_RNBD_IO) != 0
         whole = np.full(len(idx), -1, dtype=np.int64)
         return _strings(self.fields.texts(columns, whole, [])), \
             _strings(self.rnbd.texts(columns, whole, []), valid=io)
 
-    def _pooled(self, values, text):
-        unique, inverse = np.unique(values, return_inverse=True)
-        entries = np.array([self.pool.add(text(v)) for v in unique.tolist()], dtype=np.int64)
-        return entries[inverse.reshape(-1)]
+
+def _errno_words(errno):
+    return '"errno_name": "%s", ' % errno_text(errno).split()[1] if errno else ""
+
+
+def _op_words(rw):
+    return '"msg": "io", "op": %s, "prio": ' % _dumps(rnbd_op_name(rw))
+
+
+def _rw_words(rw):
+    return '"rw": %d, "rw_str": %s, "sector": ' % (rw, _dumps(R.rnbd.rw_str(rw)))
 
 
 def _fields_template(pool):
