@@ -401,17 +401,20 @@ class Records:
         hit, at = [], []
         reads_of = self.reads.get
         for rkey, frame in zip(rkeys, frames):
+            reads = reads_of(rkey)
+            if not reads:
+                continue
             latest = None
-            for read in reads_of(rkey, ()):      # a few: the recent reads of a key
+            for read in reads:      # a few: the recent reads of a key
                 if read[0] < frame and (latest is None or read[0] > latest[0]):
                     latest = read
             if latest is not None:
-                self.reads[rkey].remove(latest)
+                reads.remove(latest)
                 hit.append(latest[1])
                 at.append(frame)
         if hit:
             self.cols.put("inv", hit, at)
-            self.cols.put("inv_at", hit, [len(self.extras.get(rec, ())) for rec in hit])
+            self.cols.put("inv_at", hit, _late_counts(self.extras, hit))
 
     def partners(self):
         """(request_of, response_of) of the closed records, as ``messages`` pairs them
@@ -654,3 +657,13 @@ def _lookup(keys, values, queries):
         at = np.minimum(np.searchsorted(keys, mine), len(keys) - 1)
         out[start:start + SCAN] = np.where(keys[at] == mine, values[at], -1)
     return out
+
+
+def _late_counts(extras, records):
+    """How many late fields each of ``records`` has gained so far (most: none)."""
+    counts = np.zeros(len(records), dtype=np.int64)
+    if extras:
+        for k, record in enumerate(records):
+            if record in extras:
+                counts[k] = len(extras[record])
+    return counts
