@@ -1,6 +1,6 @@
 """Lines of text written from columns by compiled code: the bytes of a batch of rows
-at once (``messages --format json``), where Python's ``%`` would cost microseconds a
-line.
+at once (``messages``' text and JSON lines, ``export``'s JSON columns), where Python's
+``%`` would cost microseconds a line.
 
 A line is a :class:`Template`, a list of steps.  Each step writes a piece of text or
 a number from one of the batch's integer columns, on the rows where its guard column
@@ -130,6 +130,8 @@ class Template:
         return self._step(kind, self._column(column), 0, when)
 
     def padded(self, column, width, when=None):
+        if not 0 < width < NUMBER_ROOM:
+            raise ValueError("a padded number of %d digits" % width)
         return self._step(PADDED, self._column(column), width, when)
 
     def decimal(self, column, places, when=None):
