@@ -59,12 +59,15 @@ class Pool:
             found = self.index[text] = len(self.bounds) - 2
         return found
 
+    def add_all(self, texts):
+        """The numbers of ``texts``, an array."""
+        return np.array([self.add(text) for text in texts], dtype=np.int64)
+
     def add_each(self, values, text):
         """The number of ``text(v)`` for each of ``values``, worked out once per
         distinct value."""
         unique, inverse = np.unique(values, return_inverse=True)
-        numbers = np.array([self.add(text(v)) for v in unique.tolist()], dtype=np.int64)
-        return numbers[inverse.reshape(-1)]
+        return self.add_all(text(v) for v in unique.tolist())[inverse.reshape(-1)]
 
     def arrays(self):
         """The bytes and the bounds of every text (text k is bytes[bounds[k]:bounds[k+1]])."""

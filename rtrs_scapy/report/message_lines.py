@@ -79,16 +79,13 @@ class MessageLines:
             text = self._json_text[value] = _dumps(value)
         return text
 
-    def _entries(self, texts):
-        return np.array([self._pool.add(text) for text in texts], dtype=np.int64)
-
     def _in(self, idx, side):
-        """Which records ``idx`` have an entry in ``side`` (a side dict of the
-        records: extras, rnbd, replies, all filled by now)."""
-        name = id(side)
-        if name not in self._keys:
-            self._keys[name] = np.fromiter(side, dtype=np.int64, count=len(side))
-        return np.isin(idx, self._keys[name])
+        """Which records ``idx`` have an entry in the records' side dict ``side``
+        ("extras", "rnbd", "replies": all filled by now)."""
+        if side not in self._keys:
+            found = getattr(self.records, side)
+            self._keys[side] = np.fromiter(found, dtype=np.int64, count=len(found))
+        return np.isin(idx, self._keys[side])
 
     def _route_key(self, c):
         return c["src"].astype(np.int64) << 32 | c["dst"].astype(np.int64)
@@ -128,8 +125,8 @@ class MessageLines:
         cols["qpn"] = self._pool.add_each(c["qpn"], lambda v: "%7s" % ("0x%x" % v))
         cols["cid"] = self._pool.add_each(c["cid"], lambda v: "%3s" % ("-" if v < 0 else v))
         names = records.msg_names
-        cols["msg"] = np.where(req | rsp, self._entries(["%-10s " % m for m in names])[c["msg"]],
-                               self._entries(names)[c["msg"]])
+        padded = self._pool.add_all(["%-10s " % name for name in names])   # details follow
+        cols["msg"] = np.where(req | rsp, padded[c["msg"]], self._pool.add_all(names)[c["msg"]])
         for name in ("buf_id", "offset", "usr_len", "data_len", "paired", "rkey"):
             cols[name] = c[name]
         cut = (flags & R.F_CUT) != 0
@@ -161,14 +158,14 @@ class MessageLines:
         records = self.records
         slow = col["rich"] >= 0
         if records.extras:
-            slow |= self._in(idx, records.extras)
+            slow |= self._in(idx, "extras")
         if records.rnbd:
-            slow |= self._in(idx, records.rnbd)
+            slow |= self._in(idx, "rnbd")
         req = self.request_of[idx]
         answered = req >= 0
         partner = np.where(answered, req, 0)
         if records.rnbd:
-            slow |= answered & self._in(partner, records.rnbd)
+            slow |= answered & self._in(partner, "rnbd")
         rsp = col["msg"] == R.IO_RSP
         slow |= rsp & ~answered & (col["paired"] >= 0)
         flags = records.cols.take(("flags",), partner)["flags"]
@@ -197,7 +194,7 @@ class MessageLines:
 
     def _session_entries(self):
         if self._sessions is None:
-            self._sessions = self._entries(["%-8s" % ((r.label if r else None) or "-")
+            self._sessions = self._pool.add_all(["%-8s" % ((r.label if r else None) or "-")
                                             for r in self.refs])
         return self._sessions
 
@@ -205,7 +202,7 @@ class MessageLines:
         """The pool entry of the spaces before each value (not negative) right-aligned
         in ``width`` digits; nothing where ``none``."""
         digits = 1 + np.searchsorted(_POWERS, values, side="right")
-        pads = self._entries([" " * n for n in range(width + 1)])
+        pads = self._pool.add_all([" " * n for n in range(width + 1)])
         out = pads[np.clip(width - digits, 0, width)]
         return out if none is None else np.where(none, -1, out)
 
@@ -226,12 +223,12 @@ class MessageLines:
         whole = np.full(len(idx), -1, dtype=np.int64)
         rich = (c["rich"] >= 0)
         if records.replies:
-            rich |= self._in(idx, records.replies)
+            rich |= self._in(idx, "replies")
         for k in np.flatnonzero(rich).tolist():
             whole[k] = text(k, _dumps(view.as_json(records.record(int(idx[k])))) + "\n")
         cols = {"frame": c["frame"], "qpn": c["qpn"], "cid": c["cid"], "paired": c["paired"],
                 "named": self._named_entries()[c["names"]],
-                "msg": self._entries(records.msg_names)[c["msg"]]}
+                "msg": self._pool.add_all(records.msg_names)[c["msg"]]}
         addrs, jtext = records.addrs, self._json
         cols["route"] = self._pool.add_each(self._route_key(c), lambda v: ROUTE % (
             jtext(addrs[v >> 32]), jtext(addrs[v & 0xFFFFFFFF])))
@@ -266,7 +263,7 @@ class MessageLines:
         """Per names id: the pool entry of its session, paths_uuid and names."""
         if self._named is None:
             jtext = self._json
-            self._named = self._entries([NAMED % (
+            self._named = self._pool.add_all([NAMED % (
                 jtext(r.label) if r else "null", jtext(r.paths_uuid) if r else "null",
                 jtext(m[0]), jtext(m[1]), jtext(m[2]))
                 for r, m in zip(self.refs, self.records.names)])
@@ -302,7 +299,7 @@ class MessageLines:
         other = np.full(len(idx), -1, dtype=np.int64)
         if records.extras:
             inv, inv_at = c["inv"], c["inv_at"]
-            for k in np.flatnonzero(self._in(idx, records.extras)).tolist():
+            for k in np.flatnonzero(self._in(idx, "extras")).tolist():
                 extras = records.extras[int(idx[k])]
                 extra[k] = True
                 if req[k] or rsp[k]:
