@@ -1,8 +1,8 @@
 """``messages`` formats its records a batch at a time from their columns
 (report/message_lines.py); the lines are those MessageView makes of each record as a
 dict, byte for byte, on every crafted and real capture, with the other RDMA
-protocols' messages kept (``--other``) and without.  So are export's ``messages``
-rows."""
+protocols' messages kept (``--other``) and without, and on real captures cut by editcap
+(to a snaplen, or from a frame on: mid-session).  So are export's ``messages`` rows."""
 
 import json
 import subprocess
@@ -19,20 +19,28 @@ from rtrs_scapy.tables.build import messages_tables
 
 CAPTURES = sorted(str(p)[:-len(".truth.json")] for p in PROJECT_PCAPS.glob("*.truth.json")) \
     + [str(real_pcap(name)) for name in REAL_NAMES] \
-    + ["errors cut to 96 bytes", "jumbo cut to 326 bytes", "multipath cut to 128 bytes"]
+    + ["errors cut to 96 bytes", "jumbo cut to 326 bytes", "multipath cut to 128 bytes",
+       "failover from frame 22000", "load from frame 30001"]
 
 
 @pytest.fixture
 def capture_file(request, tmp_path):
     """The capture of the test's ``capture`` parameter: a file, or a real capture cut
-    by editcap as a snaplen cuts it (header-only requests)."""
+    by editcap: as a snaplen cuts it (header-only requests), or from a frame on (a
+    capture started mid-session, without handshakes; failover's at its failover, the
+    load capture's under load)."""
     name = request.node.callspec.params["capture"]
-    if " cut to " not in name:
+    if " cut to " in name:
+        real, snaplen = name.split(" cut to ")
+        options, frames = ["-s", snaplen.split()[0]], []
+    elif " from frame " in name:
+        real, first = name.split(" from frame ")
+        options, frames = ["-r"], ["%s-%d" % (first, 1 << 30)]
+    else:
         return name
-    real, snaplen = name.split(" cut to ")
     cut = tmp_path / (real + ".pcap")
-    subprocess.run(["editcap", "-s", snaplen.split()[0], str(real_pcap(real)), str(cut)],
-                   check=True, capture_output=True)
+    subprocess.run(["editcap", "-F", "pcap"] + options + [str(real_pcap(real)), str(cut)]
+                   + frames, check=True, capture_output=True)
     return str(cut)
 
 
