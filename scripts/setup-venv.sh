@@ -45,7 +45,12 @@ ensure_venv() {
         touch "$stamp"
     fi
     # the engine's machine code, compiled here once rather than on the first capture
-    # (docs/install.md): about 30 s the first time, a second once it is there
+    # (docs/install.md): about 45 s the first time, a second once it is there; its native
+    # module is built with a C and C++ compiler against Python's headers
+    if ! command -v g++ >/dev/null 2>&1 || ! .venv/bin/python -c \
+            'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+        apt_install g++ python3-dev
+    fi
     .venv/bin/rtrs-dissect compile >&2
     # the package's bytecode, written even where PYTHONDONTWRITEBYTECODE is set: the
     # suite starts the CLI hundreds of times, each would compile ~60 modules (0.15 s)

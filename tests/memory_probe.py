@@ -5,7 +5,9 @@ nothing of the test process counts:
 - ``retained``: the bytes of Python objects and numpy arrays still alive after the
   analysis (tracemalloc, after a collection): a leak of one byte per packet shows;
 - ``numba_live``: the allocations numba's runtime made and never freed (its own
-  counters, ``NUMBA_NRT_STATS``), which tracemalloc does not see;
+  counters, ``NUMBA_NRT_STATS``), which tracemalloc does not see; the engine runs
+  under numba's JIT for it (``RTRS_SCAPY_ENGINE=numba``): the code the native
+  module is built from, with the runtime's counters in reach;
 - ``held``: the bytes of Python objects and numpy arrays alive at the end of the
   analysis, while it is still held (summary: the state the end of the capture reads,
   which grows with the requests of the capture, within its bounds);
@@ -25,7 +27,7 @@ def probe(mode, capture):
     """The measures of one analysis of ``capture`` (``summary``: what ``rtrs-dissect
     summary`` runs, with the summary under ``output``; ``watch``: the watcher's 1 s
     intervals, each made and dropped, with their number)."""
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
+    env = dict(os.environ, NUMBA_NRT_STATS="1", RTRS_SCAPY_ENGINE="numba")
     done = subprocess.run([sys.executable, __file__, mode, str(capture)], env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

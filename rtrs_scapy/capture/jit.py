@@ -1,70 +1,68 @@
-"""The engine's compiled loops: compiled once, when the package is installed.
+"""The engine's compiled loops: written for numba, built ahead of the first capture
+into a native module that runs without numba.
 
-numba compiles a function on its first call and, with caching, keeps the
-machine code beside the source (``__pycache__``) under a hash of the source.
-Compiling the engine's entry points takes tens of seconds, so it is done when
-the package is built (``setup.py`` runs ``rtrs-dissect compile``'s work into
-the wheel's ``__pycache__``) or, in a checkout, by ``scripts/dissect.sh``.
+The engine's loops are numba code: :func:`helper` marks a function only compiled
+code calls, :func:`compiled` an entry point Python calls.  ``rtrs-dissect compile``
+(run by the install, ``setup.py`` and ``scripts/dissect.sh``) compiles them with
+numba on a sample capture, which gives each entry point its argument types, then
+builds them ahead of time into one extension module (capture/native.py).  A run
+imports that module and never numba: numba and LLVM would cost 0.3 s at start and
+65 MB of resident memory, about a third of a 10 M-packet summary's peak
+(docs/compile.md).
 
-numba's own cache places need a writable folder: an install in a read-only
-site-packages would find its shipped code and still compile on every run.
-:func:`compiled` therefore gives each entry point a cache that, after numba's
-usual places (``NUMBA_CACHE_DIR``, a writable ``__pycache__``, the user's cache
-folder), also *reads* the package's own ``__pycache__`` when it cannot write
-there.  The code is only used for the machine and numba version it was built
-for (numba checks both); anything else compiles as before.
+The native module is used only when it was built from the sources in this
+package: its manifest carries a hash of every source the machine code is made of
+(:data:`ENGINE_PACKAGES`; a helper's constant read from another module counts).
+After an edit, or where the module could not be built, the entry points run under
+numba's JIT with its cache, keyed on the same hash; ``RTRS_SCAPY_ENGINE=numba``
+asks for numba even where the module is built (its allocation counters, its
+annotations, a profile of the Python that numba compiles).
 
-numba keys its cache on the entry point's own file, but the machine code also
-holds the helpers it calls and the constants it reads from other modules: the
-key here adds a hash of every source the engine is compiled from
-(:data:`ENGINE_PACKAGES`), so an edit anywhere in them compiles again.
+Under numba the decorators below turn into numba's objects (:func:`use_numba`):
+a helper is compiled once for the plain types of its arguments, not once per
+literal a caller passes (numba types a constant, a header field's index or a loop
+counter's first value ``0``, as a literal of its value); :func:`read_only` gives a
+scratch copy the type of the buffers the engine reads, so that the byte readers
+are compiled once; :func:`copy_into` copies without the code numba's slice
+assignment brings to format its shape error.
 
-The helpers the entry points call are compiled with them, once per distinct
-argument types.  numba types a constant (a header field's index, a loop counter's
-first value ``0``) as a literal of its value, and would compile a helper again, with
-everything it calls, for each literal a caller passes: :func:`helper` compiles it
-for the plain types only, and :func:`read_only` gives a scratch copy the type of
-the buffers the engine reads, so that the byte readers are compiled once.  numba's
-slice assignment (``a[i:j] = b[k:l]``) brings along code that formats its shape
-error's message, compiled into every entry point that assigns one:
-:func:`copy_into` does the same copy without it.
-
-numba counts the references to every array in its compiled code: each array argument
+numba counts the references to every array in compiled code: each array argument
 of a call and each view (``state[slot]``, ``buf[a:b]``) is an atomic increment and
 decrement of a shared counter, which on this engine's per-packet paths cost more than
 the work they guard (a helper taking an array and a few bytes of it: 57 ns a call
-counted, 3 ns not; perf of a summary showed the reader's thread spending more time in
-them than in the record walk and the IB decode: docs/benchmarks.md, Stages).  Nothing
-here needs them: the arrays belong to Python, which holds them for the whole call,
-and no compiled function keeps or returns a view of them.  So :func:`helper` and
-:func:`compiled` compile without reference counting (numba's ``_nrt`` option), but for
-the few that make an array (``np.zeros``, ``.copy()``, ``np.argsort``: numba's
-allocator is part of the counting), marked ``allocates=True``; the compiler refuses an
-allocation in the others.
+counted, 3 ns not; docs/benchmarks.md, Stages).  Nothing here needs them: the arrays
+belong to Python, which holds them for the whole call, and no compiled function keeps
+or returns a view of them.  So helpers are compiled without reference counting
+(numba's ``_nrt`` option), but for the few that make an array (``np.zeros``,
+``.copy()``, ``np.argsort``: numba's allocator is part of the counting), marked
+``allocates=True``; the compiler refuses an allocation in the others.
 """
 
+import functools
 import hashlib
 import os
-from functools import lru_cache
+import sys
+import threading
 from pathlib import Path
 
 import numpy as np
-from numba import njit, types
-from numba.core import caching
-from numba.core.imputils import impl_ret_borrowed
-from numba.core.registry import CPUDispatcher
-from numba.core.runtime import rtsys
-from numba.extending import intrinsic
 
-#: every compiled entry point (called from Python), for :func:`missing`
+#: every compiled entry point (called from Python), in the order they were defined
 ENTRY_POINTS = []
 #: the packages whose sources end up in the engine's machine code
 ENGINE_PACKAGES = ("spec", "layout", "capture", "engine")
+#: the environment variable that asks for numba's JIT (``numba``) over the native module
+ENGINE_VARIABLE = "RTRS_SCAPY_ENGINE"
+
+_deferred = {}                  # id(placeholder) -> (placeholder, what numba makes of it)
+_numba = threading.Lock()
+_numba_made = {}                # id(placeholder) -> numba's object, once use_numba ran
 
 
-@lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
 def engine_sources_hash():
-    """A hash of the engine's sources in this package, part of every cache key."""
+    """A hash of the engine's sources in this package: the native module's and numba's
+    cache key."""
     return sources_hash(Path(__file__).resolve().parent.parent)
 
 
@@ -77,71 +75,10 @@ def sources_hash(root):
     return digest.hexdigest()
 
 
-class _ShippedLocator(caching.InTreeCacheLocator):
-    """The package's ``__pycache__`` even when it is read-only: for loading only."""
-
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        return cls(py_func, py_file) if os.path.isdir(os.path.dirname(py_file)) else None
-
-    def ensure_cache_path(self):
-        raise OSError("read-only: %s" % self.get_cache_path())
-
-
-class _Impl(caching.CompileResultCacheImpl):
-    _locator_classes = [caching.UserProvidedCacheLocator, caching.InTreeCacheLocator,
-                        caching.UserWideCacheLocator, _ShippedLocator]
-
-
-class _ShippedCache(caching.FunctionCache):
-    """numba's function cache, falling back to the code shipped in the package."""
-
-    _impl_class = _Impl
-
-    def __init__(self, py_func, allocates):
-        super().__init__(py_func)
-        self._allocates = allocates
-        self._shipped = caching.IndexDataCacheFile(
-            cache_path=_ShippedLocator(py_func, self._impl.locator._py_file).get_cache_path(),
-            filename_base=self._impl.filename_base,
-            source_stamp=self._impl.locator.get_source_stamp())
-
-    def load_overload(self, sig, target_context):
-        """numba's load, without refreshing the whole compiler first (every typing and
-        lowering registry: ~0.25 s, most of a small capture's run).  Machine code that is
-        already built needs none of it, only the runtime's symbols when it allocates; a
-        miss compiles, and numba's compiler refreshes for itself."""
-        rtsys.initialize(target_context)
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
-
-    def _index_key(self, sig, codegen):
-        return super()._index_key(sig, codegen) + (engine_sources_hash(),)
-
-    def _load_overload(self, sig, target_context):
-        found = super()._load_overload(sig, target_context)
-        if found is None and self._enabled:
-            data = self._shipped.load(self._index_key(sig, target_context.codegen()))
-            found = None if data is None else self._impl.rebuild(target_context, data)
-        return found
-
-    def _save_overload(self, sig, data):
-        if not isinstance(self._impl.locator, _ShippedLocator):
-            super()._save_overload(sig, data)
-
-    def has_code_for(self, codegen):
-        """Is there machine code for this machine and these sources (any signature),
-        here or shipped?"""
-        magic, sources = codegen.magic_tuple(), engine_sources_hash()
-        return any(key[1] == magic and key[-1] == sources
-                   for index in (self._cache_file, self._shipped)
-                   for key in index._load_index())
-
-
 def byte_array(data):
     """``data`` (bytes, bytearray, memoryview, mmap) as the engine reads bytes: uint8 and
-    read-only, the one type its entry points are compiled for when installed (a writable
-    buffer, a pipe's chunk say, would have them compiled again on the user's first run)."""
+    read-only, the one type its entry points are built for (a writable buffer, a pipe's
+    chunk say, would have numba compile them again)."""
     array = np.frombuffer(data, dtype=np.uint8)
     if array.flags.writeable:
         array = array.view()
@@ -149,36 +86,27 @@ def byte_array(data):
     return array
 
 
-class _Helper(CPUDispatcher):
-    """A dispatcher whose jitted callers get the overload for their arguments' plain
-    (non-literal) types."""
-
-    def get_call_template(self, args, kws):
-        return super().get_call_template(tuple(types.unliteral(a) for a in args),
-                                         {k: types.unliteral(v) for k, v in kws.items()})
+def _defer(placeholder, make):
+    """``placeholder`` stands for ``make()`` (a numba object) once numba is in use."""
+    if _numba_made:
+        return make()
+    _deferred[id(placeholder)] = (placeholder, make)
+    return placeholder
 
 
 def helper(function=None, allocates=False):
-    """``@njit`` for a function only jitted code calls: compiled once per plain argument
-    types, not once per literal value passed to it, without the wrappers that would let
-    Python call it, and without reference counting unless it ``allocates`` (see the
-    module's docstring)."""
+    """A function only compiled code calls (see the module's docstring)."""
     if function is None:
         return lambda function: helper(function, allocates)
-    return _Helper(py_func=function, locals={},
-                   targetoptions={"nopython": True, "boundscheck": None, "_nrt": allocates,
-                                  "no_cpython_wrapper": True, "no_cfunc_wrapper": True})
+    placeholder = functools.wraps(function)(lambda *args: function(*args))
+    return _defer(placeholder, lambda: _numba_helper(function, allocates))
 
 
-@intrinsic
-def read_only(typingctx, array):
-    """``array`` (jitted code only) typed as read-only, like the buffers :func:`byte_array`
-    gives: the same data, and helpers that read it are not compiled again for it."""
-    result = array.copy(readonly=True)
-
-    def codegen(context, builder, signature, args):
-        return impl_ret_borrowed(context, builder, result, args[0])
-    return result(array), codegen
+def read_only(array):
+    """``array`` (compiled code only) typed as read-only, like the buffers
+    :func:`byte_array` gives: the same data, and helpers that read it are not compiled
+    again for it."""
+    return array
 
 
 @helper
@@ -193,19 +121,126 @@ def copy_into(dst, src):
         dst[k] = src[k * step]
 
 
+class EntryPoint:
+    """A compiled function Python calls: the native module's when it is built for
+    these sources, else numba's, chosen on the first call."""
+
+    def __init__(self, function, allocates):
+        self.py_func = function
+        self.allocates = allocates
+        self.dispatcher = None          # numba's, once use_numba ran
+        self._call = None
+        functools.update_wrapper(self, function)
+
+    def __call__(self, *args):
+        call = self._call
+        if call is None:
+            call = self._call = self._choose()
+        return call(*args)
+
+    def _choose(self):
+        functions = None if _numba_made else native_functions()
+        if functions is not None and self.__name__ in functions:
+            return functions[self.__name__]
+        use_numba()
+        return self.dispatcher
+
+
 def compiled(function=None, allocates=False):
-    """``@njit(nogil=True)`` with the cache described above, without reference counting
-    unless it ``allocates``."""
+    """An entry point of the engine (``nogil``: it runs beside the analysis in the
+    read-ahead thread), without reference counting unless it ``allocates``."""
     if function is None:
         return lambda function: compiled(function, allocates)
-    dispatcher = njit(nogil=True, _nrt=allocates)(function)
-    dispatcher._cache = _ShippedCache(function, allocates)
-    ENTRY_POINTS.append(dispatcher)
-    return dispatcher
+    entry = EntryPoint(function, allocates)
+    ENTRY_POINTS.append(entry)
+    if _numba_made:
+        _numba_entry(entry)
+    return entry
+
+
+@functools.lru_cache(maxsize=None)
+def native_functions():
+    """{name: function} of the native module built for these sources, or None (not
+    built, built from other sources, or numba asked for)."""
+    if os.environ.get(ENGINE_VARIABLE) == "numba":
+        return None
+    from . import native
+    return native.load(engine_sources_hash())
 
 
 def missing():
-    """Names of the entry points that the next call would compile first."""
-    from numba.core.registry import cpu_target
-    codegen = cpu_target.target_context.codegen()
-    return [d.py_func.__qualname__ for d in ENTRY_POINTS if not d._cache.has_code_for(codegen)]
+    """Names of the entry points not compiled for these sources (none once the native
+    module is built, or once it could not be and numba compiled them into its cache)."""
+    from . import native
+    built = native.load(engine_sources_hash()) is not None
+    return [] if built else [entry.__name__ for entry in ENTRY_POINTS]
+
+
+def use_numba():
+    """Run the engine under numba from now on, in this process: every placeholder of
+    the engine's modules (helpers, :func:`read_only`, entry points) is replaced by
+    numba's object where a module holds it, so that numba compiles the code that
+    calls them; the entry points call numba's dispatchers."""
+    with _numba:
+        if _numba_made:
+            return
+        _numba_made.update((key, make()) for key, (_, make) in _deferred.items())
+        _numba_made[id(read_only)] = _numba_read_only()
+        for entry in ENTRY_POINTS:
+            _numba_made[id(entry)] = _numba_entry(entry)
+        for module in list(sys.modules.values()):
+            names = getattr(module, "__dict__", None)
+            if not isinstance(names, dict):
+                continue
+            for name, value in list(names.items()):
+                made = _numba_made.get(id(value))
+                if made is not None:
+                    names[name] = made
+
+
+def _numba_entry(entry):
+    from numba import njit
+    entry.dispatcher = njit(nogil=True, _nrt=entry.allocates)(entry.py_func)
+    entry.dispatcher._cache = _numba_cache(entry.py_func)
+    entry._call = entry.dispatcher
+    return entry.dispatcher
+
+
+def _numba_cache(function):
+    """numba's function cache, with the engine's sources hash in its key."""
+    from numba.core import caching
+
+    class SourcesKeyedCache(caching.FunctionCache):
+        def _index_key(self, sig, codegen):
+            return super()._index_key(sig, codegen) + (engine_sources_hash(),)
+    return SourcesKeyedCache(function)
+
+
+def _numba_helper(function, allocates):
+    from numba.core import types
+    from numba.core.registry import CPUDispatcher
+
+    class Helper(CPUDispatcher):
+        """Compiled for its callers' plain (non-literal) argument types."""
+
+        def get_call_template(self, args, kws):
+            return super().get_call_template(
+                tuple(types.unliteral(a) for a in args),
+                {k: types.unliteral(v) for k, v in kws.items()})
+    return Helper(py_func=function, locals={},
+                  targetoptions={"nopython": True, "boundscheck": None, "_nrt": allocates,
+                                 "no_cpython_wrapper": True, "no_cfunc_wrapper": True})
+
+
+def _numba_read_only():
+    from numba.core.imputils import impl_ret_borrowed
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def read_only(typingctx, array):
+        result = array.copy(readonly=True)
+
+        def codegen(context, builder, signature, args):
+            return impl_ret_borrowed(context, builder, result, args[0])
+        return result(array), codegen
+    return read_only

@@ -10,9 +10,9 @@ NOTICE = ("compiling the engine for this machine, once (about %d s; "
 def compile_engine():
     """Compile the engine for this machine now (installs do it; see docs/install.md).
 
-    Needed after numba or the machine changed, or in a container image build so
-    that the first capture is read at once.  Exit 0 when every entry point is
-    compiled (or was already)."""
+    Needed after the engine's sources changed (a checkout), or in a container
+    image build so that the first capture is read at once.  Exit 0 when every
+    entry point is compiled (or was already)."""
     from ..analysis.warmup import COMPILE_SECONDS, ENTRY_POINTS, compile_engine as run, missing
     if not missing():
         click.echo("the engine is compiled for this machine (%d entry points)" % len(ENTRY_POINTS))
