@@ -102,4 +102,5 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
                 break
         engine.flush()
         analyzer.close()
+        engine.close()
         return Analysis(analyzer, capture)
