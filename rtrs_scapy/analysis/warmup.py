@@ -21,7 +21,7 @@ from . import analyze
 
 SAMPLES = Path(__file__).resolve().parent / "warmup-captures"
 #: what the compile takes on the 2-core machine of the README (seconds), for the notice:
-#: 19 s of CPU, 35 s while other work shared the machine (docs/compile.md)
+#: 28 s of CPU with the native module's build (docs/install.md)
 COMPILE_SECONDS = 30
 
 
