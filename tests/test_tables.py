@@ -15,7 +15,7 @@ from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap, real_truth
 from test_cli_messages import IO_ERROR, mapped_devices
 from ib_decode import bth_rows
 from rtrs_scapy.analysis import analyze
-from rtrs_scapy.tables import docs
+from rtrs_scapy.tables import docs, ios
 from rtrs_scapy.tables.export import export
 from rtrs_scapy.tables.ios import IoWriter
 from rtrs_scapy.tables.schema import META_VERSION, SCHEMA_VERSION, TABLES, TIME, schema
@@ -247,6 +247,29 @@ def test_names_learnt_late_are_written_all_the_same(tmp_path):
     assert all(r["device"] is not None for r in rows if r["device_id"] is not None)
     opened = {path for sess, path in mapped_devices(truth).values() if sess == "lab1"}
     assert {r["device"] for r in rows if r["device"]} == opened
+
+
+@pytest.mark.parametrize("held, rewritten", [(0, True), (1, False)])
+def test_a_name_learnt_a_row_group_late_needs_no_rewrite(tmp_path, monkeypatch, held, rewritten):
+    """reject_eexist.pcap in row groups of 4 rows: the device's name comes after the
+    first row group's IOs are known.  Written at once, those rows are named again at
+    the end, the whole file rewritten; held back one row group (ios.HELD_GROUPS), they
+    are written named.  The rows are the same as written in one piece."""
+    monkeypatch.setattr(ios, "HELD_GROUPS", held)
+    rewrites = []
+    rename = IoWriter._rename
+    monkeypatch.setattr(IoWriter, "_rename",
+                        lambda writer, names: rewrites.append(1) or rename(writer, names))
+    pcap = str(PROJECT_PCAPS / "reject_eexist.pcap")
+    tables = []
+    for rows in (4, ios.ROW_GROUP_ROWS):
+        writer = IoWriter(tmp_path / ("ios-%d.parquet" % rows), pcap, row_group_rows=rows)
+        writer.close(analyze(pcap, keep_messages=False, io_sink=writer).analyzer)
+        tables.append(pq.read_table(writer.path))
+    assert bool(rewrites) == rewritten
+    assert tables[0].num_rows > 4 and tables[0].equals(tables[1])
+    assert None not in tables[0].column("device").drop_null().to_pylist()
+    assert set(tables[0].column("device").to_pylist()) - {None}
 
 
 def test_docs_are_generated_from_the_schema():

@@ -39,7 +39,7 @@ def load(sources):
         return {}
     try:
         module = importlib.import_module("%s.%s" % (__package__, MODULE))
-    except ImportError:
+    except (ImportError, OSError):      # another Python or numpy, a damaged file
         return None
     return {name: _checked(getattr(module, name), name, arguments)
             for name, arguments in manifest["functions"].items()}

@@ -1,14 +1,14 @@
 """The ``ios`` table, written while the capture is read.
 
 The analyzer hands IO rows (analysis/iorows.py) to a sink in batches, once each
-request's fate is known.  :class:`IoWriter` is that sink: it gathers batches up
-to a row group and writes them to Parquet, so memory stays flat whatever the
-size of the capture.  Names (session, sess_uuid, device) are the ones the
-analyzer knows when a row group is written; a name learnt only later (an OPEN
-reply after the first IO of its device, a path tied to its handshake at the
-end) would leave earlier rows without it, so ``close()`` compares the names
-used with the final ones and rewrites the file, one row group at a time, only
-when they differ.
+request's fate is known.  :class:`IoWriter` is that sink: it gathers batches,
+holds one row group back (:data:`HELD_GROUPS`) and writes the one before it to
+Parquet, so memory stays flat whatever the size of the capture.  Names (session,
+sess_uuid, device) are the ones the analyzer knows when a row group is written:
+the row group held back names a device whose OPEN reply came just after its first
+IOs.  A name learnt later still (a path tied to its handshake at the end) would
+leave earlier rows without it, so ``close()`` compares the names used with the
+final ones and rewrites the file, one row group at a time, only when they differ.
 """
 
 import os
@@ -26,6 +26,10 @@ from .names import PATH_COLUMNS, Names
 from .schema import TIME, schema
 
 ROW_GROUP_ROWS = 1 << 14     # rows per row group: each is built whole in memory (numpy, Arrow, Parquet pages)
+#: row groups of IO rows held back before they are named and written: a device's name
+#: learnt a little after its first IO (its OPEN reply behind the IO already in flight)
+#: names them, without writing the file again at the end
+HELD_GROUPS = 1
 _OPS = pa.array(["read", "write"])            # iorows op 1, 2
 _OUTCOMES = pa.array(list(iorows.OUTCOMES))
 
@@ -131,14 +135,26 @@ class IoWriter:
             return
         self.pending.append(batch)
         self.pending_rows += size
-        if self.pending_rows >= self.row_group_rows:
-            self.flush()
+        while self.pending_rows >= (HELD_GROUPS + 1) * self.row_group_rows:
+            self._write_oldest()
+
+    def _write_oldest(self):
+        """The oldest batches, a row group's worth, named and written."""
+        count = rows = 0
+        while rows < self.row_group_rows:
+            rows += len(self.pending[count]["frame"])
+            count += 1
+        batches, self.pending = self.pending[:count], self.pending[count:]
+        self.pending_rows -= rows
+        self._write(batches)
 
     def flush(self):
-        if not self.pending:
-            return
-        rows = iorows.concat(self.pending) if len(self.pending) > 1 else self.pending[0]
-        self.pending, self.pending_rows = [], 0
+        if self.pending:
+            batches, self.pending, self.pending_rows = self.pending, [], 0
+            self._write(batches)
+
+    def _write(self, batches):
+        rows = iorows.concat(batches) if len(batches) > 1 else batches[0]
         table, used = arrow_rows(rows, self.capture, self.names)
         for key, name in used.items():
             self.used.setdefault(key, set()).add(name)
