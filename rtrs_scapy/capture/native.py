@@ -50,15 +50,11 @@ def _checked(function, name, arguments):
     checks = [_check(argument) for argument in arguments]
 
     def call(*args):
-        if len(args) != len(checks) or not all(map(_passes, checks, args)):
+        if len(args) != len(checks) or not all(check(arg) for check, arg in zip(checks, args)):
             raise TypeError("%s takes (%s)" % (name, ", ".join(map(str, arguments))))
         return function(*args)
     call.__name__ = name
     return call
-
-
-def _passes(check, value):
-    return check(value)
 
 
 def _check(argument):

@@ -27,13 +27,6 @@ EVENTS = 1 << 12
 NONE_TOUCHED = (np.zeros(0, dtype=np.int64), np.zeros((0, T.S_COLUMNS), dtype=np.int64))
 
 
-class Ended:
-    """What is read of a closed engine's streams: their global counters (G_*)."""
-
-    def __init__(self, counters):
-        self.counters = counters
-
-
 class Engine:
     def __init__(self, consumer, max_streams=limit("streams")):
         self.consumer = consumer
@@ -80,7 +73,7 @@ class Engine:
         """The capture is read and the consumer closed: the per-stream tables and the
         buffers go (up to 63 MB touched on a capture of many short sessions, while the
         summary is made), the streams' global counters stay."""
-        self.streams = Ended(self.streams.counters)
+        self.streams.release()
         self.rows = self.arena = self.events = self.packet_seq = None
 
     def touched(self):

@@ -693,3 +693,8 @@ class TransportState:
         self.nfree = max_streams
         self.counters = np.zeros(G_COLUMNS, dtype=np.int64)
         self.touched = np.zeros(max_streams, dtype=np.int64)   # slots with new packets
+
+    def release(self):
+        """The capture is read: the per-stream tables go, the global counters stay."""
+        self.table = self.state = self.ring = self.sent = self.missing = None
+        self.recent = self.head = self.tail = self.free = self.touched = None
