@@ -16,7 +16,7 @@ from ..engine import Engine
 from ..engine.ahead import ahead
 from .analyzer import Analyzer
 from .records import CHUNK as MESSAGE_CHUNK
-from .summary import summarize
+from .summary import session_summaries, summarize, summary_head
 
 __all__ = ["Analysis", "Analyzer", "CaptureError", "analyze"]
 
@@ -29,17 +29,38 @@ class Analysis:
         self.truncated = capture.truncated
         self.problems = list(capture.problems)
         self.link_types = analyzer.link_types or {capture.link_type}
-        info = {"path": str(capture.path), "format": capture.fmt,
-                "link_type": link_name(analyzer.link_type if analyzer.link_type is not None
-                                       else capture.link_type),
-                "truncated": capture.truncated, "files": capture.files,
-                "capture_duplicates": capture.duplicates}
-        info.update(snaplen_info(capture))
-        self.summary = summarize(analyzer, info)
-        counts = self.summary["anomaly_counts"]
+        self.info = {"path": str(capture.path), "format": capture.fmt,
+                     "link_type": link_name(analyzer.link_type
+                                            if analyzer.link_type is not None
+                                            else capture.link_type),
+                     "truncated": capture.truncated, "files": capture.files,
+                     "capture_duplicates": capture.duplicates}
+        self.info.update(snaplen_info(capture))
+        self._summary = None
+
+    @property
+    def summary(self):
+        """The whole summary (analysis/summary.py), made once when first asked for."""
+        if self._summary is None:
+            self._summary = self._with_problems(summarize(self.analyzer, self.info))
+        return self._summary
+
+    def summary_parts(self):
+        """The summary and its sessions one by one: what a writer of the summary
+        needs, holding one session's summary at a time.  Until the whole summary is
+        asked for, the first has an empty list of sessions and the second makes them."""
+        if self._summary is not None:
+            return self._summary, iter(self._summary["sessions"])
+        head = self._with_problems(summary_head(self.analyzer, self.info))
+        return head, session_summaries(self.analyzer)
+
+    def _with_problems(self, summary):
+        """The problems of reading the capture among the anomalies."""
+        counts = summary["anomaly_counts"]
         for frame, kind, detail in self.problems:
-            self.summary["anomalies"].append({"frame": frame, "kind": kind, "detail": detail})
+            summary["anomalies"].append({"frame": frame, "kind": kind, "detail": detail})
             counts[kind] = counts.get(kind, 0) + 1
+        return summary
 
     @property
     def messages(self):

@@ -177,9 +177,17 @@ def _events(path):
 
 
 def summarize(analyzer, capture_info):
+    """The whole summary: :func:`summary_head` with its sessions in place."""
+    summary = summary_head(analyzer, capture_info)
+    summary["sessions"] = list(session_summaries(analyzer))
+    return summary
+
+
+def session_summaries(analyzer):
+    """Each session's summary, made when asked for: a caller that writes them one by
+    one holds one at a time, not the thousands of a capture of short sessions."""
     analyzer.cm.finish()
     queues = _queues(analyzer)
-    sessions = []
     models = list(analyzer.sessions.values())
     labels = unique_labels([s.label for s in models], [s.paths_uuid for s in models])
     for session, label in zip(models, labels):
@@ -190,13 +198,19 @@ def summarize(analyzer, capture_info):
         rnbd = analyzer.rnbd_view.summary(session)
         for device_id, device in rnbd["devices"].items():
             device.update(queues.get(("device", session, int(device_id)), NO_QUEUE))
-        sessions.append({
+        yield {
             "sessname": session.sessname,
             "paths_uuid": session.paths_uuid,
             "label": label,
             "paths": paths,
             "rnbd": rnbd,
-        })
+        }
+
+
+def summary_head(analyzer, capture_info):
+    """The summary with an empty list of sessions: the capture, the anomalies, the
+    other RDMA traffic (the keys in the order the JSON shape has them)."""
+    analyzer.cm.finish()
     capture = dict(capture_info)
     capture.update({
         "packets": analyzer.frames,
@@ -218,6 +232,6 @@ def summarize(analyzer, capture_info):
         counters = analyzer.engine.streams.counters
         capture["cut_mads"] = int(counters[T.G_CUT_MADS])
         capture["cut_headers"] = int(counters[T.G_CUT_HEADERS])
-    return {"capture": capture, "sessions": sessions, "anomalies": list(analyzer.anomalies),
+    return {"capture": capture, "sessions": [], "anomalies": list(analyzer.anomalies),
             "anomaly_counts": dict(sorted(analyzer.anomaly_log.counts.items())),
             "other_rdma": analyzer.cm.others.summary()}

@@ -10,16 +10,36 @@ from .common import analyze_capture, captures_argument, echo_batches, format_opt
 from .scale import analysis_runner, run_options
 
 
-def write_json(value, out, piece=1 << 16):
-    """``value`` as indented JSON, written in pieces: a summary of thousands of
-    sessions never exists whole as one string."""
+def write_summary_json(head, sessions, out, piece=1 << 16):
+    """The summary as indented JSON (``json.dump(indent=1)`` of it, byte for byte): the
+    ``head`` (analysis.Analysis.summary_parts) with ``sessions`` written in place of
+    its empty list, each encoded as it comes; written in pieces, so that neither the
+    text nor the summary of thousands of sessions is ever whole in memory."""
+    encoder = json.JSONEncoder(indent=1)
     pieces = []
-    for text in json.JSONEncoder(indent=1).iterencode(value):
-        pieces.append(text)
-        if len(pieces) == piece:
-            out.write("".join(pieces))
-            pieces.clear()
-    out.write("".join(pieces) + "\n")
+
+    def write(value, level):
+        margin = "\n" + " " * level
+        for text in encoder.iterencode(value):
+            pieces.append(text.replace("\n", margin))
+            if len(pieces) >= piece:
+                out.write("".join(pieces))
+                pieces.clear()
+
+    pieces.append("{")
+    for i, (key, value) in enumerate(head.items()):
+        pieces.append((",\n " if i else "\n ") + encoder.encode(key) + ": ")
+        if key != "sessions":
+            write(value, 1)
+            continue
+        pieces.append("[")
+        closing = "]"
+        for session in sessions:
+            pieces.append("\n  " if closing == "]" else ",\n  ")
+            write(session, 2)
+            closing = "\n ]"
+        pieces.append(closing)
+    out.write("".join(pieces) + "\n}\n")
 
 
 @click.command()
@@ -46,8 +66,13 @@ def summary(captures, fmt, quiet, queue_depth, jobs, dask, kernel_logs, device_m
     with analysis_runner(jobs, dask) as run:
         result = analyze_capture(list(captures), quiet, keep_messages=False,
                                  queue_depth=queue_depth, analyze=run)
-    with_kernel_logs(result.summary, kernel_logs, device_map, say=fmt != "text")
+    # the summary is written session by session as it is made, unless something needs
+    # it whole first: kernel logs and device maps match across sessions, and the line
+    # of a cut capture counts the header-only requests of every session
+    if kernel_logs or device_map or result.info["cut_records"]:
+        with_kernel_logs(result.summary, kernel_logs, device_map, say=fmt != "text")
+    head, sessions = result.summary_parts()
     if fmt == "json":
-        write_json(result.summary, sys.stdout)
+        write_summary_json(head, sessions, sys.stdout)
     else:
-        echo_batches(render_parts(result.summary))
+        echo_batches(render_parts(head, sessions))

@@ -587,9 +587,11 @@ def render(summary):
     return "".join(render_parts(summary))
 
 
-def render_parts(summary):
+def render_parts(summary, sessions=None):
     """render() a part at a time (the capture's lines, each session's, the end): a
-    summary of thousands of sessions is written as it is rendered, never whole."""
+    summary of thousands of sessions is written as it is rendered, never whole.
+    ``sessions``: the sessions' summaries as they are made, in place of the summary's
+    (analysis.Analysis.summary_parts)."""
     cap = summary["capture"]
     clock = Clock(cap["first_ts"])
     out = ["%s: %s (%d RTRS), %s, %s%s" % (
@@ -613,14 +615,16 @@ def render_parts(summary):
         out.append("  " + "  ".join(counters))
     for entry in summary.get("kernel_logs", ()):
         out.append("  kernel log %s: %s" % (entry["file"], clock_offset_text(entry)))
-    if not summary["sessions"]:
-        out.append("no RTRS session found")
-    for session in summary["sessions"]:
+    seen = False
+    for session in summary["sessions"] if sessions is None else sessions:
         yield "\n".join(out) + "\n"
         out = ["", _session_header(session)]
         for path in session["paths"]:
             render_path(path, clock, out)
         render_rnbd(session, out)
+        seen = True
+    if not seen:
+        out.append("no RTRS session found")
     render_other_rdma(summary.get("other_rdma") or [], out)
     anomalies = summary["anomalies"]
     out.append("")
