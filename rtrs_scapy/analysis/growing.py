@@ -17,12 +17,19 @@ from .iorows import narrow, narrow_type
 GROWTH = 1.5
 
 
-def capacity_for(need):
+def capacity_for(need, least=64):
     """The room to allocate when ``need`` values no longer fit (this module's
     arrays and the message records' columns, analysis/columns.py)."""
-    return max(int(need * GROWTH), 64)
+    return max(int(need * GROWTH), least)
+
+
+#: a Growing's first room: a short session's figures hold a few values each, and a
+#: capture of thousands of sessions keeps a dozen of them per session
+FIRST_ROOM = 8
 #: ns per µs: the unit of times kept while all of them are whole µs
 MICRO = 1000
+#: what every Growing holds before its first values (never written: it has no room)
+NOTHING = np.zeros(0, dtype=np.int8)
 
 
 class Growing:
@@ -31,8 +38,10 @@ class Growing:
     kept as the difference to the first value (both exact: ``values()`` gives back
     the values appended)."""
 
+    __slots__ = ("data", "start", "stop", "unit", "instants", "base")
+
     def __init__(self, times=False, instants=False):
-        self.data = np.zeros(0, dtype=np.int8)
+        self.data = NOTHING
         self.start = self.stop = 0
         self.unit = MICRO if times else 1
         self.instants = instants
@@ -60,7 +69,7 @@ class Growing:
                                 narrow_type(values.min(), values.max()) or np.int64)
         if kind != self.data.dtype or self.stop + len(values) > len(self.data):
             live = len(self) + len(values)
-            grown = np.empty(capacity_for(live), dtype=kind)
+            grown = np.empty(capacity_for(live, FIRST_ROOM), dtype=kind)
             grown[:len(self)] = self._raw()
             self.data, self.start, self.stop = grown, 0, len(self)
         self.data[self.stop:self.stop + len(values)] = values

@@ -15,7 +15,7 @@ from .naming import session_label
 OPS = ("read", "write")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Connection:
     """One RC QP pair of a path: the CM REQ/REP of one cid
     (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
@@ -40,7 +40,7 @@ class Connection:
     rejected_by: Optional[str] = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Attempt:
     """One connect attempt of a path: the REQs of one recon_cnt (the client raises
     recon_cnt once per attempt, rtrs-clt.c init_conns())."""
@@ -55,14 +55,14 @@ class Attempt:
     end_time: Optional[float] = None
 
 
-@dataclass
+@dataclass(slots=True)
 class IoCounter:
     count: int = 0
     bytes: int = 0
     errors: int = 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Path:
     """One RTRS path (client address ↔ server address),
     docs/PROTOCOL.md#sessions-paths-and-connections."""
@@ -148,7 +148,7 @@ class Path:
         return self.sess_uuid or "%s-%s" % (self.client, self.server)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Session:
     """One RTRS client session (paths_uuid), the RNBD session name."""
     paths_uuid: Optional[str]
