@@ -1,7 +1,7 @@
 """`rtrs-dissect summary` writes each session's summary as it is made
 (analysis.Analysis.summary_parts, cli/summary.py): the bytes of the whole summary's
 text and JSON, with the summaries of a capture's thousands of sessions never all
-in memory at once."""
+in memory at once; `messages` keeps only each session's identity."""
 
 import io
 import json
@@ -11,7 +11,9 @@ from scapy.all import IP, UDP, Ether, wrpcap
 
 from conftest import PROJECT_PCAPS, real_pcap
 from rtrs_scapy.analysis import analyze
+from rtrs_scapy.analysis.naming import device_entries, session_identity, session_keys
 from rtrs_scapy.cli.summary import write_summary_json
+from rtrs_scapy.report.messages import MessageView
 from rtrs_scapy.report.text import render, render_parts
 
 # three sessions; one path cut mid-session; a failover between two paths
@@ -74,3 +76,36 @@ def test_a_summary_asked_for_whole_is_streamed_from_what_was_made():
     head, sessions = analysis.summary_parts()
     assert all(made is kept for made, kept in zip(sessions, whole["sessions"], strict=True))
     assert "".join(render_parts(head, iter(whole["sessions"]))) == render(whole)
+
+
+@pytest.mark.parametrize("capture", [real_pcap("errors"), real_pcap("discard"),
+                                     PROJECT_PCAPS / "reject_eexist.pcap",
+                                     PROJECT_PCAPS / "multipath_failover.pcap"],
+                         ids=lambda c: c.name)
+def test_the_message_lines_read_only_the_sessions_identities(capture):
+    """`messages` keeps of each session what naming.session_identity keeps: every line,
+    JSON record, --session and --device answer is the one the whole summary gives."""
+    result = analyze(capture)
+    whole = MessageView(result.summary, result.messages)
+    head, sessions = result.summary_parts()
+    lean = MessageView(dict(head, sessions=[session_identity(s) for s in sessions]),
+                       result.messages)
+    records = list(result.messages)
+    assert records
+    assert [lean.line(r) for r in records] == [whole.line(r) for r in records]
+    assert [lean.as_json(r) for r in records] == [whole.as_json(r) for r in records]
+    names = {k for s in result.summary["sessions"] for k in session_keys(s)}
+    assert names
+    for name in names:
+        assert [r.index for r in lean.find_sessions(name)] == \
+            [r.index for r in whole.find_sessions(name)]
+    devices = device_entries(result.summary["sessions"])
+    assert devices
+    for _, device_id, path, _ in devices:
+        for wanted in (path, *([str(device_id)] if device_id is not None else [])):
+            assert lean.find_device(wanted) == whole.find_device(wanted)
+    with pytest.raises(LookupError) as lean_error:
+        lean.find_device("no-such-device")
+    with pytest.raises(LookupError) as whole_error:
+        whole.find_device("no-such-device")
+    assert str(lean_error.value) == str(whole_error.value)

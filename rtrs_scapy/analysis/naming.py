@@ -42,6 +42,24 @@ def summary_label(session):
                          (paths[0]["client"], paths[0]["server"]) if paths else None)
 
 
+def session_identity(session):
+    """What this module and the message lines read of a summary's session (its names,
+    its paths' ids and its devices' names): what a reader that only names sessions
+    and devices keeps of each of a capture's thousands."""
+    devices = (session.get("rnbd") or {}).get("devices")
+    return {
+        "sessname": session["sessname"], "paths_uuid": session["paths_uuid"],
+        "label": session.get("label"),
+        "paths": [{"sess_uuid": p["sess_uuid"], "client": p["client"], "server": p["server"],
+                   "devices": p.get("devices", {}),
+                   "errors": [e for e in p["errors"] if e.get("rnbd") == "open"]}
+                  for p in session["paths"]],
+        "rnbd": {"devices": None if devices is None else {
+            k: {"name": d.get("name"), "client_name": d.get("client_name")}
+            for k, d in devices.items()}},
+    }
+
+
 def session_keys(session):
     """Everything ``--session`` may say of a summary's session, exactly."""
     keys = [summary_label(session), session["sessname"], session["paths_uuid"]]

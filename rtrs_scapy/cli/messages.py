@@ -1,6 +1,7 @@
 """``rtrs-dissect messages`` and ``show``: message by message, frame by frame."""
 
 import json
+from functools import partial
 
 import click
 
@@ -63,10 +64,21 @@ def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, erro
     """
     from ..report import message_lines
     from ..report.messages import MessageView
+    from ..analysis import analyze
+    from ..analysis.naming import session_identity
     kept = MESSAGE_KINDS + (OTHER,) if other else True
-    result = analyze_capture(list(captures), quiet, keep_messages=kept, queue_depth=queue_depth)
-    lines = with_kernel_logs(result.summary, kernel_logs, device_map)
-    view = MessageView(result.summary, result.messages, lines)
+    # no line shows a figure of the summary's latencies or queues: none of their
+    # per-IO arrays are kept (a request's latency is its response's time)
+    result = analyze_capture(list(captures), quiet, keep_messages=kept, queue_depth=queue_depth,
+                             analyze=partial(analyze, keep_latencies=False))
+    if kernel_logs or device_map:    # they match names and times across whole sessions
+        summary = result.summary
+        lines = with_kernel_logs(summary, kernel_logs, device_map)
+    else:    # the lines name sessions and devices: that is all they keep of each session
+        summary, sessions = result.summary_parts()
+        summary = dict(summary, sessions=[session_identity(s) for s in sessions])
+        lines = []
+    view = MessageView(summary, result.messages, lines)
     session = None if session_filter is None else \
         chosen(view.find_sessions, "--session", session_filter)
     device = None if device is None else chosen(view.find_device, "--device", device)
