@@ -273,3 +273,22 @@ def test_failover_cut_mid_session_shows_each_event_once(tmp_path, first):
         shown = Counter((e["client"], e["kind"], e["frame"]) for i in intervals
                         for e in i["events"] if e["kind"] in CM_EVENTS + ("stalled",))
         assert shown == want
+
+
+@pytest.mark.parametrize("name", ["errors", "discard"])
+def test_intervals_without_the_rnbd_totals_are_the_same_records(name):
+    """Only the exporter shows the RNBD totals; made in every interval from every
+    session's RNBD summary, they would cost a capture of many short sessions time
+    quadratic in its length.  The records are the same without them."""
+    from rtrs_scapy.capture import open_capture
+    from rtrs_scapy.watch.pacing import capture_intervals
+    from rtrs_scapy.watch.watcher import Watcher
+
+    def intervals(rnbd_totals):
+        with open_capture(real_pcap(name)) as cap:
+            return [(interval.json(), interval.rnbd) for interval in
+                    capture_intervals(cap, Watcher(rnbd_totals=rnbd_totals), 1.0)]
+    kept, bare = intervals(True), intervals(False)
+    assert [record for record, _ in bare] == [record for record, _ in kept]
+    assert all(not totals for _, totals in bare)
+    assert sum(count for _, totals in kept[-1:] for count, _, _ in totals.values()) > 0

@@ -72,7 +72,9 @@ def watch(source, iface, capture_filter, interval, replay, speed, jsonl, listen,
     from ..watch.runner import Run
     from .compile import ensure_compiled
     ensure_compiled()
-    run = Run(src, interval, replay, speed, queue_depth, age_out, stop)
+    # only the exporter shows the RNBD totals
+    run = Run(src, interval, replay, speed, queue_depth, age_out, stop,
+              rnbd_totals=listen is not None)
     if not src.live:
         try:
             run.open()

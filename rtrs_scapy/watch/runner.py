@@ -12,10 +12,11 @@ class Run:
     input ends (the last one has ``final``) or ``stop`` is set."""
 
     def __init__(self, source, seconds=1.0, replay=False, speed=1.0, queue_depth=None,
-                 age_out=None, stop=None):
+                 age_out=None, stop=None, rnbd_totals=True):
         self.source, self.seconds, self.stop = source, seconds, stop
         self.speed = speed if replay else None
         self.watcher = Watcher(queue_depth=queue_depth, live=source.live,
+                               rnbd_totals=rnbd_totals,
                                **({"age_out": age_out} if age_out is not None else {}))
         self.capture = None
         self.ended = False

@@ -80,7 +80,8 @@ class Interval:
     paths: list                 # PathRow, grouped by session
     events: list                # dicts with "time" (epoch s), "session", "client", ...
     final: bool = False
-    rnbd: dict = field(default_factory=dict)   # (session, device, op) -> totals so far
+    # (session, device, op) -> totals so far; empty unless the watcher keeps them
+    rnbd: dict = field(default_factory=dict)
 
     def json(self):
         return {"time": iso(self.end), "interval_s": round(self.seconds, 6),
@@ -127,7 +128,7 @@ class _View:
 
 
 class Watcher:
-    def __init__(self, queue_depth=None, age_out=AGE_OUT_S, live=False):
+    def __init__(self, queue_depth=None, age_out=AGE_OUT_S, live=False, rnbd_totals=True):
         self.rows = IntervalRows()
         self.analyzer = Analyzer(keep_messages=False, queue_depth=queue_depth,
                                  io_sink=self.rows, keep_latencies=False)
@@ -139,6 +140,9 @@ class Watcher:
         self.cm_paths = set()       # paths a CM MAD or a heartbeat touched since the last interval
         self.unattributed = 0       # heartbeats of streams without handshake looked at
         self.live = live            # intervals of the wall clock (a pipe, an interface)
+        # the RNBD totals of every session so far in each interval (the exporter's): made
+        # from each session's RNBD summary, they cost an interval as many as the sessions
+        self.rnbd_totals = rnbd_totals
         self.last_stamp = None      # the last record's stamp (s) and when it was read
         self.read_at = None
         self._hook_cm()
@@ -234,7 +238,8 @@ class Watcher:
             rows[-1].stall = stall if state == "stalled" else None
             events.extend(self._io_events(path, rows[-1].stats))
         events.sort(key=lambda e: (e["time"], e["frame"] or 0))
-        return Interval(now, seconds, rows, events, final, self._rnbd())
+        return Interval(now, seconds, rows, events, final,
+                        self._rnbd() if self.rnbd_totals else {})
 
     def _rnbd(self):
         """The summary's RNBD view so far: IO per session, device and operation
