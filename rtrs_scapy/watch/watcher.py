@@ -195,7 +195,8 @@ class Watcher:
         clock = self.clock(now)
         transport = self._transport(clock, seconds)
         self._stream_heartbeats(now)
-        self._merge_linked(now)
+        if final:       # the analysis links paths when it closes (analysis/linking.py)
+            self._merge_linked(now)
         touched = sorted({path.id for path in self.cm_paths})
         self.cm_paths.clear()
         events = []
