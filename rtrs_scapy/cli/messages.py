@@ -68,7 +68,7 @@ def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, erro
     from ..analysis.naming import session_identity
     kept = MESSAGE_KINDS + (OTHER,) if other else True
     # no line shows a figure of the summary's latencies or queues: none of their
-    # per-IO arrays are kept (a request's latency is its response's time)
+    # per-IO arrays are kept (a line's latency is its response's time less its request's)
     result = analyze_capture(list(captures), quiet, keep_messages=kept, queue_depth=queue_depth,
                              analyze=partial(analyze, keep_latencies=False))
     if kernel_logs or device_map:    # they match names and times across whole sessions
