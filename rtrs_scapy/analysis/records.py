@@ -100,7 +100,8 @@ class Records:
         self._addr_id = {}
         self.names = []           # (sess_uuid, client, server) by id
         self._names_id = {}
-        self.rich = []            # [fields, rnbd] of records not in columns
+        self.rich = []            # (fields, rnbd) of records not in columns, packed
+        self._keys = {}           # the key tuples of the packed dicts, each kept once
         self.rnbd = {}            # record -> RNBD header that is not an IO's
         self.replies = {}         # record -> rnbd_reply
         self.extras = {}          # record -> fields it gained late, in order
@@ -162,8 +163,21 @@ class Records:
         data["msg"][k] = self.msg_code(msg)
         data["names"][k] = self.names_id(path)
         data["rich"][k] = len(self.rich)
-        self.rich.append([fields, rnbd_fields])
+        self.rich.append((self._pack(fields), self._pack(rnbd_fields)))
         return i
+
+    def _pack(self, fields):
+        """A rich record's dict as its keys (one tuple for every dict of the same keys)
+        and its values: a capture of thousands of short sessions keeps a few dozen
+        control messages a session, and a dict costs several times the tuple."""
+        if fields is None:
+            return None
+        keys = tuple(fields)
+        return self._keys.setdefault(keys, keys), tuple(fields.values())
+
+    @staticmethod
+    def _unpacked(packed):
+        return None if packed is None else dict(zip(*packed))
 
     def rows(self, rows, arena, kind, path_id):
         """Records of a batch of rows (requests and responses get their pairing later);
@@ -206,7 +220,7 @@ class Records:
         index[keep] = np.arange(start, start + len(keep))
         for i, fields in sends.items():
             data["rich"][index[i] - c.base] = len(self.rich)
-            self.rich.append([fields, None])
+            self.rich.append((self._pack(fields), None))
         for j in np.flatnonzero(names < 0).tolist():
             row = rows[keep[j]]
             self.pathless.append((start + j, int(row[T.R_SLOT]), int(row[T.R_GEN]),
@@ -379,7 +393,10 @@ class Records:
         failover_unseen, reply_frame)."""
         rich = self.cols.get("rich", index)
         if rich >= 0:
-            self.rich[rich][0][key] = value
+            fields, rnbd = self.rich[rich]
+            fields = self._unpacked(fields)
+            fields[key] = value
+            self.rich[rich] = (self._pack(fields), rnbd)
         else:
             self.extras.setdefault(index, {})[key] = value
 
@@ -473,7 +490,7 @@ class Records:
         data = self.cols.row(i)
         rich = int(data["rich"])
         if rich >= 0:
-            return self.rich[rich][0]
+            return self._unpacked(self.rich[rich][0])
         flags = int(data["flags"])
         if flags & F_REQUEST:
             out = {"buf_id": int(data["buf_id"]), "offset": int(data["offset"]),
@@ -509,7 +526,7 @@ class Records:
         data = self.cols.row(i)
         rich = int(data["rich"])
         if rich >= 0:
-            return self.rich[rich][1]
+            return self._unpacked(self.rich[rich][1])
         if data["flags"] & F_RNBD_IO:
             out = {"type": RNBD_MSG_IO, "device_id": int(data["device_id"]),
                    "sector": int(data["sector"]), "rw": int(data["rw"]),
