@@ -10,6 +10,7 @@ import pytest
 from scapy.all import IP, UDP, Ether, wrpcap
 
 from conftest import PROJECT_PCAPS, real_pcap
+from ib_decode import write_cut
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.naming import device_entries, session_identity, session_keys
 from rtrs_scapy.cli.summary import write_summary_json
@@ -34,10 +35,18 @@ def _streamed(capture, piece=1 << 16):
     return out.getvalue()
 
 
-@pytest.mark.parametrize("capture", CAPTURES + ["no_rtrs"], ids=lambda c: str(c).split("/")[-1])
+@pytest.fixture(scope="module")
+def mid_session(tmp_path_factory):
+    """The real errors capture from frame 200 on: its path first known from its IO,
+    linked at the end to the handshake that follows."""
+    return write_cut(real_pcap("errors"), 200, tmp_path_factory.mktemp("stream") / "cut.pcap")
+
+
+@pytest.mark.parametrize("capture", CAPTURES + ["no_rtrs", "mid_session"],
+                         ids=lambda c: str(c).split("/")[-1])
 def test_the_streamed_summary_is_the_whole_summarys_bytes(capture, request):
-    if capture == "no_rtrs":
-        capture = request.getfixturevalue("no_rtrs")
+    if capture in ("no_rtrs", "mid_session"):
+        capture = request.getfixturevalue(capture)
     whole = analyze(capture, keep_messages=False).summary
     assert _streamed(capture) == json.dumps(whole, indent=1) + "\n"
     assert _streamed(capture, piece=1) == json.dumps(whole, indent=1) + "\n"

@@ -136,7 +136,6 @@ class Watcher:
         self.age_out = age_out
         self.views = {}             # path id -> _View, the paths in view
         self.memory = {}            # path id -> _View of every path (small: counters, keys)
-        self.merged = set()         # path ids merged into another path (_merge_linked)
         self.cm_paths = set()       # paths a CM MAD or a heartbeat touched since the last interval
         self.unattributed = 0       # heartbeats of streams without handshake looked at
         self.live = live            # intervals of the wall clock (a pipe, an interface)
@@ -314,11 +313,10 @@ class Watcher:
         (analysis/linking.py, at the end) hands its events to that path: what its
         view showed counts as shown there, and it shows none of its own from then on."""
         an = self.analyzer
-        for pid in [p for p in self.memory if p not in self.merged]:
+        for pid in list(self.memory):
             target = an.path_list[pid].linked_to
             if target is not None:
                 self._memory(target.id, now).events_seen |= self.memory[pid].events_seen
-                self.merged.add(pid)
 
     def _cm_events(self, path, view):
         """The summary's events of ``path`` not shown before (none of a path merged
