@@ -25,24 +25,30 @@ def ahead(iterable, depth=2, behind=None):
     stop = threading.Event()
     handed = collections.deque()
 
+    def hand(entry):
+        """Queue ``entry`` unless the consumer has stopped; True when queued.
+        Every put waits this way, the last one too: a consumer that stops with
+        the queue full would otherwise wait for a producer that waits for room."""
+        while not stop.is_set():
+            try:
+                items.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce():
         try:
             for item in iterable:
-                while not stop.is_set():
-                    try:
-                        items.put((item, None), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not hand((item, None)):
                     return
                 if behind is not None:
                     handed.append(item)
                     if len(handed) > depth + 1:
                         behind(handed.popleft())
-            items.put((_END, None))
+            hand((_END, None))
         except BaseException as exc:  # handed to the consumer, raised there
-            items.put((_END, exc))
+            hand((_END, exc))
 
     thread = threading.Thread(target=produce, name="rtrs-read-ahead", daemon=True)
     thread.start()
