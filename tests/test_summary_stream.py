@@ -1,10 +1,14 @@
 """`rtrs-dissect summary` writes each session's summary as it is made
 (analysis.Analysis.summary_parts, cli/summary.py): the bytes of the whole summary's
 text and JSON, with the summaries of a capture's thousands of sessions never all
-in memory at once; `messages` keeps only each session's identity."""
+in memory at once; `messages` keeps only each session's identity, and `export`
+builds its tables without the whole summary."""
 
 import io
 import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 import pytest
 from scapy.all import IP, UDP, Ether, wrpcap
@@ -16,6 +20,8 @@ from rtrs_scapy.analysis.naming import device_entries, session_identity, session
 from rtrs_scapy.cli.summary import write_summary_json
 from rtrs_scapy.report.messages import MessageView
 from rtrs_scapy.report.text import render, render_parts
+from rtrs_scapy.tables.build import messages_tables
+from rtrs_scapy.tables.export import export
 
 # three sessions; one path cut mid-session; a failover between two paths
 CAPTURES = [real_pcap("errors"), real_pcap("failover"),
@@ -118,3 +124,31 @@ def test_the_message_lines_read_only_the_sessions_identities(capture):
     with pytest.raises(LookupError) as whole_error:
         whole.find_device("no-such-device")
     assert str(lean_error.value) == str(whole_error.value)
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_export_builds_its_tables_without_the_whole_summary(capture, tmp_path):
+    """The sessions, paths and events tables are the whole summary's, and the messages
+    table the one the whole summary names, with the whole summary never made."""
+    results = []
+
+    def kept(*args, **kwargs):
+        results.append(analyze(*args, **kwargs))
+        return results[-1]
+    export(str(capture), str(tmp_path), analyze=kept)
+    result, = results
+    assert result._summary is None
+
+    def table(name):
+        return pq.read_table(next((tmp_path / name).glob("*.parquet")))
+    whole = result.summary
+    sessions = table("sessions").to_pylist()
+    assert [s["session"] for s in sessions] == [s["label"] for s in whole["sessions"]]
+    paths = [p for s in whole["sessions"] for p in s["paths"]]
+    assert [(p["sess_uuid"], p["write_latency_p99_us"], p["reads"])
+            for p in table("paths").to_pylist()] == \
+        [(p["sess_uuid"], p["latency_us"]["write"]["p99"], p["io"]["read"]["count"])
+         for p in paths]
+    assert sorted((e["frame"], e["kind"]) for e in table("events").to_pylist()) == \
+        sorted((e.get("frame"), e["kind"]) for p in paths for e in p["events"])
+    assert table("messages").equals(pa.concat_tables(messages_tables(result, str(capture))))

@@ -20,16 +20,6 @@ from .schema import schema
 MESSAGE_ROWS = 1 << 14       # message records per Arrow table (a Parquet row group), built whole in memory
 
 
-def paths_by_summary(result):
-    """(path id, Path, summary dict of the path) of every path, in summary order."""
-    analyzer = result.analyzer
-    out = []
-    for session, entry in zip(analyzer.sessions.values(), result.summary["sessions"]):
-        for path, summary in zip(session.paths, entry["paths"]):
-            out.append((path.id, path, summary))
-    return out
-
-
 def _table(name, rows):
     """An Arrow table of ``name`` from a list of row dicts (schema order and types)."""
     table_schema = schema(name)
@@ -48,68 +38,84 @@ def _named(capture, path_id, path):
     return row
 
 
-def paths_table(result, capture):
-    rows = []
-    for path_id, path, s in paths_by_summary(result):
-        row = _named(capture, path_id, path)
-        row.update({key: s[key] for key in (
-            "port", "protocol_version", "queue_depth", "queue_depth_source", "max_io_size",
-            "max_hdr_size", "always_invalidate", "pathname", "cid_num", "chunks",
-            "rkey_refreshes", "reconnects", "reconnect_attempts", "failovers",
-            "aborted_requests", "lost_requests", "partial_requests",
-            "responses_without_request", "in_flight_at_end")})
-        row.update(connections=len(s["connections"]), rejects=len(s["rejects"]),
-                   disconnects=len(s["disconnects"]),
-                   heartbeats_client_to_server=s["heartbeats"]["client_to_server"],
-                   heartbeats_server_to_client=s["heartbeats"]["server_to_client"],
-                   retransmissions=s["transport"]["retransmissions"],
-                   naks=s["transport"]["naks"])
-        for op, plural in (("read", "reads"), ("write", "writes")):
-            io, latency = s["io"][op], s["latency_us"][op]
-            row.update({plural: io["count"], op + "_bytes": io["bytes"],
-                        op + "_errors": io["errors"],
-                        op + "_latency_p50_us": latency["p50"],
-                        op + "_latency_p99_us": latency["p99"],
-                        op + "_latency_max_us": latency["max"]})
-        rows.append(row)
-    return _table("paths", rows)
+def summary_tables(result, capture, tables):
+    """The ``tables`` among sessions, paths and events, as Arrow tables, and the
+    summary that names sessions for the messages table (its sessions' identities:
+    analysis/naming.py).  One pass over the summary's sessions, made one at a time
+    (``Analysis.summary_parts``): of a capture's thousands of short sessions, only
+    their rows are kept."""
+    from ..analysis.naming import session_identity
+    rows = {table: [] for table in ("sessions", "paths", "events") if table in tables}
+    head, entries = result.summary_parts()
+    identities = []
+    for session, entry in zip(result.analyzer.sessions.values(), entries):
+        if "sessions" in rows:
+            rows["sessions"].append(_session_row(capture, session, entry))
+        for path, summary in zip(session.paths, entry["paths"]):
+            named = _named(capture, path.id, path)
+            if "paths" in rows:
+                rows["paths"].append(_path_row(named, summary))
+            if "events" in rows:
+                rows["events"].extend(_event_rows(named, summary))
+        identities.append(session_identity(entry))
+    if "events" in rows:
+        rows["events"].sort(key=lambda r: (r["time"] is None, r["time"] or 0, r["frame"] or 0))
+    return ({table: _table(table, table_rows) for table, table_rows in rows.items()},
+            dict(head, sessions=identities))
 
 
-def sessions_table(result, capture):
-    rows = []
-    for session, entry in zip(result.analyzer.sessions.values(), result.summary["sessions"]):
-        paths = entry["paths"]
-        devices = {}
-        for path in session.paths:
-            devices.update(path.devices)
-        row = {"capture": capture, "session": entry["label"],
-               "paths_uuid": entry["paths_uuid"], "path_count": len(paths),
-               "devices": json.dumps({str(k): v for k, v in sorted(devices.items())})}
-        for op, plural in (("read", "reads"), ("write", "writes")):
-            row[plural] = sum(p["io"][op]["count"] for p in paths)
-            row[op + "_bytes"] = sum(p["io"][op]["bytes"] for p in paths)
-            row[op + "_errors"] = sum(p["io"][op]["errors"] for p in paths)
-        rows.append(row)
-    return _table("sessions", rows)
+def _path_row(named, s):
+    row = dict(named)
+    row.update({key: s[key] for key in (
+        "port", "protocol_version", "queue_depth", "queue_depth_source", "max_io_size",
+        "max_hdr_size", "always_invalidate", "pathname", "cid_num", "chunks",
+        "rkey_refreshes", "reconnects", "reconnect_attempts", "failovers",
+        "aborted_requests", "lost_requests", "partial_requests",
+        "responses_without_request", "in_flight_at_end")})
+    row.update(connections=len(s["connections"]), rejects=len(s["rejects"]),
+               disconnects=len(s["disconnects"]),
+               heartbeats_client_to_server=s["heartbeats"]["client_to_server"],
+               heartbeats_server_to_client=s["heartbeats"]["server_to_client"],
+               retransmissions=s["transport"]["retransmissions"],
+               naks=s["transport"]["naks"])
+    for op, plural in (("read", "reads"), ("write", "writes")):
+        io, latency = s["io"][op], s["latency_us"][op]
+        row.update({plural: io["count"], op + "_bytes": io["bytes"],
+                    op + "_errors": io["errors"],
+                    op + "_latency_p50_us": latency["p50"],
+                    op + "_latency_p99_us": latency["p99"],
+                    op + "_latency_max_us": latency["max"]})
+    return row
 
 
-def events_table(result, capture):
-    rows = []
-    for path_id, path, s in paths_by_summary(result):
-        named = _named(capture, path_id, path)
-        for event in s["events"]:
-            row = dict(named, time=_ns(event.get("time")), frame=event.get("frame"),
-                       kind=event["kind"])
-            row["detail"] = json.dumps({k: v for k, v in event.items()
-                                        if k not in ("time", "frame", "kind")}, sort_keys=True)
-            rows.append(row)
-    rows.sort(key=lambda r: (r["time"] is None, r["time"] or 0, r["frame"] or 0))
-    return _table("events", rows)
+def _session_row(capture, session, entry):
+    paths = entry["paths"]
+    devices = {}
+    for path in session.paths:
+        devices.update(path.devices)
+    row = {"capture": capture, "session": entry["label"],
+           "paths_uuid": entry["paths_uuid"], "path_count": len(paths),
+           "devices": json.dumps({str(k): v for k, v in sorted(devices.items())})}
+    for op, plural in (("read", "reads"), ("write", "writes")):
+        row[plural] = sum(p["io"][op]["count"] for p in paths)
+        row[op + "_bytes"] = sum(p["io"][op]["bytes"] for p in paths)
+        row[op + "_errors"] = sum(p["io"][op]["errors"] for p in paths)
+    return row
 
 
-def messages_tables(result, capture, rows_per_table=MESSAGE_ROWS):
-    """The ``messages`` table in pieces of ``rows_per_table`` records (row groups)."""
-    view = MessageView(result.summary, result.messages)
+def _event_rows(named, s):
+    for event in s["events"]:
+        row = dict(named, time=_ns(event.get("time")), frame=event.get("frame"),
+                   kind=event["kind"])
+        row["detail"] = json.dumps({k: v for k, v in event.items()
+                                    if k not in ("time", "frame", "kind")}, sort_keys=True)
+        yield row
+
+
+def messages_tables(result, capture, rows_per_table=MESSAGE_ROWS, summary=None):
+    """The ``messages`` table in pieces of ``rows_per_table`` records (row groups);
+    ``summary`` names the sessions (default: the whole one)."""
+    view = MessageView(result.summary if summary is None else summary, result.messages)
     path_ids = {(path.sess_uuid or (path.client, path.server)): path.id
                 for path in result.analyzer.path_list}
     records = result.messages

@@ -73,17 +73,16 @@ def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progr
             writer.abandon()
         raise
     done = Export(result, capture)
-    makers = {"paths": build.paths_table, "sessions": build.sessions_table,
-              "events": build.events_table}
+    made, summary = build.summary_tables(result, capture, tables)
     with ThreadPoolExecutor(1) as renaming:     # the IO rows named again meanwhile
         if writer is not None:
             closing = renaming.submit(writer.close, result.analyzer)
             done.files["ios"] = target["ios"]
         for table in tables:
-            if table in makers:
-                pieces = [makers[table](result, capture)]
+            if table in made:
+                pieces = [made.pop(table)]
             elif table == "messages":
-                pieces = build.messages_tables(result, capture)
+                pieces = build.messages_tables(result, capture, summary=summary)
             else:
                 continue
             done.rows[table] = _write(target[table], table, pieces)
