@@ -192,3 +192,28 @@ def test_the_report_keeps_the_ladder_records_of_a_full_analysis_and_no_other(cap
     kept = analyze(capture, keep_messages=LADDER_MESSAGES).messages
     assert kept == [r for r in full if r["msg"] in LADDER_MESSAGES]
     assert 0 < len(kept) < len(full)
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.name)
+def test_a_paths_ladder_is_its_records_made_when_it_is_drawn(capture, monkeypatch):
+    """The view keeps where each path's ladder records are, not the records (about
+    11 KB a session of a capture of thousands of short ones): a ladder's records are
+    made when it is drawn, and they are the path's ladder messages in frame order."""
+    from rtrs_scapy.analysis.records import Records
+    result = analyze(capture, keep_messages=LADDER_MESSAGES)
+    every = list(result.messages)
+    made = []
+    record = Records.record
+    monkeypatch.setattr(Records, "record", lambda self, i: made.append(i) or record(self, i))
+    view = CaptureView(result, [])
+    made.clear()
+    assert view.paths
+    drawn = 0
+    for path in view.paths:
+        s = path.summary
+        mine = [r for r in every if (r["sess_uuid"], r["client"], r["server"]) ==
+                (s["sess_uuid"], s["client"], s["server"])]
+        assert mine
+        assert view.records_of(path) == mine
+        drawn += len(mine)
+    assert len(made) == drawn

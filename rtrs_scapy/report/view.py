@@ -274,11 +274,14 @@ class CaptureView:
         self.name = ", ".join(os.path.basename(f) for f in self.files)
         t0_ns = round(self.t0 * 1e9)
         self.rows = Rows(kept_rows(batches).take(), t0_ns)
-        self._records = {}
-        for rec in result.messages:
+        # a ladder is drawn for the few paths with a section: of each path, the
+        # positions of its records are kept, and its records made when it is drawn
+        self._messages = result.messages
+        self._ladders = {}
+        for at, rec in enumerate(result.messages):
             if rec["msg"] in LADDER_MESSAGES:
-                self._records.setdefault((rec["sess_uuid"], rec["client"], rec["server"]),
-                                         []).append(rec)
+                self._ladders.setdefault((rec["sess_uuid"], rec["client"], rec["server"]),
+                                         []).append(at)
         self._failover_times = None
         sessions = list(result.analyzer.sessions.values())
         by_path = {pid: iorows.narrow(at) for pid, at in slices(self.rows.columns["path"])}
@@ -295,7 +298,8 @@ class CaptureView:
 
     def records_of(self, path):
         s = path.summary
-        return self._records.get((s["sess_uuid"], s["client"], s["server"]), [])
+        return [self._messages[at] for at in
+                self._ladders.get((s["sess_uuid"], s["client"], s["server"]), ())]
 
     def failover_times(self):
         """frame of a request's first send -> when it was re-sent on another path."""
