@@ -454,3 +454,29 @@ def test_a_capture_without_io_says_so():
     assert done.exit_code == 0
     assert done.stdout == ""
     assert done.stderr == "%s: no RNBD IO in the capture\n" % capture
+
+
+@pytest.mark.parametrize("by", ["device", "path", "session"])
+def test_iostat_makes_no_sessions_summary_unless_it_names_devices(by, monkeypatch):
+    """iostat reads the capture's start and end of the summary, not its sessions (about
+    22 KB each): without --kernel-log, --device-map or --device, the whole summary is
+    never made, and the lines are those of an analysis whose whole summary was made."""
+    from functools import partial
+    from rtrs_scapy.analysis import Analysis
+    capture = str(real_pcap("errors"))
+    kept = kept_rows()
+    result = analyze(capture, keep_messages=False, io_sink=kept, keep_latencies=False)
+    assert result.summary["sessions"]
+    made = "".join(view.json_parts(view.table(result, kept, by=by, interval_s=0.5)))
+    assert made.count("\n") > 10
+
+    def refused(self):
+        raise AssertionError("the whole summary was made")
+    monkeypatch.setattr(Analysis, "summary", property(refused))
+    args = ["iostat", "-q", "-i", "0.5", "--by", by, "--format", "json", capture]
+    alone = CliRunner().invoke(main, args)
+    assert alone.exit_code == 0, alone.output
+    assert alone.output == made
+    if by == "device":     # --device names a device across the sessions' summaries
+        assert "the whole summary was made" in \
+            repr(CliRunner().invoke(main, args + ["--device", "0"]).exception)

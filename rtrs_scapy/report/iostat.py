@@ -77,7 +77,7 @@ def table(result, batches, by="device", interval_s=1.0, devices=()):
     group, labels, kind, size, events = _groups(rows, paths, by)
     if devices:
         group, labels = _only(group, labels, devices)
-    capture = result.summary["capture"]
+    capture = result.summary_parts()[0]["capture"]   # no session's summary is made
     first = _ns(capture.get("first_ts")) if capture.get("first_ts") is not None else 0
     last = _ns(capture.get("last_ts")) if capture.get("last_ts") is not None else first
     end, step = max(last, first + 1), max(1, int(round(interval_s * 1e9)))
