@@ -20,8 +20,9 @@ response (ok or failed) whose request is gone, heartbeats only before the reconn
 
 import pytest
 
-from conftest import real_pcap
+from conftest import PROJECT_PCAPS, real_pcap
 from cut_points import cut_points
+from ib_decode import write_cut
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.analyzer import Analyzer
 from rtrs_scapy.analysis.linking import _refusal
@@ -137,3 +138,40 @@ class TestTheRule:
     def test_two_candidates_keep_them_apart(self):
         an, inferred, path = self.paths()
         assert "2 handshake paths" in _refusal(an, inferred, [path, path])
+
+
+def _without_handshake(an):
+    return sum(s.paths_uuid is None for s in an.sessions.values())
+
+
+@pytest.mark.parametrize("capture, first, last", [
+    ("errors_from_100", 1, 0),          # linked to its handshake at the end
+    ("failover_from_22000", 2, 0),      # two paths of one session, linked by a failover
+    ("mid_session", 1, 1),
+    ("failover_undelivered", 0, 0)])
+def test_the_sessions_without_a_handshake_are_counted_as_they_come_and_go(
+        capture, first, last, errors, tmp_path, monkeypatch):
+    """Two sessions are looked at as one only while one has no handshake (linking.py):
+    the registry counts those sessions rather than looking at thousands of sessions for
+    each batch of requests.  Its count is the sessions' after every batch and at the end."""
+    if capture == "errors_from_100":
+        frames, link_type, _ = errors
+        path = tmp_path / "cut.pcap"
+        write_pcap(path, frames[99:], link_type)
+    elif capture == "failover_from_22000":
+        path = tmp_path / "cut.pcap"
+        write_cut(real_pcap("failover"), 22000, path)
+    else:
+        path = PROJECT_PCAPS / (capture + ".pcap")
+    counts = []
+    done = Analyzer.messages_done
+
+    def counted(self, *args, **kwargs):
+        out = done(self, *args, **kwargs)
+        counts.append((self.registry.inferred, _without_handshake(self)))
+        return out
+    monkeypatch.setattr(Analyzer, "messages_done", counted)
+    result = analyze(path)
+    counts.append((result.analyzer.registry.inferred, _without_handshake(result.analyzer)))
+    assert all(kept == counted for kept, counted in counts), counts
+    assert (counts[0][0], counts[-1][0]) == (first, last)

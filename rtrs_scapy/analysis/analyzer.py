@@ -28,7 +28,7 @@ from .counts import CaptureCounts
 from .io import IoBatch, acknowledged
 from .linking import link_reconnected
 from .settling import SettleQueue
-from .model import Path, Session
+from .model import Path
 from .inflight import InFlight
 from .qdepth import MemBitsInference
 from .readdata import ReadData
@@ -165,10 +165,7 @@ class Analyzer:
         client_name, server_name = names or (self.text(client), self.text(server))
         path = Path(sess_uuid, paths_uuid=paths_uuid, client=client_name, server=server_name)
         path.client_raw, path.server_raw = client, server
-        session = self.sessions.get(paths_uuid)
-        if session is None:
-            session = self.registry.sessions[paths_uuid] = Session(paths_uuid)
-        self.registry.add(sess_uuid, path, session)
+        self.registry.add(sess_uuid, path, self.registry.session(paths_uuid, paths_uuid))
         self.registry.idle[path] = None
         return path
 
@@ -186,8 +183,7 @@ class Analyzer:
             return None
         path = Path(None, client=self.text(client), server=self.text(server))
         path.client_raw, path.server_raw = client, server
-        self.registry.add(key, path, self.registry.sessions.setdefault(("inferred",) + key,
-                                                                        Session(None)))
+        self.registry.add(key, path, self.registry.session(("inferred",) + key, None))
         if self.forced_queue_depth:
             self.set_queue_depth(path, self.forced_queue_depth, "forced")
         else:

@@ -162,7 +162,7 @@ def link_by_failover(an, new, header):
     Before the pairing of ``new`` (a request table), so that the failover is found;
     returns whether sessions were merged (``new["sess"]`` is then updated)."""
     paths = an.path_list
-    if all(s.paths_uuid is not None for s in an.sessions.values()):
+    if not an.registry.inferred:
         return False
     mine = new["rnbd_type"] == RNBD_MSG_IO
     originals = [{c: int(an.carry[c][k]) for c in header + ("sess", "key", "path")}
@@ -194,7 +194,7 @@ def link_by_failover(an, new, header):
 
 def unlinked(an):
     """Whether two sessions may still prove to be one (one of them without a handshake)."""
-    return len(an.sessions) > 1 and any(s.paths_uuid is None for s in an.sessions.values())
+    return len(an.sessions) > 1 and an.registry.inferred > 0
 
 
 def link_undelivered(an, table, x, header):

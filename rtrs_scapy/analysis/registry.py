@@ -13,11 +13,13 @@ from collections import OrderedDict
 
 from ..capture.links import address_text
 from .io import per_id
+from .model import Session
 
 
 class PathRegistry:
     def __init__(self):
         self.sessions = {}          # paths_uuid (or ("inferred", client, server)) -> Session
+        self.inferred = 0           # sessions without a handshake (paths_uuid None)
         self.paths = {}             # sess_uuid or (client, server) -> Path
         self.path_list = []         # path id -> Path
         self.session_ids = {}       # Session -> int (the pairing key)
@@ -28,6 +30,18 @@ class PathRegistry:
         self.conns = []             # conn id -> (Connection, client_to_server)
         self.stream_paths = {}      # (slot, gen) of an unbound stream -> (path id, c2s)
         self.slot_owner = {}        # slot -> (gen, connection value) the CM bound it to
+
+    def session(self, key, paths_uuid):
+        """The session under ``key``, made when new (paths_uuid None: a session known
+        from its IO alone).  The sessions without a handshake are counted: the linking of
+        two sessions into one is looked for only while there is one (linking.py), and a
+        capture of thousands of sessions would otherwise look at all of them for each
+        batch of requests."""
+        session = self.sessions.get(key)
+        if session is None:
+            session = self.sessions[key] = Session(paths_uuid)
+            self.inferred += paths_uuid is None
+        return session
 
     def add(self, key, path, session):
         self.paths[key] = path
@@ -53,6 +67,7 @@ class PathRegistry:
         if not session.paths:
             del self.sessions[session.paths_uuid]
             del self.session_ids[session]
+            self.inferred -= session.paths_uuid is None
         self.path_list[path.id] = None
         self.free_ids.append(path.id)
         self.live_paths -= 1
@@ -64,7 +79,10 @@ class PathRegistry:
 
     def drop_session(self, gone):
         """``gone`` (merged into another session) leaves; returns its pairing key."""
-        self.sessions = {k: s for k, s in self.sessions.items() if s is not gone}
+        kept = {k: s for k, s in self.sessions.items() if s is not gone}
+        if len(kept) < len(self.sessions):
+            self.inferred -= gone.paths_uuid is None
+        self.sessions = kept
         return self.session_ids.pop(gone, None)
 
     def forget_streams(self, gens):
