@@ -82,3 +82,17 @@ def test_every_session_option_accepts_label_uuid_and_unique_prefix(sessions, tmp
     wrong = run("plot", "ladder", ERRORS, "--session", "nosuch", "-o", tmp_path / "x.png")
     assert wrong.exit_code == 2
     assert "no session 'nosuch'" in wrong.output and label in wrong.output
+
+
+def test_a_name_shared_by_sessions_gets_each_ones_paths_uuid_digits():
+    """Names told apart by their paths_uuid's first digits: only the shared ones, and
+    only where there is a paths_uuid (a capture of thousands of sessions counts each
+    name once)."""
+    from rtrs_scapy.analysis.naming import unique_labels
+    labels = ["lab1", "lab2", "lab1", "lab3", "lab1"]
+    uuids = ["0a1b2c3d-1", "1111aaaa-2", "9f8e7d6c-3", "2222bbbb-4", None]
+    assert unique_labels(labels, uuids) == ["lab1 0a1b2c3d", "lab2", "lab1 9f8e7d6c", "lab3",
+                                            "lab1"]
+    many = ["s%d" % (i % 3000) for i in range(6000)]
+    assert unique_labels(many, ["%08x" % i for i in range(6000)]) == \
+        ["s%d %08x" % (i % 3000, i) for i in range(6000)]

@@ -7,6 +7,8 @@ path).  Every command prints that label and every ``--session`` accepts it, the
 name, the uuids, or a unique prefix of any of them.
 """
 
+from collections import Counter
+
 SHORT = 8   # hex digits of a uuid that name an unnamed session
 
 
@@ -25,9 +27,10 @@ def session_label(sessname, paths_uuid, sess_uuids, first_path):
 def unique_labels(labels, paths_uuids):
     """Two sessions of one name (a session mapped again, a new paths_uuid) are told
     apart by their paths_uuid's first digits."""
+    times = Counter(labels)
     out = list(labels)
     for i, label in enumerate(labels):
-        if labels.count(label) > 1 and paths_uuids[i]:
+        if times[label] > 1 and paths_uuids[i]:
             out[i] = "%s %s" % (label, paths_uuids[i][:SHORT])
     return out
 
