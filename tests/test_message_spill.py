@@ -60,6 +60,25 @@ def test_columns_read_back_what_was_written():
     assert cols.row(3) == {name: plain[name][3] for name in SPEC}
 
 
+def test_a_spilled_list_reads_back_what_was_appended_and_set():
+    """The rich records' decoded fields (spill.SpilledList): appends, values set again
+    before and after their file was written, and reads in any order, against a list."""
+    rng = np.random.default_rng(11)
+    spilled, plain = spill.SpilledList(3), []
+    for k in range(200):
+        value = ("fields", k, {"qpn": k * 7}, None if k % 3 else (("a",), (k,)))
+        spilled.append(value)
+        plain.append(value)
+        at = int(rng.integers(0, len(plain)))
+        spilled[at] = plain[at] = ("marked", at)
+        assert spilled[at] == plain[at]
+    assert spilled.base > 150 and spilled.later
+    assert len(spilled) == len(plain)
+    order = list(range(len(plain)))
+    rng.shuffle(order)
+    assert [spilled[i] for i in order] == [plain[i] for i in order]
+
+
 @pytest.fixture(scope="module")
 def failover_runs():
     """The real failover capture (24 k records) analysed with its records in memory and
@@ -105,6 +124,7 @@ def test_spilled_records_give_the_same_lines_and_rows(failover_runs):
     held, spilled = failover_runs[None], failover_runs[64]
     records = spilled.analyzer.records
     assert records.cols.files.count > 300 and held.analyzer.records.cols.files is None
+    assert records.rich.base > 0 and isinstance(held.analyzer.records.rich, list)
     late = [i for i, extra in records.extras.items()
             if {"failover_from", "failed_over_to", "not_delivered"} & set(extra)]
     assert late and all(i < records.cols.base for i in late)

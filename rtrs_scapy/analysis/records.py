@@ -26,6 +26,7 @@ from ..spec.constants import RNBD_MSG_IO
 from . import decode as D
 from . import rnbd
 from .columns import Columns
+from .spill import SpilledList
 
 _info_req = plan("RtrsMsgInfoReq")
 _info_rsp = plan("RtrsMsgInfoRsp")
@@ -100,7 +101,10 @@ class Records:
         self._addr_id = {}
         self.names = []           # (sess_uuid, client, server) by id
         self._names_id = {}
-        self.rich = []            # (fields, rnbd) of records not in columns, packed
+        # (fields, rnbd) of records not in columns, packed; a few dozen a session, a
+        # capture of thousands of sessions holds them by the MB: beyond the newest, on
+        # disk, a sixteenth of a chunk a file (they are a few of the records)
+        self.rich = SpilledList(max(1, chunk // 16)) if chunk else []
         self._keys = {}           # the key tuples of the packed dicts, each kept once
         self.rnbd = {}            # record -> RNBD header that is not an IO's
         self.replies = {}         # record -> rnbd_reply

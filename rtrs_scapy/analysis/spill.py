@@ -15,8 +15,10 @@ and deleted when the records go, at exit, also after an error or Ctrl-C.
 """
 
 import os
+import pickle
 import tempfile
 from collections import OrderedDict
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -50,20 +52,14 @@ class ChunkFiles:
     def write(self, arrays):
         """A new chunk (``self.rows`` rows of every column)."""
         if self.folder is None:
-            self.folder = tempfile.TemporaryDirectory(prefix="rtrs-messages-")
+            self.folder = _folder()
         self._save(self.count, arrays)
         self.count += 1
 
     def _save(self, chunk, arrays):
-        try:
-            with open(self._path(chunk), "wb") as out:
-                for name in self.spec:
-                    out.write(np.ascontiguousarray(arrays[name]).data)
-        except OSError as exc:
-            folder = self.folder.name
-            self.folder.cleanup()       # the analysis ends here: nothing to read back
-            raise CaptureError("cannot keep the message records in %s (TMPDIR): %s" % (
-                folder, exc.strerror or exc)) from None
+        with _writing(self.folder, self._path(chunk)) as out:
+            for name in self.spec:
+                out.write(np.ascontiguousarray(arrays[name]).data)
 
     def patch(self, name, rows, values):
         """Writes to rows already written (``rows``: row numbers from the first chunk's)."""
@@ -103,3 +99,73 @@ class ChunkFiles:
             while len(self.cache) > CACHED:
                 self.cache.popitem(last=False)
         return arrays
+
+
+class SpilledList:
+    """A list of Python values appended to in order (the message records' decoded
+    fields), of which the newest ``2 * rows`` stay in memory and the older ones go to
+    files, ``rows`` values a file (pickled).  A value set again after its file was
+    written is kept in memory in its place (the failovers' late marks, a few)."""
+
+    def __init__(self, rows):
+        self.rows = rows
+        self.base = 0               # the index of the first value held in memory
+        self.held = []
+        self.folder = None
+        self.later = {}             # index -> value set after it left
+        self.cache = OrderedDict()  # chunk -> its values, read back
+
+    def __len__(self):
+        return self.base + len(self.held)
+
+    def append(self, value):
+        if len(self.held) >= 2 * self.rows:
+            if self.folder is None:
+                self.folder = _folder()
+            with _writing(self.folder, self._path(self.base // self.rows)) as out:
+                pickle.dump(self.held[:self.rows], out, pickle.HIGHEST_PROTOCOL)
+            del self.held[:self.rows]
+            self.base += self.rows
+        self.held.append(value)
+
+    def __getitem__(self, i):
+        if i >= self.base:
+            return self.held[i - self.base]
+        if i in self.later:
+            return self.later[i]
+        chunk = i // self.rows
+        values = self.cache.get(chunk)
+        if values is None:
+            with open(self._path(chunk), "rb") as stored:
+                values = self.cache[chunk] = pickle.load(stored)
+            while len(self.cache) > CACHED:
+                self.cache.popitem(last=False)
+        return values[i - chunk * self.rows]
+
+    def __setitem__(self, i, value):
+        if i >= self.base:
+            self.held[i - self.base] = value
+        else:
+            self.later[i] = value
+
+    def _path(self, chunk):
+        return os.path.join(self.folder.name, "fields-%d.pickle" % chunk)
+
+
+def _folder():
+    """The temporary folder of a command's spilled records (deleted when they go)."""
+    return tempfile.TemporaryDirectory(prefix="rtrs-messages-")
+
+
+@contextmanager
+def _writing(folder, path):
+    """A file of ``folder`` open for writing; a failed write (a full disk) deletes the
+    folder and stops the analysis with one line."""
+    try:
+        with open(path, "wb") as out:
+            yield out
+    except OSError as exc:
+        name = folder.name
+        folder.cleanup()       # the analysis ends here: nothing to read back
+        raise CaptureError("cannot keep the message records in %s (TMPDIR): %s" % (
+            name, exc.strerror or exc)) from None
