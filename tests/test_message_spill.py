@@ -188,6 +188,9 @@ def test_what_stays_in_memory_does_not_grow_with_the_capture(failover_runs):
     assert len(cols.files.cache) <= spill.CACHED
     index = records.order.nbytes + sum(p.nbytes for p in records.partners())
     assert index <= 12 * len(cols)
+    rich = records.rich      # the control messages' decoded fields: 4 a file
+    assert rich.base > 0 and len(rich.held) <= 2 * rich.rows
+    assert len(rich.cache) <= spill.CACHED
 
 
 def test_a_full_disk_is_a_one_line_error(tmp_path, monkeypatch):
@@ -204,5 +207,23 @@ def test_a_full_disk_is_a_one_line_error(tmp_path, monkeypatch):
     lines = result.output.strip().splitlines()
     assert lines[-1].startswith("Error: cannot keep the message records in " + str(tmp_path))
     assert lines[-1].endswith("No space left on device")
+    gc.collect()
+    assert not os.listdir(tmp_path)
+
+
+def test_a_full_disk_under_the_decoded_fields_is_a_one_line_error(tmp_path, monkeypatch):
+    """The control messages' decoded fields find no room: the same one line (a
+    CaptureError, which the commands print), and the folder is gone."""
+    from rtrs_scapy.capture import CaptureError
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(spill, "open", full, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    fields = spill.SpilledList(2)
+    with pytest.raises(CaptureError, match=r"^cannot keep the message records in .*: "
+                                           r"No space left on device$"):
+        for k in range(5):
+            fields.append(k)
     gc.collect()
     assert not os.listdir(tmp_path)
