@@ -45,12 +45,14 @@ class Analysis:
             self._summary = self._with_problems(summarize(self.analyzer, self.info))
         return self._summary
 
-    def summary_parts(self):
+    def summary_parts(self, whole=False):
         """The summary and its sessions one by one: what a writer of the summary
         needs, holding one session's summary at a time.  Until the whole summary is
-        asked for, the first has an empty list of sessions and the second makes them."""
-        if self._summary is not None:
-            return self._summary, iter(self._summary["sessions"])
+        asked for (``whole``, or before), the first has an empty list of sessions and
+        the second makes them."""
+        if whole or self._summary is not None:
+            summary = self.summary
+            return summary, iter(summary["sessions"])
         head = self._with_problems(summary_head(self.analyzer, self.info))
         return head, session_summaries(self.analyzer)
 

@@ -166,11 +166,16 @@ def kernel_log_option(command):
              "its clock offset, the client's device names (rnbd0).")(command)
 
 
-def with_kernel_logs(summary, kernel_logs, device_map, say=True):
-    """Merge the kernel logs into ``summary`` (kernel_log/merge.py), then the device
-    map; one line on stderr per log (``say``: where stdout does not show it).
-    Returns the placed lines for ``messages``."""
+def with_kernel_logs(result, kernel_logs, device_map, say=True):
+    """The whole summary of ``result`` with the kernel logs merged into it
+    (kernel_log/merge.py), then the device map, and the placed lines for ``messages``;
+    one line on stderr per log (``say``: where stdout does not show it).  (None, [])
+    without logs and map: they match names and times across whole sessions, and
+    without them a command need not make every session's summary at once."""
+    if not kernel_logs and not device_map:
+        return None, []
     from ..analysis.naming import apply_device_map
+    summary = result.summary
     from ..kernel_log import merge, read_log
     from ..report.words import clock_offset_text, utc_iso
     year = int(utc_iso(summary["capture"]["first_ts"])[:4]) \
@@ -186,7 +191,7 @@ def with_kernel_logs(summary, kernel_logs, device_map, say=True):
     for entry in summary.get("kernel_logs", ()) if say else ():
         click.echo("kernel log %s: %s" % (entry["file"], clock_offset_text(entry)), err=True)
     chosen(apply_device_map, "--device-map", summary["sessions"], list(device_map))
-    return placed
+    return summary, placed
 
 
 def chosen(find, option, *args):

@@ -45,9 +45,9 @@ def iostat(captures, interval, by, devices, fmt, quiet, queue_depth, kernel_logs
     result = analyze_capture(list(captures), quiet, keep_messages=False,
                              queue_depth=queue_depth, io_sink=kept,
                              analyze=partial(analyze, keep_latencies=False))
-    if kernel_logs or device_map or devices:    # they name devices across whole sessions
-        with_kernel_logs(result.summary, kernel_logs, device_map)
-        devices = [_server_name(result.summary, value) for value in devices]
+    summary, _ = with_kernel_logs(result, kernel_logs, device_map)
+    # --device names a device across whole sessions: only then is every session summarized
+    devices = [_server_name(summary or result.summary, value) for value in devices]
     try:
         table = view.table(result, kept, by=by, interval_s=interval, devices=devices)
     except view.UnknownDevice as exc:

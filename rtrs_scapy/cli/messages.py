@@ -71,13 +71,10 @@ def messages(captures, fmt, quiet, queue_depth, session_filter, msg_filter, erro
     # per-IO arrays are kept (a line's latency is its response's time less its request's)
     result = analyze_capture(list(captures), quiet, keep_messages=kept, queue_depth=queue_depth,
                              analyze=partial(analyze, keep_latencies=False))
-    if kernel_logs or device_map:    # they match names and times across whole sessions
-        summary = result.summary
-        lines = with_kernel_logs(summary, kernel_logs, device_map)
-    else:    # the lines name sessions and devices: that is all they keep of each session
-        summary, sessions = result.summary_parts()
-        summary = dict(summary, sessions=[session_identity(s) for s in sessions])
-        lines = []
+    summary, lines = with_kernel_logs(result, kernel_logs, device_map)
+    if summary is None:   # the lines name sessions and devices: all they keep of each
+        head, sessions = result.summary_parts()
+        summary = dict(head, sessions=[session_identity(s) for s in sessions])
     view = MessageView(summary, result.messages, lines)
     session = None if session_filter is None else \
         chosen(view.find_sessions, "--session", session_filter)

@@ -15,7 +15,7 @@ def capture_view(captures, quiet, queue_depth, kernel_logs=(), device_map=()):
     kept = kept_rows()
     result = analyze_capture(list(captures), quiet, keep_messages=LADDER_MESSAGES,
                              queue_depth=queue_depth, io_sink=kept)
-    with_kernel_logs(result.summary, kernel_logs, device_map)
+    with_kernel_logs(result, kernel_logs, device_map)
     return CaptureView(result, kept)
 
 

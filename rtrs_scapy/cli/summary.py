@@ -69,9 +69,8 @@ def summary(captures, fmt, quiet, queue_depth, jobs, dask, kernel_logs, device_m
     # the summary is written session by session as it is made, unless something needs
     # it whole first: kernel logs and device maps match across sessions, and the line
     # of a cut capture counts the header-only requests of every session
-    if kernel_logs or device_map or result.info["cut_records"]:
-        with_kernel_logs(result.summary, kernel_logs, device_map, say=fmt != "text")
-    head, sessions = result.summary_parts()
+    with_kernel_logs(result, kernel_logs, device_map, say=fmt != "text")
+    head, sessions = result.summary_parts(whole=result.info["cut_records"] > 0)
     if fmt == "json":
         write_summary_json(head, sessions, sys.stdout)
     else:

@@ -10,6 +10,7 @@ import json
 
 import pyarrow as pa
 
+from ..analysis.naming import session_identity
 from ..analysis.records import RecordList
 from ..report.messages import MessageView, json_fields, json_rnbd
 from ..report.words import has_sector
@@ -44,7 +45,6 @@ def summary_tables(result, capture, tables):
     analysis/naming.py).  One pass over the summary's sessions, made one at a time
     (``Analysis.summary_parts``): of a capture's thousands of short sessions, only
     their rows are kept."""
-    from ..analysis.naming import session_identity
     rows = {table: [] for table in ("sessions", "paths", "events") if table in tables}
     head, entries = result.summary_parts()
     identities = []
