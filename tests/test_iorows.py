@@ -81,6 +81,22 @@ def test_kept_rows_are_the_rows_narrowed():
     assert mixed.take()["frame"].tolist() == [-1, 5, 70_000, 3, 2 ** 40]
 
 
+def test_kept_joins_small_batches_as_they_come():
+    """Thousands of short sessions hand over batches of a row or two: a Kept joins
+    every JOIN of them into one (the arrays' own bytes would outweigh their rows), in
+    order, whatever types the batches were narrowed to."""
+    kept = iorows.Kept(("frame", "path"))
+    values = list(range(-300, 700, 3)) + [70_000, 2 ** 40]
+    for at in range(0, len(values), 2):
+        pair = np.array(values[at:at + 2], dtype=np.int64)
+        kept({"frame": pair, "path": pair % 5})
+    assert len(kept.batches) < iorows.JOIN + len(values) // (2 * iorows.JOIN) + 1
+    assert len(values) // 2 > 2 * iorows.JOIN
+    taken = kept.take()
+    assert taken["frame"].tolist() == values
+    assert taken["path"].tolist() == [v % 5 for v in values]
+
+
 @pytest.mark.parametrize("times,instants", [(False, False), (True, False), (True, True)])
 def test_a_growing_array_gives_back_the_values_appended(times, instants):
     """growing.py: what the summary keeps per IO row until the end (µs while every

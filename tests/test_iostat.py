@@ -480,3 +480,39 @@ def test_iostat_makes_no_sessions_summary_unless_it_names_devices(by, monkeypatc
     if by == "device":     # --device names a device across the sessions' summaries
         assert "the whole summary was made" in \
             repr(CliRunner().invoke(main, args + ["--device", "0"]).exception)
+
+
+def test_text_is_made_a_line_at_a_time():
+    """An interval of thousands of groups is MBs of text: no piece of the text is more
+    than one line (an interval's stamp and header are one piece), so the command
+    writes a bounded batch of them at a time."""
+    kept = kept_rows()
+    result = analyze(str(real_pcap("multipath")), keep_messages=False, io_sink=kept)
+    table = view.table(result, kept, by="path", interval_s=0.01)
+    parts = list(view.text_parts(table, "path"))
+    assert len(parts) > 1000
+    assert all(part == "\n" or part.count("\n") == 1 for part in parts
+               if "interval" not in part)
+    assert all(part.count("\n") == 2 for part in parts if "interval" in part)
+
+
+def test_counts_and_bytes_are_kept_narrow_and_exact():
+    """The table's counts are kept in the smallest type that holds every row, its bytes
+    in the one that holds all their bytes: two writes of 3 GiB in one interval are
+    6 GiB, not a wrapped int32; a handful of IOs are counted in bytes (int8)."""
+    from rtrs_scapy.analysis import iostat
+    gib3 = 3 << 30
+    rows = iorows.Wide({name: np.array(values, dtype=np.int64) for name, values in {
+        "time_ns": [0, 10, 20], "response_ns": [5, 15, 25], "latency_ns": [5, 5, 5],
+        "outcome": [iorows.ANSWERED] * 3, "errno": [0, 0, 5], "server_ns": [-1, -1, -1],
+        "bytes": [gib3, gib3, 512]}.items()})
+    kind = np.array([1, 1, 0], dtype=np.int8)           # two writes, a read
+    group = np.zeros(3, dtype=np.int64)
+    edges = np.array([0, 100], dtype=np.int64)
+    columns = iostat.table(rows, group, kind, rows["bytes"], 1, edges)
+    assert columns["writes"].dtype == np.int8 and columns["errors"].dtype == np.int8
+    assert columns["write_bytes"].dtype == np.int64
+    assert columns["write_bytes"].tolist() == [2 * gib3]
+    assert columns["read_bytes"].tolist() == [512]
+    assert (columns["reads"].tolist(), columns["writes"].tolist(),
+            columns["errors"].tolist()) == ([1], [2], [1])

@@ -124,6 +124,10 @@ def narrow_type(low, high):
     return None
 
 
+#: a Kept's batches joined into one at a time
+JOIN = 64
+
+
 class Kept:
     """An ``io_sink`` keeping only the ``names`` columns of each batch, and those
     ``derive(batch)`` computes from it, each narrowed to the smallest integer type
@@ -131,18 +135,24 @@ class Kept:
     (iostat, the report) keeps a few bytes per row, not 28 columns of 8.
     ``take()`` joins them column by column (a column's type is its widest batch's),
     letting each batch's column go as it is copied (never two copies of the
-    whole)."""
+    whole).  Every JOIN batches are joined into one: a capture of thousands of short
+    sessions hands over batches of a few rows, whose arrays' own ~100 bytes would
+    outweigh their rows."""
 
     def __init__(self, names=NAMES, derive=None):
         self.names = tuple(names)
         self.derive = derive
         self.batches = []
+        self.joined = 0             # the batches before this one are joined ones
 
     def __call__(self, rows):
         kept = {name: narrow(rows[name]) for name in self.names}
         if self.derive is not None:
             kept.update((name, narrow(column)) for name, column in self.derive(rows).items())
         self.batches.append(kept)
+        if len(self.batches) - self.joined >= JOIN:
+            self.batches[self.joined:] = [concat(self.batches[self.joined:])]
+            self.joined += 1
 
     @classmethod
     def of(cls, batches, names=NAMES, derive=None):
@@ -159,7 +169,7 @@ class Kept:
         """The rows kept, one array per column (none: empty columns)."""
         if not self.batches:
             self({name: np.zeros(0, dtype=np.int64) for name in NAMES})
-        batches, self.batches = self.batches, []
+        batches, self.batches, self.joined = self.batches, [], 0
         return {name: np.concatenate([b.pop(name) for b in batches]) for name in list(batches[0])}
 
 

@@ -11,7 +11,7 @@ answered IOs' spans (inflight.py).
 import numpy as np
 
 from .inflight import Steps, slices, spans
-from .iorows import ANSWERED, Kept
+from .iorows import ANSWERED, Kept, narrow_type
 from .split import parts_ns
 
 #: the kinds of IO counted apart, as the block layer's statistics group them
@@ -53,18 +53,22 @@ def bins(start_ns, end_ns, interval_ns):
 
 
 def table(rows, group, kind, size, n_groups, edges, events=None):
-    """Columns of one record per (interval, group), interval-major.
+    """Columns of one record per (interval, group), interval-major: record ``i`` is
+    interval ``i // n_groups`` (from ``edges[i // n_groups]``) of group ``i % n_groups``.
 
     ``rows``: an iorows.Wide; ``group``: per row its group (-1: not counted in this
     view); ``kind``: per row its index in KINDS; ``size``: per row its bytes;
     ``events``: (time_ns, group, retransmissions) of the paths' stalls, or None.
-    Computed a group at a time: what is held beyond the rows is one group's."""
+    Computed a group at a time: what is held beyond the rows is one group's.  A
+    count is kept in the smallest integer type that holds all the rows, bytes in
+    the one that holds all their bytes (a table of 10⁶ lines is most of iostat's
+    memory)."""
     n_bins = len(edges) - 1
     cells = n_bins * n_groups
-    out = {"interval": np.repeat(np.arange(n_bins), n_groups),
-           "start_ns": np.repeat(edges[:-1], n_groups),
-           "seconds": np.repeat(np.diff(edges) / 1e9, n_groups),
-           "group": np.tile(np.arange(n_groups), n_bins)}
+    total = int(np.abs(size).sum(dtype=np.int64))
+    narrowest = {"bytes": narrow_type(-total, total) or np.int64,
+                 "count": narrow_type(0, len(group)) or np.int64}
+    out = {}
     members = dict(slices(group))
     none = np.zeros(0, dtype=np.int64)
     for g in range(n_groups):
@@ -72,7 +76,10 @@ def table(rows, group, kind, size, n_groups, edges, events=None):
         figures = _group(rows.take(at), kind[at], size[at], edges)
         for name, column in figures.items():
             if name not in out:
-                out[name] = np.empty(cells, dtype=column.dtype)
+                dtype = column.dtype
+                if dtype == np.int64:
+                    dtype = narrowest["bytes" if name in BYTES else "count"]
+                out[name] = np.empty(cells, dtype=dtype)
             out[name][g::n_groups] = column
     if events is not None:
         time, egroup, retrans = events

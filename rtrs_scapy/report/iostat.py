@@ -54,14 +54,14 @@ class Table:
     one at a time as they are read: a capture of hours at 1 s per device makes 10⁵
     of them, written out as they come, never all held at once."""
 
-    def __init__(self, columns, labels, by):
-        self.columns, self.labels, self.by = columns, labels, by
+    def __init__(self, columns, labels, by, edges):
+        self.columns, self.labels, self.by, self.edges = columns, labels, by, edges
 
     def __bool__(self):
         return bool(self.labels)    # every interval has a record per group
 
     def __iter__(self):
-        return _as_records(self.columns, self.labels, self.by)
+        return _as_records(self.columns, self.labels, self.by, self.edges)
 
 
 def records(result, batches, by="device", interval_s=1.0, devices=()):
@@ -91,7 +91,7 @@ def table(result, batches, by="device", interval_s=1.0, devices=()):
                                10 ** math.ceil(math.log10(shortest))))
     edges = iostat.bins(first, end, step)
     columns = iostat.table(rows, group, kind, size, len(labels), edges, events)
-    return Table(columns, labels, by)
+    return Table(columns, labels, by, edges)
 
 
 def _ns(seconds):
@@ -200,21 +200,22 @@ def _only(group, labels, wanted):
     return remap[group], [labels[k] for k in keep]
 
 
-def _as_records(columns, labels, by):
-    seconds = columns["seconds"]
+def _as_records(columns, labels, by, edges):
+    widths = np.diff(edges) / 1e9
     rate = {"r_per_s": "reads", "w_per_s": "writes", "d_per_s": "discards",
             "f_per_s": "flushes"}
-    for i in range(len(columns["group"])):
-        record = {"interval": int(columns["interval"][i]),
-                  "time": utc_iso(columns["start_ns"][i] / 1e9),
-                  "seconds": round(float(seconds[i]), 9), "by": by}
-        record.update(labels[int(columns["group"][i])])
+    for i in range((len(edges) - 1) * len(labels)):
+        interval, group = divmod(i, len(labels))
+        seconds = widths[interval]
+        record = {"interval": interval, "time": utc_iso(edges[interval] / 1e9),
+                  "seconds": round(float(seconds), 9), "by": by}
+        record.update(labels[group])
         for key in COUNT_KEYS:
             record[key] = int(columns[key][i])
         for key, count in rate.items():
-            record[key] = round(columns[count][i] / seconds[i], 3)
-        record["rkB_per_s"] = round(columns["read_bytes"][i] / 1024 / seconds[i], 3)
-        record["wkB_per_s"] = round(columns["write_bytes"][i] / 1024 / seconds[i], 3)
+            record[key] = round(columns[count][i] / seconds, 3)
+        record["rkB_per_s"] = round(columns["read_bytes"][i] / 1024 / seconds, 3)
+        record["wkB_per_s"] = round(columns["write_bytes"][i] / 1024 / seconds, 3)
         for key, source in (("r_await_ms", "read_await_ms"), ("w_await_ms", "write_await_ms"),
                             ("p99_ms", "p99_ms"), ("server_ms", "server_ms")):
             record[key] = _number(columns[source][i], 3)
@@ -248,27 +249,26 @@ def text(recs, by):
 
 
 def text_parts(recs, by):
-    """text() an interval at a time; ``recs`` a Table or a list of records (the
-    labels' width is the widest group's: each interval has a line per group)."""
+    """text() a line at a time (an interval of thousands of groups is MBs of text);
+    ``recs`` a Table or a list of records (the labels' width is the widest group's:
+    each interval has a line per group)."""
     columns = [c for c in COLUMNS if by == "device" or c[0] not in DEVICE_ONLY]
     columns += LINK if by != "device" else ()
     width = max([len(_label(r, by)) for r in getattr(recs, "labels", recs)] + [len(by)])
     header = "%-*s" % (width, by) + "".join(" %*s" % (w, h) for _, h, w, _ in columns)
-    lines, interval = [], None
+    interval = None
     for record in recs:
         if record["interval"] != interval:
-            if lines:
-                yield "\n".join(lines) + "\n\n"
-            interval, lines = record["interval"], []
-            lines += ["%s  interval %d  (%.3f s)" % (record["time"], interval,
-                                                    record["seconds"]), header]
+            if interval is not None:
+                yield "\n"     # a blank line between intervals
+            interval = record["interval"]
+            yield "%s  interval %d  (%.3f s)\n%s\n" % (record["time"], interval,
+                                                      record["seconds"], header)
         cells = []
         for key, _, w, fmt in columns:
             value = record[key]
             cells.append(" %*s" % (w, "-" if value is None else fmt % value))
-        lines.append("%-*s" % (width, _label(record, by)) + "".join(cells))
-    if lines:
-        yield "\n".join(lines) + "\n"
+        yield "%-*s%s\n" % (width, _label(record, by), "".join(cells))
 
 
 def json_lines(recs):
