@@ -217,3 +217,42 @@ def test_a_paths_ladder_is_its_records_made_when_it_is_drawn(capture, monkeypatc
         assert view.records_of(path) == mine
         drawn += len(mine)
     assert len(made) == drawn
+
+
+def test_the_sessions_summaries_are_read_back_from_disk_the_same(monkeypatch):
+    """A capture of thousands of short sessions: the view keeps each session's table
+    row, its summary goes to disk beyond the newest and is read back when a section
+    is drawn.  With one summary a file (errors.pcap's three sessions: the first on
+    disk) every session's summary is the analysis' and the HTML the same."""
+    from rtrs_scapy.report import view as view_module
+    pcap = real_pcap("errors")
+    whole = analyze(pcap, keep_messages=False).summary
+    html = render(view_of(pcap))
+    monkeypatch.setattr(view_module, "SUMMARIES_PER_FILE", 1)
+    batches = []
+    spilled = CaptureView(analyze(str(pcap), keep_messages=True, io_sink=batches.append),
+                          batches)
+    assert spilled._summaries.base == 1 and len(spilled._summaries.held) == 2
+    assert [s.summary for s in spilled.sessions] == whole["sessions"]
+    assert spilled.summary["sessions"] == []
+    assert render(spilled) == html
+
+
+def test_the_analysis_is_freed_before_the_report_is_drawn():
+    """What the report draws from keeps nothing of the analyzer (its state is most of
+    the memory of a capture of many sessions): the message records the ladders read
+    let go of it when the capture ends."""
+    import weakref
+    from rtrs_scapy.analysis.analyzer import Analyzer
+    from rtrs_scapy.cli.report import capture_view
+    made = []
+    init = Analyzer.__init__
+
+    def tracked(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(weakref.ref(self))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Analyzer, "__init__", tracked)
+        view = capture_view([str(real_pcap("errors"))], True, None)
+    assert len(made) == 1 and made[0]() is None
+    assert len(view.sessions) == 3 and view.records_of(view.paths[0])

@@ -34,7 +34,7 @@ def view():
 def session_span(view, name):
     """First and last time (s since the capture start) of a session's events and
     requests, from the summary JSON and the IO rows."""
-    (session,) = [s for s in view.summary["sessions"] if s["label"] == name]
+    (session,) = [s.summary for s in view.sessions if s.summary["label"] == name]
     t0 = view.summary["capture"]["first_ts"]
     times = [e["time"] - t0 for p in session["paths"] for e in p["events"]]
     return min(times), max(times)
@@ -43,7 +43,7 @@ def session_span(view, name):
 def test_ladder_panels_each_have_their_own_title(view):
     fig = plots.draw("ladder", view, Selection(view))
     titles = [ax.get_title() for ax in fig.axes]
-    labels = [s["label"] for s in view.summary["sessions"]]
+    labels = [s.summary["label"] for s in view.sessions]
     assert len(titles) == len(labels) == 3 and len(set(titles)) == 3
     for title, label in zip(titles, labels):
         assert "session %s," % label in title and "10.77.0.2 → 10.77.0.1" in title

@@ -310,6 +310,7 @@ class Records:
         self.order, frame = _by_frame(kept, frame)
         self._marks = frame[::MARK].astype(np.int64)
         self._partners = None
+        self.an = None    # read after the analysis (a report's ladders), not holding it
 
     def in_frame(self, frame):
         """The closed records of one frame (storage indices, in the order of ``order``)."""

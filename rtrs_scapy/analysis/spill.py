@@ -1,5 +1,6 @@
 """Chunks of the message records' columns on disk, with the writes that came after
-them (docs/messages.md#memory).
+them (docs/messages.md#memory); lists of Python values on disk beyond their newest
+(the records' decoded fields, the report's session summaries: docs/report.md).
 
 A capture of millions of messages would hold every record until the end (the
 lines are formatted once the sessions are named).  Kept in memory they cost
@@ -103,12 +104,16 @@ class ChunkFiles:
 
 class SpilledList:
     """A list of Python values appended to in order (the message records' decoded
-    fields), of which the newest ``2 * rows`` stay in memory and the older ones go to
-    files, ``rows`` values a file (pickled).  A value set again after its file was
-    written is kept in memory in its place (the failovers' late marks, a few)."""
+    fields, the report's session summaries), of which the newest ``2 * rows`` stay in
+    memory and the older ones go to files, ``rows`` values a file (pickled).  A value
+    set again after its file was written is kept in memory in its place (the
+    failovers' late marks, a few).  ``what`` names the values in the error of a full
+    disk.  A value read back is a copy, kept while its file is among the CACHED last
+    read: what a reader changes in it is not kept."""
 
-    def __init__(self, rows):
+    def __init__(self, rows, what="the message records"):
         self.rows = rows
+        self.what = what
         self.base = 0               # the index of the first value held in memory
         self.held = []
         self.folder = None
@@ -122,7 +127,8 @@ class SpilledList:
         if len(self.held) >= 2 * self.rows:
             if self.folder is None:
                 self.folder = _folder()
-            with _writing(self.folder, self._path(self.base // self.rows)) as out:
+            with _writing(self.folder, self._path(self.base // self.rows),
+                          self.what) as out:
                 pickle.dump(self.held[:self.rows], out, pickle.HIGHEST_PROTOCOL)
             del self.held[:self.rows]
             self.base += self.rows
@@ -158,14 +164,15 @@ def _folder():
 
 
 @contextmanager
-def _writing(folder, path):
+def _writing(folder, path, what="the message records"):
     """A file of ``folder`` open for writing; a failed write (a full disk) deletes the
-    folder and stops the analysis with one line."""
+    folder and stops the analysis (or the command) with one line, naming ``what`` it
+    could not keep."""
     try:
         with open(path, "wb") as out:
             yield out
     except OSError as exc:
         name = folder.name
         folder.cleanup()       # the analysis ends here: nothing to read back
-        raise CaptureError("cannot keep the message records in %s (TMPDIR): %s" % (
-            name, exc.strerror or exc)) from None
+        raise CaptureError("cannot keep %s in %s (TMPDIR): %s" % (
+            what, name, exc.strerror or exc)) from None

@@ -1,6 +1,8 @@
 """``rtrs-dissect report CAPTURE… -o report.html``: one self-contained HTML file
 (figures, tables and the plotting library inline) that opens offline from file://."""
 
+import gc
+
 import click
 
 from .common import OutputPath, analyze_capture, captures_argument, kernel_log_option, \
@@ -16,7 +18,10 @@ def capture_view(captures, quiet, queue_depth, kernel_logs=(), device_map=()):
     result = analyze_capture(list(captures), quiet, keep_messages=LADDER_MESSAGES,
                              queue_depth=queue_depth, io_sink=kept)
     with_kernel_logs(result, kernel_logs, device_map)
-    return CaptureView(result, kept)
+    view = CaptureView(result, kept)
+    del result
+    gc.collect()    # the analysis' state (in cycles) is freed before the report is drawn
+    return view
 
 
 @click.command()

@@ -18,10 +18,13 @@ import numpy as np
 from ..analysis import iorows, split
 from ..analysis.inflight import slices
 from ..analysis.naming import match_device, match_sessions, summary_label
+from ..analysis.spill import SpilledList
 from .text import Clock, error_text, event_text
 from ..spec.constants import rnbd_end_sector, rnbd_op_name
 from .words import errno_text, utc_iso
 
+#: session summaries a file when they go to disk (about 20 KB each in memory)
+SUMMARIES_PER_FILE = 64
 #: the message records a path's ladder is drawn from, and the RTU (from the model)
 LADDER_MESSAGES = ("conn_req", "conn_rsp", "conn_rej", "info_req", "info_rsp", "disconnect")
 #: at most this many ladder steps per path (a flapping path has thousands)
@@ -130,22 +133,24 @@ class Step:
 
 
 class PathView:
-    def __init__(self, capture, session, summary, model, rows):
-        self.capture, self.session, self.summary, self.model = capture, session, summary, model
+    """A path: what every table row and ranking reads is kept; the rest of its summary
+    is read from its session's when a section is drawn."""
+
+    def __init__(self, capture, session, position, summary, model, rows):
+        self.capture, self.session, self.position, self.model = \
+            capture, session, position, model
         self.rows = rows
         self.label = "%s → %s" % (summary["client"], summary["server"])
         self.anchor = "path-%d" % model.id
         self.queue_depth = summary["queue_depth"]
+        io = summary["io"]
+        self.busy = io["read"]["count"] + io["write"]["count"]
+        self.troubled = bool(summary["errors"] or summary["rejects"]
+                             or summary.get("outages") or summary.get("failovers"))
 
     @property
-    def busy(self):
-        io = self.summary["io"]
-        return io["read"]["count"] + io["write"]["count"]
-
-    @property
-    def troubled(self):
-        s = self.summary
-        return bool(s["errors"] or s["rejects"] or s.get("outages") or s.get("failovers"))
+    def summary(self):
+        return self.session.summary["paths"][self.position]
 
     def events(self):
         """The summary's timeline of this path, plus the failovers (from the IO rows)
@@ -230,8 +235,9 @@ class DeviceView:
 
 class SessionView:
     def __init__(self, capture, index, summary, model, by_path):
-        """``by_path``: path id -> the positions of its rows."""
-        self.capture, self.index, self.summary = capture, index, summary
+        """``summary``: the session's (read back from the capture's when asked for
+        again); ``by_path``: path id -> the positions of its rows."""
+        self.capture, self.index = capture, index
         self.name = summary["sessname"]
         self.label = summary_label(summary)
         self.anchor = "session-%d" % index
@@ -241,30 +247,43 @@ class SessionView:
         self.rows = Rows(rows.columns, rows.t0_ns,
                          iorows.narrow(np.sort(np.concatenate(mine)) if mine
                                        else np.zeros(0, dtype=np.int64)))
-        self.paths = [PathView(capture, self, ps, pm, Rows(
+        self.paths = [PathView(capture, self, j, ps, pm, Rows(
             rows.columns, rows.t0_ns, by_path.get(pm.id, np.zeros(0, dtype=np.int64))))
-            for ps, pm in zip(summary["paths"], paths)]
-        self.devices = self._devices()
+            for j, (ps, pm) in enumerate(zip(summary["paths"], paths))]
+        self.devices = self._devices(summary)
 
-    def _devices(self):
-        info = (self.summary.get("rnbd") or {}).get("devices") or {}
+    @property
+    def summary(self):
+        return self.capture.session_summary(self.index)
+
+    def _devices(self, summary):
+        info = (summary.get("rnbd") or {}).get("devices") or {}
         names = {}
-        for path in self.summary["paths"]:
+        for path in summary["paths"]:
             names.update(path.get("devices", {}))
         data = self.rows.data_io
         ids = sorted(set(int(d) for d in np.unique(data["device_id"])) |
                      set(int(k) for k in info) | set(int(k) for k in names))
         return [DeviceView(self, d, (info.get(str(d)) or {}).get("name") or names.get(str(d)),
-                           info.get(str(d)) or {}, data.where(data["device_id"] == d))
+                           _facts(info.get(str(d)) or {}), data.where(data["device_id"] == d))
                 for d in ids]
+
+
+def _facts(device):
+    """A device's summary without its figures (its ops: read from the session's summary
+    when a section shows them)."""
+    return {key: value for key, value in device.items() if key != "ops"}
 
 
 class CaptureView:
     """The capture, its sessions, paths and devices, each with its rows."""
 
     def __init__(self, result, batches):
-        """``batches``: the analysis' IO rows, or what ``kept_rows()`` kept of them."""
-        self.summary = result.summary
+        """``batches``: the analysis' IO rows, or what ``kept_rows()`` kept of them.
+        ``summary``: the capture's, without its sessions: a session's summary is kept on
+        disk beyond the newest (a capture of thousands of short sessions holds one
+        table row each) and read back for the few drawn (``session_summary``)."""
+        self.summary, summaries = result.summary_parts()
         cap = self.summary["capture"]
         self.t0 = cap["first_ts"] or 0.0
         self.duration = (cap["last_ts"] - cap["first_ts"]) if cap["first_ts"] else 0.0
@@ -283,10 +302,12 @@ class CaptureView:
                 self._ladders.setdefault((rec["sess_uuid"], rec["client"], rec["server"]),
                                          []).append(at)
         self._failover_times = None
-        sessions = list(result.analyzer.sessions.values())
         by_path = {pid: iorows.narrow(at) for pid, at in slices(self.rows.columns["path"])}
-        self.sessions = [SessionView(self, i, s, m, by_path)
-                         for i, (s, m) in enumerate(zip(self.summary["sessions"], sessions))]
+        self._summaries = SpilledList(SUMMARIES_PER_FILE, "the sessions' summaries")
+        self.sessions = []
+        for i, (s, m) in enumerate(zip(summaries, result.analyzer.sessions.values())):
+            self._summaries.append(s)
+            self.sessions.append(SessionView(self, i, s, m, by_path))
 
     @property
     def paths(self):
@@ -295,6 +316,10 @@ class CaptureView:
     @property
     def devices(self):
         return [d for s in self.sessions for d in s.devices]
+
+    def session_summary(self, index):
+        """The summary of the ``index``-th session (``rtrs-dissect summary``'s)."""
+        return self._summaries[index]
 
     def records_of(self, path):
         s = path.summary
