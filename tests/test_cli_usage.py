@@ -95,6 +95,18 @@ def test_a_missing_extra_is_named_in_one_line(args, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_export_needs_no_duckdb(tmp_path):
+    """``export`` writes Parquet with pyarrow alone: duckdb (17 MiB of a process) is
+    the ``sql`` command's."""
+    code = ("import sys; sys.modules.update(duckdb=None); "
+            "from rtrs_scapy.cli import main; sys.argv[0] = 'rtrs-dissect'; main()")
+    done = subprocess.run([sys.executable, "-c", code, "export", CAPTURE, "-o", "tables",
+                           "-q"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "tables").iterdir()) == \
+        ["events", "ios", "messages", "paths", "sessions"]
+
+
 def test_sql_subtracts_times_as_written():
     """``response_time - time`` is an interval to the nanosecond (it was a Binder Error on
     TIMESTAMPTZ_NS): it equals each IO's latency_us."""

@@ -33,7 +33,7 @@ def export(captures, out_dir, tables, quiet, queue_depth, jobs, dask):
     RTRS request), messages, sessions, paths, events; their columns are in
     docs/TABLES.md.  Each goes to DIR/TABLE/CAPTURE-HASH.parquet.
     """
-    scale_imports()
+    scale_imports("pyarrow")
     with writing(out_dir):
         done = write_tables(list(captures), out_dir, tables, quiet, queue_depth, jobs, dask)
     for table, path in done.files.items():

@@ -25,7 +25,7 @@ def sql(query, sources, fmt, queue_depth, jobs, dask):
     directories: one capture), exported into a temporary folder first.  Columns:
     docs/TABLES.md.  Times are UTC.
     """
-    scale_imports()
+    scale_imports("pyarrow", "duckdb")
     import duckdb
     from ..tables.schema import TABLES
     from ..tables.sql import TablesError, connect_any, query as run_query
