@@ -83,15 +83,18 @@ def test_kept_rows_are_the_rows_narrowed():
 
 def test_kept_joins_small_batches_as_they_come():
     """Thousands of short sessions hand over batches of a row or two: a Kept joins
-    every JOIN of them into one (the arrays' own bytes would outweigh their rows), in
-    order, whatever types the batches were narrowed to."""
+    every JOIN of them into one block (the arrays' own bytes would outweigh their
+    rows), keeps the newest two blocks in memory and the others on disk, and gives
+    them back in order, whatever types the batches were narrowed to."""
     kept = iorows.Kept(("frame", "path"))
-    values = list(range(-300, 700, 3)) + [70_000, 2 ** 40]
+    values = list(range(-300, 700, 3)) * 2 + [70_000, 2 ** 40]
     for at in range(0, len(values), 2):
         pair = np.array(values[at:at + 2], dtype=np.int64)
         kept({"frame": pair, "path": pair % 5})
-    assert len(kept.batches) < iorows.JOIN + len(values) // (2 * iorows.JOIN) + 1
     assert len(values) // 2 > 2 * iorows.JOIN
+    assert len(kept.blocks) == len(values) // 2 // iorows.JOIN
+    assert len(kept.pending) == len(values) // 2 % iorows.JOIN
+    assert len(kept.blocks) == 5 and kept.blocks.base == 3 and len(kept.blocks.held) == 2
     taken = kept.take()
     assert taken["frame"].tolist() == values
     assert taken["path"].tolist() == [v % 5 for v in values]

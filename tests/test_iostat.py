@@ -516,3 +516,28 @@ def test_counts_and_bytes_are_kept_narrow_and_exact():
     assert columns["read_bytes"].tolist() == [512]
     assert (columns["reads"].tolist(), columns["writes"].tolist(),
             columns["errors"].tolist()) == ([1], [2], [1])
+
+
+def test_a_full_disk_under_the_kept_io_rows_is_a_one_line_error(tmp_path, monkeypatch):
+    """The IO rows iostat keeps go to disk beyond the newest blocks: no room there is
+    one line naming the folder and the cause, exit 1, and the folder is gone."""
+    import errno
+    import gc
+    import os
+    import tempfile
+    from cli_run import run
+    from rtrs_scapy.analysis import spill
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(iorows, "JOIN", 1)      # a block a batch: the third goes to disk
+    monkeypatch.setattr(spill, "open", full, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = run("iostat", real_pcap("load"))
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("Error: cannot keep the IO rows in " + str(tmp_path))
+    assert last.endswith("No space left on device")
+    gc.collect()
+    assert not os.listdir(tmp_path)

@@ -10,6 +10,8 @@ flight when the capture ends.  Rows come out in batches of numpy columns
 
 import numpy as np
 
+from .spill import SpilledList
+
 #: (name, meaning) of the numeric columns of a batch of IO rows
 COLUMNS = (
     ("time_ns", "capture time of the request (its immediate), ns since the epoch"),
@@ -124,7 +126,7 @@ def narrow_type(low, high):
     return None
 
 
-#: a Kept's batches joined into one at a time
+#: a Kept's batches joined into one block at a time
 JOIN = 64
 
 
@@ -133,26 +135,28 @@ class Kept:
     ``derive(batch)`` computes from it, each narrowed to the smallest integer type
     that holds the batch's values: a view that reads all the rows at the end
     (iostat, the report) keeps a few bytes per row, not 28 columns of 8.
-    ``take()`` joins them column by column (a column's type is its widest batch's),
-    letting each batch's column go as it is copied (never two copies of the
-    whole).  Every JOIN batches are joined into one: a capture of thousands of short
+
+    Every JOIN batches are joined into one block (a capture of thousands of short
     sessions hands over batches of a few rows, whose arrays' own ~100 bytes would
-    outweigh their rows."""
+    outweigh their rows), and blocks beyond the newest two go to disk
+    (spill.py): while the capture is read, the rows kept do not add to the
+    analysis' memory.  ``take()`` joins them column by column (a column's type is
+    its widest batch's), letting each block's column go as it is copied."""
 
     def __init__(self, names=NAMES, derive=None):
         self.names = tuple(names)
         self.derive = derive
-        self.batches = []
-        self.joined = 0             # the batches before this one are joined ones
+        self.blocks = SpilledList(1, "the IO rows")
+        self.pending = []           # batches not yet joined into a block
 
     def __call__(self, rows):
         kept = {name: narrow(rows[name]) for name in self.names}
         if self.derive is not None:
             kept.update((name, narrow(column)) for name, column in self.derive(rows).items())
-        self.batches.append(kept)
-        if len(self.batches) - self.joined >= JOIN:
-            self.batches[self.joined:] = [concat(self.batches[self.joined:])]
-            self.joined += 1
+        self.pending.append(kept)
+        if len(self.pending) >= JOIN:
+            self.blocks.append(concat(self.pending))
+            self.pending = []
 
     @classmethod
     def of(cls, batches, names=NAMES, derive=None):
@@ -167,10 +171,11 @@ class Kept:
 
     def take(self):
         """The rows kept, one array per column (none: empty columns)."""
-        if not self.batches:
+        if not len(self.blocks) and not self.pending:
             self({name: np.zeros(0, dtype=np.int64) for name in NAMES})
-        batches, self.batches, self.joined = self.batches, [], 0
-        return {name: np.concatenate([b.pop(name) for b in batches]) for name in list(batches[0])}
+        blocks = [self.blocks[k] for k in range(len(self.blocks))] + self.pending
+        self.blocks, self.pending = SpilledList(1, "the IO rows"), []
+        return {name: np.concatenate([b.pop(name) for b in blocks]) for name in list(blocks[0])}
 
 
 class Wide:

@@ -1,6 +1,7 @@
 """Chunks of the message records' columns on disk, with the writes that came after
 them (docs/messages.md#memory); lists of Python values on disk beyond their newest
-(the records' decoded fields, the report's session summaries: docs/report.md).
+(the records' decoded fields, the report's session summaries: docs/report.md, the
+IO rows iostat and the report keep: iorows.py).
 
 A capture of millions of messages would hold every record until the end (the
 lines are formatted once the sessions are named).  Kept in memory they cost
@@ -159,8 +160,8 @@ class SpilledList:
 
 
 def _folder():
-    """The temporary folder of a command's spilled records (deleted when they go)."""
-    return tempfile.TemporaryDirectory(prefix="rtrs-messages-")
+    """The temporary folder of what a command keeps on disk (deleted when it goes)."""
+    return tempfile.TemporaryDirectory(prefix="rtrs-spill-")
 
 
 @contextmanager
