@@ -261,8 +261,9 @@ class Watcher:
         """Per path id: (its streams' retransmissions so far, the oldest transmission of
         an established connection not acknowledged for more than ``seconds``, or None)."""
         an, st = self.analyzer, self.engine.streams.state
-        used = np.flatnonzero(st[:, T.USED])
-        used = used[(st[used, T.DUPS] > 0) | (st[used, T.UNACKED_FRAME] >= 0)]
+        # every interval: the columns read in place, not the used rows gathered first
+        used = np.flatnonzero((st[:, T.USED] != 0)
+                              & ((st[:, T.DUPS] > 0) | (st[:, T.UNACKED_FRAME] >= 0)))
         out = {}
         for slot, s in zip(used.tolist(), st[used].tolist()):
             path = an.stream_path(s[T.CONN], slot, s[T.GEN])
