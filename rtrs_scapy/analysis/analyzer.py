@@ -42,7 +42,6 @@ _info_rsp = plan("RtrsMsgInfoRsp")
 _sg_desc = plan("RtrsSgDesc")
 _sg_cnt = _info_rsp.reader("sg_cnt")
 #: a stream's transport counters
-COUNTERS = (T.SEEN, T.ACKS, T.NAKS, T.RNRS, T.DUPS, T.CNPS, T.SKIPPED, T.FILLED)
 IMMEDIATE_KINDS = (D.K_REQUEST, D.K_RESPONSE, D.K_HB_MSG, D.K_HB_ACK)
 
 
@@ -254,7 +253,7 @@ class Analyzer:
         owner[slot] = (gen, value)
         if before is not None and before[0] == gen and (before[1] < -1) != (value < -1):
             self._harvest_slot(slot, state[slot], before[1])
-            state[slot, list(COUNTERS)] = 0
+            state[slot, list(T.COUNTED)] = 0
         return slot
 
     def abort_pending(self, path):
@@ -729,17 +728,37 @@ class Analyzer:
         stream that no ACK paired with its reverse one adds its retransmissions to a
         stall its sender's paired streams prove, and starts none."""
         st = self.engine.streams.state
-        unpaired = []
-        for slot in np.flatnonzero(st[:, T.USED]).tolist():
-            s = st[slot]
+        used = np.flatnonzero(st[:, T.USED])
+        self._harvest_rows(used, st[used])
+        for path, s, slot in self.registry.unpaired_retransmitters:
+            self._stall(path, s, slot, proven=False)
+
+    def streams_evicted(self, slots, rows):
+        """Streams the transport's bounded table evicted: what they counted is
+        harvested now, as the end harvests the streams still in the table."""
+        self._harvest_rows(slots, rows)
+
+    def _harvest_rows(self, slots, rows):
+        """The counters of streams (``rows``: their state rows, in ``slots``) into their
+        paths; a stall each paired one proves; the unpaired ones kept for the end.  A
+        stream no connection owns and no content tied to a path counts only the
+        capture's loss (a flood of them evicted is not looped over)."""
+        owner = rows[:, T.CONN]
+        mine = owner != -1
+        if self.stream_paths:
+            unbound = np.flatnonzero(~mine)
+            mine[unbound] = [(slot, gen) in self.stream_paths for slot, gen in
+                             zip(slots[unbound].tolist(), rows[unbound, T.GEN].tolist())]
+        self.counts.capture_lost_packets += int((rows[~mine, T.SKIPPED]
+                                                 - rows[~mine, T.FILLED]).sum())
+        for k in np.flatnonzero(mine).tolist():
+            s, slot = rows[k], int(slots[k])
             path = self._harvest_slot(slot, s, s[T.CONN])
             if path is not None and s[T.UNACKED_FRAME] >= 0 and s[T.UNACKED_DUPS] > 0:
                 if s[T.PEER] >= 0:
                     self._stall(path, s, slot)
                 else:
-                    unpaired.append((path, s, slot))
-        for path, s, slot in unpaired:
-            self._stall(path, s, slot, proven=False)
+                    self.registry.unpaired_retransmitters.append((path, s, slot))
 
     def _harvest_slot(self, slot, s, owner):
         """The counters of the stream in ``slot`` (state row ``s``) to ``owner`` (an

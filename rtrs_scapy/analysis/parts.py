@@ -60,6 +60,7 @@ class FilePart:
     heads: dict = field(default_factory=dict)   # stream key -> head bytes of its open message
     tails: dict = field(default_factory=dict)   # stream key -> tail bytes of its open message
     pairs: list = field(default_factory=list)   # (key, key): streams its ACKs paired (no CM)
+    evicted: list = field(default_factory=list)  # arrays: key columns, then T.COUNTED
     problems: list = field(default_factory=list)
     truncated: bool = False
     counters: np.ndarray = None      # the transport's global counters (evictions)
@@ -105,6 +106,13 @@ class _Recorder:
     def cm_run(self, chunk, packets, first, last):
         for frame, stamp, src, dst, data, start, end in mads(chunk, packets, first, last):
             self.part.items.append(("cm", frame, stamp, src, dst, bytes(data[start:end])))
+
+    def streams_evicted(self, slots, rows):
+        """What the evicted streams counted, by stream key (the reduce adds it)."""
+        counted = rows[:, list(T.COUNTED)]
+        keep = counted.any(axis=1)
+        self.part.evicted.append(np.hstack((rows[keep][:, [T.K_HI, T.K_LO, T.K_QPN]],
+                                            counted[keep])))
 
 
 def map_file(path):
@@ -199,6 +207,7 @@ def reduce_parts(parts, keep_messages=True, queue_depth=None, io_sink=None):
     reducer = _Reducer(analyzer, binder)
     for part in parts:
         reducer.add(part)
+    reducer.add_evicted(parts)
     analyzer.close()
     return Analysis(analyzer, _Capture(parts, reducer))
 
@@ -267,6 +276,16 @@ class _Reducer:
         self._edges(part, offset, firsts, seen)
         self.frames += part.frames
         self.problems.extend((f, k, "%s: %s" % (part.path, d)) for f, k, d in part.problems)
+
+    def add_evicted(self, parts):
+        """What the streams a file's table evicted counted, to the same streams across
+        the files (the reduce's table is not bounded), once the files' edges are
+        joined: an evicted stream's PSNs are no edge."""
+        streams = self.binder.streams
+        for part in parts:
+            for block in part.evicted:
+                for row in block.tolist():
+                    streams.state[streams.slot(tuple(row[:3])), list(T.COUNTED)] += row[3:]
 
     def _pair(self, part):
         """Streams without a handshake that the part's engine paired by their ACKs
@@ -344,7 +363,7 @@ class _Reducer:
             if expected >= 0 and first_psn >= 0 and first_psn != expected:
                 state[T.SKIPPED] += (first_psn - expected) & T.PSN_MASK   # never filled:
                 before = None                             # a fill is a DUP, read in one pass
-            for name in (T.SEEN, T.DUPS, T.ACKS, T.NAKS, T.RNRS, T.CNPS, T.SKIPPED, T.FILLED):
+            for name in T.COUNTED:
                 state[name] += edge[column(name)]
             if edge[column(T.ACK_IN)] >= 0:
                 state[T.ACK_IN] = edge[column(T.ACK_IN)]

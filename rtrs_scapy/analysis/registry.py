@@ -30,6 +30,9 @@ class PathRegistry:
         self.conns = []             # conn id -> (Connection, client_to_server)
         self.stream_paths = {}      # (slot, gen) of an unbound stream -> (path id, c2s)
         self.slot_owner = {}        # slot -> (gen, connection value) the CM bound it to
+        # evicted streams that retransmitted with no ACK pairing them: (path, state row,
+        # slot), their stalls made at the end with the streams still in the table
+        self.unpaired_retransmitters = []
 
     def session(self, key, paths_uuid):
         """The session under ``key``, made when new (paths_uuid None: a session known

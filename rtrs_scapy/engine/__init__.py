@@ -10,6 +10,8 @@ The consumer (the analysis) receives, in capture order:
   of a chunk (``mads()`` yields them one by one), in order with the rows around
   them, so that the handshake binds streams before what follows (the consumer
   calls ``bind()`` back);
+* ``streams_evicted(slots, rows)``: the state rows of streams the bounded table
+  evicted (transport.py), with what they counted, before their slots are used again;
 and the consumer calls ``flush()`` at the end.  Rows of several chunks are
 handed over together (numpy works best on long columns), but never across a CM
 MAD.
@@ -52,7 +54,7 @@ class Engine:
                 st.table, st.state, st.ring, st.head, st.tail, st.free, st.nfree,
                 st.counters, st.touched, self.rows, self.nr, self.arena, self.na, self.events,
                 self.ne,
-                packet_seq, st.sent, st.missing, st.recent)
+                packet_seq, st.sent, st.missing, st.recent, st.retired, st.retired_slots)
             if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
                 self.flush()
             if why == T.STOP_CM:
@@ -68,6 +70,17 @@ class Engine:
         if self.nr:
             self.consumer.messages_done(self.rows[:self.nr], self.arena)
         self.last_rows, self.nr, self.na, self.ne = self.nr, 0, 0, 0
+        self._hand_over_evicted()
+
+    def _hand_over_evicted(self):
+        """The streams evicted since the last call, to the consumer (after the rows
+        they sent: their content may have told whose they are)."""
+        st = self.streams
+        count = int(st.counters[T.G_RETIRED])
+        if count:
+            slots, rows = st.retired_slots[:count].copy(), st.retired[:count].copy()
+            st.counters[T.G_RETIRED] = 0
+            self.consumer.streams_evicted(slots, rows)
 
     def close(self):
         """The capture is read and the consumer closed: the per-stream tables and the
@@ -93,7 +106,9 @@ class Engine:
         Addresses are (hi, lo) pairs of signed 64-bit ints, as the rows carry them."""
         st = self.streams
         slot, st.nfree = T.bind(st.table, st.state, st.free, st.nfree, st.counters,
-                                address[0], address[1], qpn, conn, next_psn, frame, st.missing)
+                                address[0], address[1], qpn, conn, next_psn, frame, st.missing,
+                                st.retired, st.retired_slots)
+        self._hand_over_evicted()
         return slot
 
     def pair_streams(self, a, b):

@@ -25,7 +25,9 @@ captured bytes are kept, and the row says how many bytes the message lost to the
 cut (docs/PROTOCOL.md#header-only-captures).
 
 Streams live in a bounded table: when it is full, the least recently used
-quarter is evicted (counted; a message in progress there is lost).
+quarter is evicted (counted; a message in progress there is lost).  What the
+evicted streams counted is kept aside (``retired``) and the loop stops at the next
+packet, so that the analysis counts it before the slots are used again.
 """
 
 import numpy as np
@@ -73,6 +75,8 @@ MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
  # loss (docs/PROTOCOL.md#capture-loss): PSNs a gap skipped, and retransmitted packets
  # that filled one of them; the difference is what the capture lost
  SKIPPED, FILLED, S_COLUMNS) = range(51)
+#: what a stream counts for the path it belongs to (analysis/analyzer.py harvests them)
+COUNTED = (SEEN, DUPS, ACKS, NAKS, RNRS, CNPS, SKIPPED, FILLED)
 
 # message row columns
 (R_SLOT, R_GEN, R_CONN, R_FIRST_FRAME, R_LAST_FRAME, R_FIRST_TS, R_LAST_TS, R_OPCODE, R_SEND,
@@ -97,9 +101,10 @@ STOP_END, STOP_CM, STOP_FULL = range(3)
 
 # global counters
 G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_TOUCHED, G_CUT_MADS, G_CUT_HEADERS, \
-    G_COLUMNS = range(8)
+    G_RETIRED, G_COLUMNS = range(9)
 # G_CUT_MADS: CM MADs the snaplen cut (not read); G_CUT_HEADERS: RC packets whose extension
-# headers it cut (their PSN counts, their message is lost)
+# headers it cut (their PSN counts, their message is lost); G_RETIRED: evicted streams'
+# rows in ``retired`` that the analysis has not taken yet
 
 _AETH_NAK, _AETH_RNR, _AETH_KIND = 0x60, 0x20, 0x60
 
@@ -153,13 +158,19 @@ def rebuild(table, state):
 
 
 @helper(allocates=True)
-def _evict(table, state, free, nfree, counters):
-    """Free the least recently used quarter of the streams (their per-stream
-    counters are lost, the eviction is counted); returns the free count."""
+def _evict(table, state, free, nfree, counters, retired, retired_slots):
+    """Free the least recently used streams, as many as ``retired`` has rows (a
+    quarter of the table), their rows (with what they counted) put there for the
+    analysis; the eviction is counted; returns the free count."""
     order = np.argsort(state[:, LAST_FRAME])
-    quota = max(1, state.shape[0] // 4)
+    quota = retired.shape[0]
+    kept = counters[G_RETIRED]
     for k in range(quota):
         slot = order[k]
+        if kept < retired.shape[0]:
+            retired[kept, :] = state[slot, :]
+            retired_slots[kept] = slot
+            kept += 1
         if state[slot, ACTIVE]:
             counters[G_EVICTED_MESSAGES] += 1
         state[slot, USED] = 0
@@ -167,6 +178,7 @@ def _evict(table, state, free, nfree, counters):
         state[slot, GEN] += 1
         free[nfree] = slot
         nfree += 1
+    counters[G_RETIRED] = kept
     counters[G_EVICTIONS] += quota
     counters[G_STREAMS] -= quota
     rebuild(table, state)
@@ -175,10 +187,10 @@ def _evict(table, state, free, nfree, counters):
 
 @helper
 def _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, src_hi, src_lo, frame,
-          missing):
+          missing, retired, retired_slots):
     """A new stream in a free slot (evicting when none is left); returns (slot, nfree)."""
     if nfree == 0:
-        nfree = _evict(table, state, free, nfree, counters)
+        nfree = _evict(table, state, free, nfree, counters, retired, retired_slots)
         _, bucket = _find(table, state, hi, lo, qpn)
     nfree -= 1
     slot = free[nfree]
@@ -415,16 +427,17 @@ def _wants(send, imm):
 @compiled
 def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, head, tail,
         free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq, sent,
-        missing, recent):
+        missing, recent, retired, retired_slots):
     """Packets ``start`` … of a chunk (``packets``: capture.ib columns), appending to
     ``rows[nr:]``, ``arena[na:]`` and ``events[ne:]``; returns (next packet, why,
-    rows, arena bytes, events, free slots)."""
+    rows, arena bytes, events, free slots).  It stops (STOP_FULL) after a packet
+    that evicted streams, before the next one."""
     n = packets.shape[0]
     row_room = rows.shape[0]
     event_room = events.shape[0] - 2
     arena_room = arena.shape[0] - MAX_ROW_BYTES
     for i in range(start, n):
-        if nr >= row_room or ne >= event_room or na >= arena_room:
+        if nr >= row_room or ne >= event_room or na >= arena_room or counters[G_RETIRED]:
             return i, STOP_FULL, nr, na, ne, nfree
         packet_seq[i] = -1
         if packets[i, P_KIND] == 0:
@@ -457,7 +470,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         if cls == C_ACK:       # counted on the stream of the ACK's destination QP
             if slot < 0:
                 slot, nfree = _open(table, state, free, nfree, counters, bucket, dhi, dlo, qpn,
-                                    shi, slo, frame, missing)
+                                    shi, slo, frame, missing, retired, retired_slots)
             state[slot, ACKS] += 1
             syndrome = packets[i, P_SYNDROME]
             peer = state[slot, PEER]
@@ -488,7 +501,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         # -- RC SEND / RDMA WRITE ------------------------------------------------
         if slot < 0:
             slot, nfree = _open(table, state, free, nfree, counters, bucket, dhi, dlo, qpn,
-                                shi, slo, frame, missing)
+                                shi, slo, frame, missing, retired, retired_slots)
         s = state[slot]
         if s[SRC_HI] == 0 and s[SRC_LO] == 0:     # bound by the CM before its first packet
             s[SRC_HI], s[SRC_LO] = shi, slo
@@ -652,7 +665,8 @@ def find(table, state, hi, lo, qpn):
 
 
 @compiled
-def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame, missing):
+def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame, missing,
+         retired, retired_slots):
     """The CM bound a stream to a connection (after a REP); returns (slot, nfree).
 
     A stream that belonged to another connection starts afresh (a QP number can
@@ -664,7 +678,7 @@ def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame
         state[slot, SYNCED] = 0
     if slot < 0:
         slot, nfree = _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, 0, 0,
-                            frame, missing)
+                            frame, missing, retired, retired_slots)
     state[slot, CONN] = conn
     missing[slot, :] = 0
     _no_acks(state[slot])                 # a new PSN space (the analysis sets PEER)
@@ -693,8 +707,14 @@ class TransportState:
         self.nfree = max_streams
         self.counters = np.zeros(G_COLUMNS, dtype=np.int64)
         self.touched = np.zeros(max_streams, dtype=np.int64)   # slots with new packets
+        # the rows of the streams evicted last (counters[G_RETIRED] of them) and their
+        # slots: a full table evicts a quarter of its streams at once
+        quota = max(1, max_streams // 4)
+        self.retired = np.zeros((quota, S_COLUMNS), dtype=np.int64)
+        self.retired_slots = np.zeros(quota, dtype=np.int64)
 
     def release(self):
         """The capture is read: the per-stream tables go, the global counters stay."""
         self.table = self.state = self.ring = self.sent = self.missing = None
         self.recent = self.head = self.tail = self.free = self.touched = None
+        self.retired = self.retired_slots = None

@@ -1,0 +1,105 @@
+"""A capture of more QP streams than the transport's bounded table holds
+(engine/transport.py evicts the least recently used quarter): what the evicted
+streams counted (packets, ACKs, retransmissions, the capture's loss) still counts
+for their paths.  The reference is the same capture read with a table that never
+fills, and the capture itself: every one of its packets is RTRS's or the CM's."""
+
+import functools
+import pickle
+
+import pytest
+
+from conftest import real_pcap
+from rtrs_scapy.analysis import analyze, parts
+from rtrs_scapy.analysis.parts import map_file, reduce_parts
+from rtrs_scapy.craft.repeat import repeat_capture, session_uuids
+from rtrs_scapy.engine import Engine
+from test_inputs import frames_of, write_pcap
+from test_parts import split
+
+COPIES = 12            # sessions of 3 connections: 72 streams
+STREAMS = 24           # the table: 4 sessions' worth, evicting 6 streams at a time
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory):
+    """Copies of the real basic_inval capture, each a session of its own."""
+    source = real_pcap("basic_inval")
+    path = tmp_path_factory.mktemp("evicted") / "sessions.pcap"
+    repeat_capture(source, path, len(frames_of(source)) * COPIES, session_uuids(source))
+    return path
+
+
+def without_limits(summary):
+    capture = dict(summary["capture"])
+    limits = capture.pop("limits")
+    return dict(summary, capture=capture), limits
+
+
+def test_evicted_streams_count_for_their_paths(sessions):
+    whole, whole_limits = without_limits(analyze(sessions, keep_messages=False).summary)
+    bounded, bounded_limits = without_limits(
+        analyze(sessions, keep_messages=False, limits={"streams": STREAMS}).summary)
+    assert not whole_limits["reached"]
+    assert bounded_limits["evicted"]["streams"] >= 2 * COPIES * 3 - STREAMS
+    assert "messages" not in bounded_limits["evicted"]   # only finished sessions went
+    assert bounded == whole
+    assert bounded["capture"]["rtrs_packets"] == bounded["capture"]["packets"] \
+        == len(frames_of(sessions))
+    paths = [path for session in bounded["sessions"] for path in session["paths"]]
+    assert len(paths) == COPIES
+    assert len({path["transport"]["acks"] for path in paths}) == 1
+    assert paths[0]["transport"]["acks"] > 0
+
+
+def test_a_file_that_evicts_reduces_to_the_whole(sessions, tmp_path, monkeypatch):
+    """Files mapped with a table that fills (parts.py): the streams each file evicted
+    count in the reduce as in one pass."""
+    whole = analyze(sessions, keep_messages=False).summary
+    files = split(sessions, tmp_path, 2)
+    monkeypatch.setattr(parts, "Engine", functools.partial(Engine, max_streams=STREAMS))
+    mapped = [pickle.loads(pickle.dumps(map_file(f))) for f in files]
+    assert all(part.evicted for part in mapped)
+    reduced = reduce_parts(mapped, keep_messages=False).summary
+    assert reduced["sessions"] == whole["sessions"]
+    assert reduced["capture"]["rtrs_packets"] == whole["capture"]["packets"]
+
+
+def test_a_lost_packet_on_an_evicted_stream_is_the_captures_loss(sessions, tmp_path):
+    """A data packet dropped from the first session (its stream evicted long before
+    the end): the gap is counted for the capture and for the path."""
+    frames = frames_of(sessions)
+    summary = analyze(sessions, keep_messages=False).summary
+    first = summary["sessions"][0]["paths"][0]["connections"][0]
+    gone = next(k for k, (_ts, data) in enumerate(frames)
+                if k > 100 and _is_data_to(data, first["server_qpn"]))
+    cut = write_pcap(tmp_path / "cut.pcap", frames[:gone] + frames[gone + 1:])
+    for limits in (None, {"streams": STREAMS}):
+        summary = analyze(cut, keep_messages=False, limits=limits).summary
+        assert summary["capture"]["limits"]["reached"] == bool(limits)
+        assert summary["capture"]["capture_lost_packets"] == 1
+        assert summary["sessions"][0]["paths"][0]["transport"]["capture_lost_packets"] == 1
+
+
+def _is_data_to(data, qpn):
+    """An RoCEv2 RC SEND or RDMA WRITE packet to QP ``qpn`` (Ethernet, IPv4, UDP 4791)."""
+    if data[12:14] != b"\x08\x00" or data[23] != 17 or data[36:38] != b"\x12\xb7":
+        return False
+    bth = data[42:54]
+    return bth[0] <= 0x0B and int.from_bytes(bth[5:8], "big") == qpn
+
+
+def test_a_stall_on_an_evicted_stream_is_kept(tmp_path):
+    """Two copies of the real failover capture (a dead link: a stall, retransmissions)
+    through a table of 12 streams: the first copy's streams are evicted during the
+    second, their stall and retransmissions counted as in an unbounded table."""
+    source = real_pcap("failover")
+    path = tmp_path / "failovers.pcap"
+    repeat_capture(source, path, 2 * len(frames_of(source)), session_uuids(source))
+    whole, _ = without_limits(analyze(path, keep_messages=False).summary)
+    bounded, limits = without_limits(
+        analyze(path, keep_messages=False, limits={"streams": 12}).summary)
+    assert limits["evicted"]["streams"]
+    assert bounded == whole
+    stalled = [p for session in bounded["sessions"] for p in session["paths"] if p["stalls"]]
+    assert len(stalled) == 2 and all(p["transport"]["retransmissions"] for p in stalled)
