@@ -35,6 +35,7 @@ from ..engine import Engine, mads
 from ..engine import transport as T
 from ..spec.limits import limit
 from .analyzer import Analyzer
+from .growing import capacity_for
 
 #: the per-stream edge state a part keeps (transport state columns)
 EDGE = (T.K_HI, T.K_LO, T.K_QPN, T.SRC_HI, T.SRC_LO, T.NEXT_PSN, T.FIRST_PSN, T.FIRST_FRAME,
@@ -145,7 +146,8 @@ def map_file(path):
 class _Streams:
     """The engine's side of the analysis in a reduce: one identity per stream across
     the files, the CM's bindings by (address, QP), and the per-stream state the
-    analyzer reads (transport state columns)."""
+    analyzer reads (transport state columns; rows beyond the streams are unused, as
+    the engine's free slots are)."""
 
     def __init__(self):
         self.ids = {}                 # (hi, lo, qpn) -> global slot
@@ -157,12 +159,15 @@ class _Streams:
         slot = self.ids.get(key)
         if slot is None:
             slot = self.ids[key] = len(self.ids)
-            row = np.zeros((1, T.S_COLUMNS), dtype=np.int64)
-            row[0, [T.K_HI, T.K_LO, T.K_QPN]] = key
-            row[0, T.CONN] = row[0, T.FRESH_FRAME] = -1
-            row[0, list(T.NO_ACKS)] = -1
-            row[0, T.USED] = 1
-            self.state = np.vstack((self.state, row))
+            if slot == len(self.state):       # room for more: amortized, not a copy each
+                grown = np.zeros((capacity_for(slot + 1), T.S_COLUMNS), dtype=np.int64)
+                grown[:slot] = self.state
+                self.state = grown
+            row = self.state[slot]
+            row[[T.K_HI, T.K_LO, T.K_QPN]] = key
+            row[T.CONN] = row[T.FRESH_FRAME] = -1
+            row[list(T.NO_ACKS)] = -1
+            row[T.USED] = 1
         return slot
 
 
