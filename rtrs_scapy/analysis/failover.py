@@ -53,7 +53,17 @@ class FailoverState:
         self.failed_over = set()
         self.first_stamp = {}
         self.held_rows = {}         # frame -> IO row of an answer not acknowledged (yet)
+        # the engine's ``acknowledgements`` when the two above were last looked at
+        self.checked_at = None
         self.request_log = RequestLog()
+
+    def acknowledgements_moved(self, engine):
+        """Whether the answers waiting may have been acknowledged since the last look
+        (a map/reduce's streams learn their ACKs where the files join: looking at every
+        waiting answer for each batch of a file was quadratic in its answers)."""
+        moved = engine.acknowledgements != self.checked_at
+        self.checked_at = engine.acknowledgements
+        return moved
 
     def rename_session(self, old_id, new_id):
         """Two sessions are one (linking.py): ``old_id``'s waiting answers are ``new_id``'s."""

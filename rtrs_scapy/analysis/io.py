@@ -356,10 +356,11 @@ class IoBatch:
         response 1 delivered, 0 not acknowledged, -1 unknown."""
         an = self.an
         waiting = an.failover_state.undelivered
-        for key, entry in list(waiting.items()):   # acknowledged since: delivered late
-            if acknowledged(an.engine.streams.state, *entry["response"]) == 1:
-                del waiting[key]
-        an.release_acknowledged()
+        if an.failover_state.acknowledgements_moved(an.engine):
+            for key, entry in list(waiting.items()):   # acknowledged since: delivered late
+                if acknowledged(an.engine.streams.state, *entry["response"]) == 1:
+                    del waiting[key]
+            an.release_acknowledged()
         n_rsp = len(result.response_request)
         delivered = np.full(n_rsp, -1, dtype=np.int64)
         ans = np.flatnonzero(result.response_request >= 0)

@@ -154,6 +154,7 @@ class _Streams:
         self.state = np.zeros((0, T.S_COLUMNS), dtype=np.int64)
         self.touched_ids = set()
         self.counters = np.zeros(T.G_COLUMNS, dtype=np.int64)   # summed over the parts
+        self.acks_changed = 0         # times a stream's pairing or acknowledged PSN moved
 
     def slot(self, key):
         slot = self.ids.get(key)
@@ -185,8 +186,19 @@ class _Binder:
         return slot
 
     def pair_streams(self, a, b):
-        """Each part's last acknowledged PSN arrives with its edges (ACK_IN)."""
-        T.pair_streams(self.streams.state, a, b)
+        """Each part's last acknowledged PSN arrives with its edges (ACK_IN).  Only a
+        stream paired with another before changes an answer's acknowledgement (one
+        waiting was on a paired stream; the CM pairs the same two again)."""
+        state = self.streams.state
+        if state[a, T.PEER] not in (-1, b) or state[b, T.PEER] not in (-1, a):
+            self.streams.acks_changed += 1
+        T.pair_streams(state, a, b)
+
+    @property
+    def acknowledgements(self):
+        """Changes when what ``io.acknowledged`` reads may have: here only where the
+        files join, and when a paired stream is paired again."""
+        return self.streams.acks_changed
 
     def stream(self, address, qpn):
         return self.streams.ids.get((address[0], address[1], qpn), -1)
@@ -299,7 +311,7 @@ class _Reducer:
         for a, b in part.pairs:
             a, b = streams.slot(a), streams.slot(b)
             if streams.state[a, T.PEER] < 0 and streams.state[b, T.PEER] < 0:
-                T.pair_streams(streams.state, a, b)
+                T.pair_streams(streams.state, a, b)     # neither paired: see pair_streams
 
     def _stitched(self, rows, arena, offset, firsts, seen):
         """Rows of a part in the capture's numbering and stream identities; a stream's
@@ -372,6 +384,7 @@ class _Reducer:
                 state[name] += edge[column(name)]
             if edge[column(T.ACK_IN)] >= 0:
                 state[T.ACK_IN] = edge[column(T.ACK_IN)]
+                streams.acks_changed += 1
             if first_psn >= 0:
                 state[T.NEXT_PSN] = edge[column(T.NEXT_PSN)]
             if state[T.SRC_HI] == 0 and state[T.SRC_LO] == 0:

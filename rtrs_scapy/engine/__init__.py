@@ -40,6 +40,7 @@ class Engine:
         self.nr = self.na = self.ne = 0
         self.last_rows = 0          # rows of the last flush (rows[:last_rows])
         self.packet_seq = None      # per packet of the last chunk: its message, -1 none
+        self.moves = 0              # runs, bindings and pairings (see acknowledgements)
 
     def feed(self, chunk):
         """One chunk of records (capture.Chunk)."""
@@ -55,6 +56,7 @@ class Engine:
                 st.counters, st.touched, self.rows, self.nr, self.arena, self.na, self.events,
                 self.ne,
                 packet_seq, st.sent, st.missing, st.recent, st.retired, st.retired_slots)
+            self.moves += 1
             if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
                 self.flush()
             if why == T.STOP_CM:
@@ -89,6 +91,13 @@ class Engine:
         self.streams.release()
         self.rows = self.arena = self.events = self.packet_seq = None
 
+    @property
+    def acknowledgements(self):
+        """Changes whenever the streams' acknowledgements may have (packets read, a
+        stream bound or paired since): what was not acknowledged at the same value
+        still is not."""
+        return self.moves
+
     def touched(self):
         """The slots that got new packets since the last call (and their state rows)."""
         st = self.streams
@@ -109,10 +118,12 @@ class Engine:
                                 address[0], address[1], qpn, conn, next_psn, frame, st.missing,
                                 st.retired, st.retired_slots)
         self._hand_over_evicted()
+        self.moves += 1
         return slot
 
     def pair_streams(self, a, b):
         T.pair_streams(self.streams.state, a, b)
+        self.moves += 1
 
     def stream(self, address, qpn):
         """The slot of the stream to ``address``/``qpn`` (as bind() takes them), -1."""
