@@ -268,21 +268,31 @@ class Analyzer:
 
     def release(self, frame, **columns):
         """The IO row held for ``frame`` (io.py) goes out, with ``columns`` set."""
-        held = self.failover_state.held_rows.pop(frame, None)
-        if held is not None:
-            row = held[0]
-            for name, value in columns.items():
-                row[name] = np.array([value], dtype=np.int64)
+        row = self._unheld(frame, columns)
+        if row is not None:
             self.io_rows(row)
 
+    def _unheld(self, frame, columns):
+        """The IO row held for ``frame`` with ``columns`` set, no longer held; None."""
+        held = self.failover_state.held_rows.pop(frame, None)
+        if held is None:
+            return None
+        row = held[0]
+        for name, value in columns.items():
+            row[name] = np.array([value], dtype=np.int64)
+        return row
+
     def release_acknowledged(self, at_end=False):
-        """Held rows whose answer the client has acknowledged since go out delivered; at
-        the end all go out, as acknowledged or not by then."""
+        """Held rows whose answer the client has acknowledged since go out delivered, in
+        one batch in frame order; at the end all go out, as acknowledged or not by then."""
         state = self.engine.streams.state
+        rows = []
         for frame, (_, response) in sorted(self.failover_state.held_rows.items()):
             known = acknowledged(state, *response)
             if known == 1 or at_end:
-                self.release(frame, delivered=known)
+                rows.append(self._unheld(frame, {"delivered": known}))
+        if rows:
+            self.io_rows(iorows.concat(rows))
 
     def io_rows(self, batch):
         """IO rows whose fate is known: the RNBD view, the paths' first and last IO, the
