@@ -12,8 +12,13 @@ import pytest
 from conftest import real_pcap
 from rtrs_scapy.analysis import analyze, parts
 from rtrs_scapy.analysis.parts import map_file, reduce_parts
+from rtrs_scapy.capture import open_capture
 from rtrs_scapy.craft.repeat import repeat_capture, session_uuids
 from rtrs_scapy.engine import Engine
+from rtrs_scapy.engine import transport as T
+from rtrs_scapy.watch import watcher
+from rtrs_scapy.watch.pacing import capture_intervals
+from rtrs_scapy.watch.watcher import Watcher
 from test_inputs import frames_of, write_pcap
 from test_parts import split
 
@@ -89,13 +94,19 @@ def _is_data_to(data, qpn):
     return bth[0] <= 0x0B and int.from_bytes(bth[5:8], "big") == qpn
 
 
-def test_a_stall_on_an_evicted_stream_is_kept(tmp_path):
-    """Two copies of the real failover capture (a dead link: a stall, retransmissions)
-    through a table of 12 streams: the first copy's streams are evicted during the
-    second, their stall and retransmissions counted as in an unbounded table."""
+@pytest.fixture(scope="module")
+def failovers(tmp_path_factory):
+    """Two copies of the real failover capture (a dead link: a stall, retransmissions)."""
     source = real_pcap("failover")
-    path = tmp_path / "failovers.pcap"
+    path = tmp_path_factory.mktemp("evicted") / "failovers.pcap"
     repeat_capture(source, path, 2 * len(frames_of(source)), session_uuids(source))
+    return path
+
+
+def test_a_stall_on_an_evicted_stream_is_kept(failovers):
+    """Through a table of 12 streams the first copy's streams are evicted during the
+    second, their stall and retransmissions counted as in an unbounded table."""
+    path = failovers
     whole, _ = without_limits(analyze(path, keep_messages=False).summary)
     bounded, limits = without_limits(
         analyze(path, keep_messages=False, limits={"streams": 12}).summary)
@@ -103,3 +114,22 @@ def test_a_stall_on_an_evicted_stream_is_kept(tmp_path):
     assert bounded == whole
     stalled = [p for session in bounded["sessions"] for p in session["paths"] if p["stalls"]]
     assert len(stalled) == 2 and all(p["transport"]["retransmissions"] for p in stalled)
+
+
+def test_watch_counts_an_evicted_streams_retransmissions(failovers, monkeypatch):
+    """``watch`` through a table of 12 streams: every interval's line is the one of an
+    unbounded table (a path's retransmissions so far are its live streams' and its
+    evicted ones'; before, an eviction made an interval's count negative)."""
+    def lines():
+        watching = Watcher()
+        with open_capture(failovers) as capture:
+            return ([interval.json() for interval in capture_intervals(capture, watching, 1.0)],
+                    int(watching.engine.streams.counters[T.G_EVICTIONS]))
+
+    whole, none = lines()
+    monkeypatch.setattr(watcher, "Engine", functools.partial(Engine, max_streams=12))
+    bounded, evicted = lines()
+    assert none == 0 and evicted > 0
+    assert bounded == whole
+    shown = [path["retransmissions"] for line in whole for path in line["paths"]]
+    assert min(shown) == 0 and sum(shown) > 0

@@ -186,6 +186,10 @@ class Watcher:
         """The interval that ends at ``now`` (seconds since the epoch)."""
         an = self.analyzer
         self.engine.flush()
+        # what the streams evicted so far counted (analysis: streams_evicted), before the
+        # end's harvest adds the live ones to it (and merges linked paths' into one)
+        harvested = {path.id: path.transport["retransmissions"] for path in an.path_list
+                     if path is not None} if final else None
         if final:       # what only the end tells: events of any path
             an.close()
             an.cm.finish()
@@ -207,8 +211,15 @@ class Watcher:
             recent = view.heartbeat is not None and clock - view.heartbeat <= self.age_out
             if fresh or recent or path_state(path) != view.state:
                 active.add(pid)
-        for pid, (total, stall) in transport.items():
-            if stall is not None or total != self._memory(pid, now).retransmissions:
+        def retransmissions(pid):
+            """The path's retransmissions so far: its live streams' and its evicted ones'."""
+            live = transport.get(pid, (0, None))[0]
+            if harvested is not None:
+                return live + harvested.get(pid, 0)
+            return live + an.path_list[pid].transport["retransmissions"]
+
+        for pid, (_, stall) in transport.items():
+            if stall is not None or retransmissions(pid) != self._memory(pid, now).retransmissions:
                 active.add(pid)
         inflight = np.bincount(an.carry["path"], minlength=len(an.path_list))
         for pid in active:
@@ -218,7 +229,8 @@ class Watcher:
         rows = []
         for pid in sorted(self.views, key=lambda i: (an.session_ids[an.path_list[i].session], i)):
             path, view = an.path_list[pid], self.views[pid]
-            total, stall = transport.get(pid, (0, None))
+            stall = transport.get(pid, (0, None))[1]
+            total = retransmissions(pid)
             state = path_state(path, stall)
             if state != view.state:
                 if state == "stalled":
@@ -258,8 +270,9 @@ class Watcher:
         return totals
 
     def _transport(self, clock, seconds):
-        """Per path id: (its streams' retransmissions so far, the oldest transmission of
-        an established connection not acknowledged for more than ``seconds``, or None)."""
+        """Per path id: (its live streams' retransmissions so far, the oldest transmission
+        of an established connection not acknowledged for more than ``seconds``, or
+        None); the evicted streams' are the path's transport counters."""
         an, st = self.analyzer, self.engine.streams.state
         # every interval: the columns read in place, not the used rows gathered first
         used = np.flatnonzero((st[:, T.USED] != 0)
