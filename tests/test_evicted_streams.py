@@ -10,6 +10,7 @@ import pickle
 import pytest
 
 from conftest import real_pcap
+from ib_decode import bth_rows
 from rtrs_scapy.analysis import analyze, parts
 from rtrs_scapy.analysis.parts import map_file, reduce_parts
 from rtrs_scapy.capture import open_capture
@@ -24,6 +25,7 @@ from test_parts import split
 
 COPIES = 12            # sessions of 3 connections: 72 streams
 STREAMS = 24           # the table: 4 sessions' worth, evicting 6 streams at a time
+RC_WRITE_ONLY_WITH_IMM = 0x0B   # the RC SEND and RDMA WRITE opcodes are 0x00 to here
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +59,21 @@ def test_evicted_streams_count_for_their_paths(sessions):
     assert paths[0]["transport"]["acks"] > 0
 
 
+def test_a_capture_cut_mid_session_loses_nothing_to_evictions(sessions, tmp_path):
+    """The capture cut at frame 100, under IO: the first session has no handshake, its
+    streams are tied to its path by their content (and evicted with the others): the
+    summary of an unbounded table, every packet RTRS's."""
+    cut = write_pcap(tmp_path / "mid.pcap", frames_of(sessions)[100:])
+    whole, _ = without_limits(analyze(cut, keep_messages=False).summary)
+    bounded, limits = without_limits(
+        analyze(cut, keep_messages=False, limits={"streams": STREAMS}).summary)
+    assert limits["evicted"]["streams"]
+    assert whole["sessions"][0]["paths"][0]["queue_depth_source"] == "inferred"
+    assert bounded == whole
+    assert bounded["capture"]["rtrs_packets"] == bounded["capture"]["packets"]
+    assert bounded["sessions"][0]["paths"][0]["transport"]["acks"] > 0
+
+
 def test_a_file_that_evicts_reduces_to_the_whole(sessions, tmp_path, monkeypatch):
     """Files mapped with a table that fills (parts.py): the streams each file evicted
     count in the reduce as in one pass."""
@@ -72,26 +89,21 @@ def test_a_file_that_evicts_reduces_to_the_whole(sessions, tmp_path, monkeypatch
 
 def test_a_lost_packet_on_an_evicted_stream_is_the_captures_loss(sessions, tmp_path):
     """A data packet dropped from the first session (its stream evicted long before
-    the end): the gap is counted for the capture and for the path."""
+    the end; the packet found by tshark's BTH fields): the gap is counted for the
+    capture and for the path."""
     frames = frames_of(sessions)
     summary = analyze(sessions, keep_messages=False).summary
     first = summary["sessions"][0]["paths"][0]["connections"][0]
-    gone = next(k for k, (_ts, data) in enumerate(frames)
-                if k > 100 and _is_data_to(data, first["server_qpn"]))
+    second_starts = summary["sessions"][1]["paths"][0]["connect_attempts"][0]["frame"]
+    gone = next(row.frame for row in bth_rows(sessions)
+                if 100 < row.frame < second_starts and row.destqp == first["server_qpn"]
+                and row.opcode is not None and row.opcode <= RC_WRITE_ONLY_WITH_IMM) - 1
     cut = write_pcap(tmp_path / "cut.pcap", frames[:gone] + frames[gone + 1:])
     for limits in (None, {"streams": STREAMS}):
         summary = analyze(cut, keep_messages=False, limits=limits).summary
         assert summary["capture"]["limits"]["reached"] == bool(limits)
         assert summary["capture"]["capture_lost_packets"] == 1
         assert summary["sessions"][0]["paths"][0]["transport"]["capture_lost_packets"] == 1
-
-
-def _is_data_to(data, qpn):
-    """An RoCEv2 RC SEND or RDMA WRITE packet to QP ``qpn`` (Ethernet, IPv4, UDP 4791)."""
-    if data[12:14] != b"\x08\x00" or data[23] != 17 or data[36:38] != b"\x12\xb7":
-        return False
-    bth = data[42:54]
-    return bth[0] <= 0x0B and int.from_bytes(bth[5:8], "big") == qpn
 
 
 @pytest.fixture(scope="module")

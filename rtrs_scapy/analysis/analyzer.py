@@ -41,7 +41,6 @@ _info_req = plan("RtrsMsgInfoReq")
 _info_rsp = plan("RtrsMsgInfoRsp")
 _sg_desc = plan("RtrsSgDesc")
 _sg_cnt = _info_rsp.reader("sg_cnt")
-#: a stream's transport counters
 IMMEDIATE_KINDS = (D.K_REQUEST, D.K_RESPONSE, D.K_HB_MSG, D.K_HB_ACK)
 
 

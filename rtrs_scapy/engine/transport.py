@@ -161,16 +161,15 @@ def rebuild(table, state):
 def _evict(table, state, free, nfree, counters, retired, retired_slots):
     """Free the least recently used streams, as many as ``retired`` has rows (a
     quarter of the table), their rows (with what they counted) put there for the
-    analysis; the eviction is counted; returns the free count."""
+    analysis, which has taken the last ones (``run`` stops after an eviction, the
+    engine's ``bind`` hands them over); the eviction is counted; returns the free
+    count."""
     order = np.argsort(state[:, LAST_FRAME])
     quota = retired.shape[0]
-    kept = counters[G_RETIRED]
     for k in range(quota):
         slot = order[k]
-        if kept < retired.shape[0]:
-            retired[kept, :] = state[slot, :]
-            retired_slots[kept] = slot
-            kept += 1
+        retired[k, :] = state[slot, :]
+        retired_slots[k] = slot
         if state[slot, ACTIVE]:
             counters[G_EVICTED_MESSAGES] += 1
         state[slot, USED] = 0
@@ -178,7 +177,7 @@ def _evict(table, state, free, nfree, counters, retired, retired_slots):
         state[slot, GEN] += 1
         free[nfree] = slot
         nfree += 1
-    counters[G_RETIRED] = kept
+    counters[G_RETIRED] = quota
     counters[G_EVICTIONS] += quota
     counters[G_STREAMS] -= quota
     rebuild(table, state)
