@@ -13,7 +13,8 @@ from scapy.utils import RawPcapReader
 
 import rtrs_scapy as R
 from conftest import REAL_ALL, real_pcap, real_truth
-from rtrs_scapy.analysis import analyze
+from test_inputs import frames_of, write_pcap
+from rtrs_scapy.analysis import analyze, iorows, split
 from rtrs_scapy.analysis.rnbd_view import _Device
 from rtrs_scapy.report.messages import _overlaps as overlaps
 from rtrs_scapy.report.view import DeviceView
@@ -165,3 +166,47 @@ def test_the_sector_filter_the_access_pattern_and_the_device_extent_use_it(secto
     extent = DeviceView(None, 0, None, {}, {"sector": np.array([sector], dtype=np.uint64),
                                             "bi_size": np.array([bi_size], dtype=np.uint32)})
     assert extent.sectors == end
+
+
+def assert_device_timings_are_the_io_rows(capture):
+    """A device op's latencies and split parts are those of its answered IO rows, the
+    parts the capture cannot tell left out (kept side by side in one array); how many
+    parts were left out."""
+    batches = []
+    result = analyze(capture, keep_messages=False, io_sink=batches.append)
+    rows = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    parts = split.parts_ns(rows)
+    answered = (rows["outcome"] == iorows.ANSWERED) & (rows["failed_over"] == 0) \
+        & (rows["rnbd_type"] == R.RNBD_MSG_IO)
+    labels = {s.label: s for s in result.analyzer.sessions.values()}
+    checked = 0
+    for session in result.summary["sessions"]:
+        mine = answered & np.isin(rows["path"], [p.id for p in labels[session["label"]].paths])
+        for device_id, device in session["rnbd"]["devices"].items():
+            for op, stats in device["ops"].items():
+                ours = mine & (rows["device_id"] == int(device_id)) \
+                    & (rows["rnbd_op"] == next(k for k, v in OPS.items() if v == op))
+                assert stats["latency_us"]["count"] == np.count_nonzero(ours)
+                if np.any(ours):
+                    assert stats["latency_us"]["max"] == round(
+                        rows["latency_ns"][ours].max() / 1e3, 1)
+                for part, values in parts.items():
+                    known = values[ours & (values >= 0)]
+                    assert stats["split_us"][part]["count"] == len(known)
+                    if len(known):
+                        assert stats["split_us"][part]["min"] == round(known.min() / 1e3, 1)
+                checked += 1
+    assert checked
+    return sum(int(np.count_nonzero(answered & (values < 0))) for values in parts.values())
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_device_timings_are_the_io_rows(name):
+    assert_device_timings_are_the_io_rows(real_pcap(name))
+
+
+def test_device_timings_leave_out_the_parts_a_cut_capture_cannot_tell(tmp_path):
+    """basic_inval from frame 75: a write whose first packets precede the capture is
+    answered, its request and wire time unknown."""
+    cut = write_pcap(tmp_path / "cut.pcap", frames_of(real_pcap("basic_inval"))[74:])
+    assert assert_device_timings_are_the_io_rows(cut) == 2

@@ -22,7 +22,7 @@ import numpy as np
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
 from . import iorows, rnbd, split
-from .growing import Growing
+from .growing import MICRO, Growing
 from .io import WRITE
 from .summary import latency_stats
 
@@ -103,18 +103,24 @@ class RnbdView:
             self.of(new).merge(view)
 
 
+#: what a device's op keeps of each answered IO, side by side in one growing array:
+#: its latency, then the split's parts (a short session's few IOs cost one array per
+#: op, not six); a part the capture cannot tell is kept as UNKNOWN
+TIMINGS = ("latency",) + split.PARTS
+#: ns; a negative whole number of µs, so it leaves the array in µs (growing.py)
+UNKNOWN = -MICRO
+
+
 class _Ops:
     """count, bytes (bi_size), errors, latencies and sizes of one RNBD operation; the
-    latencies and the split's parts as ns, each one growing array (growing.py).  A
-    device's op keeps them (``timed``); its session's op, made of the same rows,
-    joins its devices' when it is summarized."""
+    latencies and the split's parts as ns, in one growing array (TIMINGS).  A
+    device's op keeps them; its session's op is its devices' joined when it is
+    summarized (``_joined``)."""
 
-    def __init__(self, keep_latencies=True, timed=True):
+    def __init__(self, keep_latencies=True):
         self.keep_latencies = keep_latencies
         self.count = self.bytes = self.errors = 0
-        own = keep_latencies and timed
-        self.latencies = Growing(times=True) if own else None
-        self.parts = {part: Growing(times=True) for part in split.PARTS} if own else None
+        self.timings = Growing(times=True) if keep_latencies else None
         self.sizes = Counter()
 
     def add(self, rows, mask):
@@ -122,48 +128,42 @@ class _Ops:
         self.bytes += int(rows["bi_size"][mask].sum())
         answered = mask & (rows["outcome"] == iorows.ANSWERED)
         self.errors += int(np.count_nonzero(answered & (rows["errno"] != 0)))
-        if self.latencies is not None:
-            self.latencies.extend(rows["latency_ns"][answered])
-            for part, values in self.parts.items():
-                known = rows["split_" + part][mask]
-                values.extend(known[known >= 0])
+        if self.timings is not None:
+            # split.parts_ns: only an answered IO has parts the capture can tell
+            parts = [rows["split_" + part][answered] for part in split.PARTS]
+            timings = np.column_stack([rows["latency_ns"][answered]]
+                                      + [np.where(p >= 0, p, UNKNOWN) for p in parts])
+            self.timings.extend(timings.ravel())
         self.sizes.update(rows["bi_size"][mask].tolist())
 
     def merge(self, other):
         self.count += other.count
         self.bytes += other.bytes
         self.errors += other.errors
-        if self.latencies is not None:
-            self.latencies.extend(other.latencies.values())
-            for part, values in (other.parts or {}).items():
-                self.parts[part].extend(values.values())
+        if self.timings is not None:
+            self.timings.extend(other.timings.values())
         self.sizes.update(other.sizes)
 
-    def summary(self, timing=None):
-        """The figures; the latencies of ``timing`` (an _Ops of the same rows), or
-        this op's own."""
-        timing = self if timing is None else timing
+    def summary(self):
         out = {"count": self.count, "bytes": self.bytes, "errors": self.errors,
                "sizes": {str(k): v for k, v in sorted(self.sizes.items())}}
-        out["latency_us"] = latency_stats(_seconds(timing.latencies))
-        if self.keep_latencies:
-            out["split_us"] = {part: latency_stats(_seconds(values))
-                               for part, values in timing.parts.items()}
+        if self.timings is None:
+            out["latency_us"] = latency_stats(())
+            return out
+        timings = self.timings.values().reshape(-1, len(TIMINGS))
+        out["latency_us"] = latency_stats(timings[:, 0] / 1e9)
+        out["split_us"] = {part: latency_stats(known[known >= 0] / 1e9)
+                           for part, known in zip(split.PARTS, timings[:, 1:].T)}
         return out
 
 
 def _joined(devices, name, keep_latencies):
-    """The latencies of op ``name`` of ``devices``, joined (a session's op)."""
+    """Op ``name`` of ``devices``, joined (a session's op)."""
     joined = _Ops(keep_latencies)
     for device in devices:
         if name in device.ops:
             joined.merge(device.ops[name])
     return joined
-
-
-def _seconds(kept):
-    """The ns a Growing holds, as seconds (none: an empty array)."""
-    return kept.values() / 1e9 if kept is not None else np.zeros(0)
 
 
 class _Device:
@@ -227,8 +227,7 @@ class _Device:
 class _SessionView:
     def __init__(self, keep_latencies=True):
         self.keep_latencies = keep_latencies
-        self.ops = {}
-        self.control = {kind: {"count": 0, "errors": 0} for kind in CONTROL}
+        self.control = {}       # kind -> [count, errors], of the kinds seen
         self.devices = {}
         self.blind = {"read": 0, "write": 0}     # header-only requests by RTRS op
         # block IOs re-sent on another path (counted once): of them, copies whose original
@@ -251,18 +250,16 @@ class _SessionView:
 
     def add(self, rows):
         io = rows["rnbd_type"] == RNBD_MSG_IO
-        for code in np.unique(rows["rnbd_op"][io]).tolist():
-            self.ops.setdefault(rnbd_op_name(code), _Ops(self.keep_latencies, False)).add(
-                rows, io & (rows["rnbd_op"] == code))
         for device_id in np.unique(rows["device_id"][io]).tolist():
             self.device(device_id).add(rows, io & (rows["device_id"] == device_id))
         failed = (rows["outcome"] == iorows.ANSWERED) & (rows["errno"] != 0)
         for code in np.unique(rows["rnbd_type"][~io & (rows["rnbd_type"] >= 0)]).tolist():
             kind = rnbd.kind_name(code)
-            if kind in self.control:
+            if kind in CONTROL:
                 mine = rows["rnbd_type"] == code
-                self.control[kind]["count"] += int(np.count_nonzero(mine))
-                self.control[kind]["errors"] += int(np.count_nonzero(mine & failed))
+                counts = self.control.setdefault(kind, [0, 0])
+                counts[0] += int(np.count_nonzero(mine))
+                counts[1] += int(np.count_nonzero(mine & failed))
         closes = rows["rnbd_type"] == RNBD_MSG_CLOSE
         for device_id, frame in zip(rows["device_id"][closes].tolist(),
                                     rows["frame"][closes].tolist()):
@@ -271,14 +268,14 @@ class _SessionView:
                 info["closed_frame"] = max(frame, info["closed_frame"] or 0)
 
     def merge(self, earlier):
-        _merge_ops(self.ops, earlier.ops)
         for op, count in earlier.blind.items():
             self.blind[op] += count
         for key, value in earlier.failovers.items():
             self.failovers[key] += value
-        for kind, counts in earlier.control.items():
-            for key, value in counts.items():
-                self.control[kind][key] += value
+        for kind, (count, errors) in earlier.control.items():
+            counts = self.control.setdefault(kind, [0, 0])
+            counts[0] += count
+            counts[1] += errors
         for device_id, device in earlier.devices.items():
             self.device(device_id).merge(device)
 
@@ -303,9 +300,13 @@ class _SessionView:
 
     def summary(self):
         blind = self.blind
-        control = {kind: None if blind[rtrs_op_of(kind)] else dict(counts)
-                   for kind, counts in self.control.items()}
-        out = {"ops": _ops_summary(self.ops, blind, self.devices.values()), "control": control,
+        control = {kind: None if blind[rtrs_op_of(kind)]
+                   else dict(zip(("count", "errors"), self.control.get(kind, (0, 0))))
+                   for kind in CONTROL}
+        devices = self.devices.values()
+        names = {name for device in devices for name in device.ops}
+        ops = {name: _joined(devices, name, self.keep_latencies) for name in names}
+        out = {"ops": _ops_summary(ops, blind), "control": control,
                "failovers": dict(self.failovers),
                "devices": {str(k): d.summary(blind) for k, d in sorted(self.devices.items())}}
         if any(blind.values()):
@@ -313,13 +314,10 @@ class _SessionView:
         return out
 
 
-def _ops_summary(ops, blind, devices=None):
+def _ops_summary(ops, blind):
     """The ops' figures; null for every op of a direction with header-only requests
-    (its RNBD IO is not all known), the main op of that direction included.  A
-    session's ops take their latencies from its ``devices``."""
-    out = {op: stats.summary(None if devices is None
-                             else _joined(devices, op, stats.keep_latencies))
-           for op, stats in sorted(ops.items())}
+    (its RNBD IO is not all known), the main op of that direction included."""
+    out = {op: stats.summary() for op, stats in sorted(ops.items())}
     for op, count in (blind or {}).items():
         if count:
             out[op] = None
@@ -331,4 +329,4 @@ def _ops_summary(ops, blind, devices=None):
 
 def _merge_ops(ops, earlier):
     for name, stats in earlier.items():
-        ops.setdefault(name, _Ops(stats.keep_latencies, stats.latencies is not None)).merge(stats)
+        ops.setdefault(name, _Ops(stats.keep_latencies)).merge(stats)
