@@ -15,7 +15,7 @@ CHUNK = 4 * 1024 * 1024
 #: Compressed bytes read from the file at a time.
 GZ_IN_CHUNK = 1024 * 1024
 #: mmap: drop already-read pages from the process every this many bytes.
-RELEASE_EVERY = 16 * 1024 * 1024
+RELEASE_EVERY = 2 * 1024 * 1024
 
 
 class MapSource:
