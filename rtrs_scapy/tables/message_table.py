@@ -84,10 +84,12 @@ def message_tables(view, result, capture, path_ids, table_schema, rows_per_table
             slow |= np.isin(idx, special) | np.isin(header, special)
         if slow.any():
             rows = [row_of(records.record(int(i))) for i in idx[slow].tolist()]
-            mask = pa.array(slow)
+            mask, at = pa.array(slow), pa.array(np.flatnonzero(slow))
             for field, values in zip(table_schema, zip(*rows)):
-                out[field.name] = pc.replace_with_mask(out[field.name], mask,
-                                                       _wrapped(values, field.type))
+                rich = _wrapped(values, field.type)
+                # most columns of a rich record are what the columns already hold
+                if not out[field.name].take(at).equals(rich):
+                    out[field.name] = pc.replace_with_mask(out[field.name], mask, rich)
         yield pa.Table.from_arrays([out[f.name] for f in table_schema], schema=table_schema)
 
 
