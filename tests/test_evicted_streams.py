@@ -145,3 +145,33 @@ def test_watch_counts_an_evicted_streams_retransmissions(failovers, monkeypatch)
     assert bounded == whole
     shown = [path["retransmissions"] for line in whole for path in line["paths"]]
     assert min(shown) == 0 and sum(shown) > 0
+
+
+def test_closed_streams_are_recycled_before_the_table_grows(sessions, monkeypatch):
+    """A room of 8 slots: each session's 6 streams are closed by its DREQs and silent
+    before the next session needs slots; they are recycled, the room never grows,
+    nothing counts against the bound, and the summary is a large table's."""
+    whole, _ = without_limits(analyze(sessions, keep_messages=False).summary)
+    monkeypatch.setattr(T, "FIRST_ROOM", 8)
+    result = analyze(sessions, keep_messages=False)
+    counters = result.analyzer.engine.streams.counters
+    streams = COPIES * 3 * 2          # 3 connections of 2 QPs a session
+    assert counters[T.G_ROOM] == 8
+    assert counters[T.G_RECYCLED] == streams - 8
+    assert counters[T.G_EVICTIONS] == 0
+    summary, limits = without_limits(result.summary)
+    assert "streams" not in limits["evicted"]
+    assert summary == whole
+
+
+def test_live_streams_make_the_room_grow(monkeypatch):
+    """One session's 6 streams alive at once in a room of 2: the room doubles to 8,
+    none is evicted, the summary is a large table's."""
+    capture = real_pcap("basic_inval")
+    whole, _ = without_limits(analyze(capture, keep_messages=False).summary)
+    monkeypatch.setattr(T, "FIRST_ROOM", 2)
+    result = analyze(capture, keep_messages=False)
+    counters = result.analyzer.engine.streams.counters
+    assert counters[T.G_ROOM] == 8
+    assert counters[T.G_RECYCLED] == counters[T.G_EVICTIONS] == 0
+    assert without_limits(result.summary)[0] == whole

@@ -228,6 +228,16 @@ class Analyzer:
                 addr, qpn, conn_id, psn if psn is not None else -1, self.frame), conn_id))
         self.engine.pair_streams(*slots)
 
+    def connection_closed(self, conn):
+        """After a DREQ: the connection's two streams are over, their slots recycled
+        first once silent (engine/transport.py)."""
+        path, conns = conn.path, self.registry.conns
+        for addr, qpn in ((path.server_raw, conn.server_qpn), (path.client_raw, conn.client_qpn)):
+            slot = self.engine.stream(addr, qpn) if addr is not None and qpn is not None else -1
+            owner = int(self.engine.streams.state[slot, T.CONN]) if slot >= 0 else -1
+            if 0 <= owner < len(conns) and conns[owner][0] is conn:
+                self.engine.stream_closed(slot)
+
     def bind_other(self, conn, rep_psn):
         """After the REP of another protocol's connection: its two streams carry a
         marker of their own (other_rdma.py), never an RTRS path's."""

@@ -563,6 +563,7 @@ class CmTracker:
             return conn
         conn.dreq_from.add(initiator)
         conn.state = "disconnected"
+        self.an.connection_closed(conn)
         self._failed(conn, frame, ts)
         self._disconnect(path, frame, ts, initiator)
         path.state = "disconnecting"

@@ -203,6 +203,9 @@ class _Binder:
     def stream(self, address, qpn):
         return self.streams.ids.get((address[0], address[1], qpn), -1)
 
+    def stream_closed(self, slot):
+        """A closed connection's stream: kept (the reduce's table recycles none)."""
+
     def touched(self):
         streams = self.streams
         slots = np.array(sorted(streams.touched_ids), dtype=np.int64)

@@ -86,7 +86,7 @@ class Engine:
 
     def close(self):
         """The capture is read and the consumer closed: the per-stream tables and the
-        buffers go (up to 63 MB touched on a capture of many short sessions, while the
+        buffers go (up to 63 MB touched when the streams alive fill the table, while the
         summary is made), the streams' global counters stay."""
         self.streams.release()
         self.rows = self.arena = self.events = self.packet_seq = None
@@ -124,6 +124,11 @@ class Engine:
     def pair_streams(self, a, b):
         T.pair_streams(self.streams.state, a, b)
         self.moves += 1
+
+    def stream_closed(self, slot):
+        """The CM closed the connection of the stream in ``slot``: the slot may be
+        recycled once the stream is silent (transport.py)."""
+        self.streams.state[slot, T.CLOSED] = 1
 
     def stream(self, address, qpn):
         """The slot of the stream to ``address``/``qpn`` (as bind() takes them), -1."""

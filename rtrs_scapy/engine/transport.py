@@ -28,6 +28,12 @@ Streams live in a bounded table: when it is full, the least recently used
 quarter is evicted (counted; a message in progress there is lost).  What the
 evicted streams counted is kept aside (``retired``) and the loop stops at the next
 packet, so that the analysis counts it before the slots are used again.
+
+The table offers its slots a room at a time (FIRST_ROOM, doubled when its streams
+fill it): when the room is full and a quarter of it are streams the CM closed, with
+no message in progress and silent for CLOSED_SILENCE_NS, those are evicted instead
+(not counted against the bound: they are over), so a capture of many short sessions
+keeps the memory of the streams alive, not of every stream it ever had.
 """
 
 import numpy as np
@@ -55,6 +61,8 @@ RING = 4             # packet locations kept per stream before their bytes are c
 SENT = 64            # (psn + 1, frame, stamp) of the last packets sent per stream, by psn
                      # (0: none, so that the table starts as zeros the system maps lazily)
 WINDOW = 256         # PSNs behind the next expected one whose gaps a retransmission can fill
+FIRST_ROOM = 1024    # slots a table offers before its streams fill them (then twice as many)
+CLOSED_SILENCE_NS = 1_000_000_000   # a closed stream this long silent is over
 RECENT = 1 << 16     # the stream that last sent a PSN, by PSN: an ACK finds its peer
 MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
 
@@ -74,7 +82,9 @@ MAX_ROW_BYTES = HEAD_SEND + TAIL_CAP
  M_CUT,
  # loss (docs/PROTOCOL.md#capture-loss): PSNs a gap skipped, and retransmitted packets
  # that filled one of them; the difference is what the capture lost
- SKIPPED, FILLED, S_COLUMNS) = range(51)
+ SKIPPED, FILLED,
+ # the CM closed its connection (DREQ): recycled first when the table's room is full
+ CLOSED, S_COLUMNS) = range(52)
 #: what a stream counts for the path it belongs to (analysis/analyzer.py harvests them)
 COUNTED = (SEEN, DUPS, ACKS, NAKS, RNRS, CNPS, SKIPPED, FILLED)
 
@@ -101,10 +111,11 @@ STOP_END, STOP_CM, STOP_FULL = range(3)
 
 # global counters
 G_SEQ, G_EVICTIONS, G_EVICTED_MESSAGES, G_STREAMS, G_TOUCHED, G_CUT_MADS, G_CUT_HEADERS, \
-    G_RETIRED, G_COLUMNS = range(9)
+    G_RETIRED, G_ROOM, G_RECYCLED, G_COLUMNS = range(11)
 # G_CUT_MADS: CM MADs the snaplen cut (not read); G_CUT_HEADERS: RC packets whose extension
 # headers it cut (their PSN counts, their message is lost); G_RETIRED: evicted streams'
-# rows in ``retired`` that the analysis has not taken yet
+# rows in ``retired`` that the analysis has not taken yet; G_ROOM: the slots offered so
+# far; G_RECYCLED: closed streams evicted before the room grew
 
 _AETH_NAK, _AETH_RNR, _AETH_KIND = 0x60, 0x20, 0x60
 
@@ -159,18 +170,36 @@ def rebuild(table, state):
 
 @helper(allocates=True)
 def _evict(table, state, free, nfree, counters, retired, retired_slots):
-    """Free the least recently used streams, as many as ``retired`` has rows (a
-    quarter of the table), their rows (with what they counted) put there for the
-    analysis, which has taken the last ones (``run`` stops after an eviction, the
-    engine's ``bind`` hands them over); the eviction is counted; returns the free
+    """Free slots when none is left: the room doubles, unless a quarter of it are
+    streams that are over (closed, no message in progress, silent); at the bound,
+    the least recently used quarter goes.  The evicted rows (with what they counted)
+    go to ``retired`` for the analysis, which has taken the last ones (``run`` stops
+    after an eviction, the engine's ``bind`` hands them over); returns the free
     count."""
-    order = np.argsort(state[:, LAST_FRAME])
-    quota = retired.shape[0]
+    room = counters[G_ROOM]
+    used = state[:room]
+    at_bound = room == state.shape[0]
+    quota = max(1, room // 4)
+    if at_bound:
+        candidates = np.arange(room)
+    else:
+        now = used[:, LAST_TS].max()
+        candidates = np.flatnonzero((used[:, USED] != 0) & (used[:, CLOSED] != 0)
+                                    & (used[:, ACTIVE] == 0)
+                                    & (used[:, LAST_TS] + CLOSED_SILENCE_NS <= now))
+        if candidates.shape[0] < quota:
+            grown = min(2 * room, state.shape[0])
+            for slot in range(grown - 1, room - 1, -1):
+                free[nfree] = slot
+                nfree += 1
+            counters[G_ROOM] = grown
+            return nfree
+    order = candidates[np.argsort(used[candidates, LAST_FRAME])]
     for k in range(quota):
         slot = order[k]
         retired[k, :] = state[slot, :]
         retired_slots[k] = slot
-        if state[slot, ACTIVE]:
+        if at_bound and state[slot, ACTIVE]:
             counters[G_EVICTED_MESSAGES] += 1
         state[slot, USED] = 0
         state[slot, ACTIVE] = 0
@@ -178,7 +207,7 @@ def _evict(table, state, free, nfree, counters, retired, retired_slots):
         free[nfree] = slot
         nfree += 1
     counters[G_RETIRED] = quota
-    counters[G_EVICTIONS] += quota
+    counters[G_EVICTIONS if at_bound else G_RECYCLED] += quota
     counters[G_STREAMS] -= quota
     rebuild(table, state)
     return nfree
@@ -675,6 +704,8 @@ def bind(table, state, free, nfree, counters, hi, lo, qpn, conn, next_psn, frame
     if slot >= 0 and state[slot, CONN] != conn and state[slot, CONN] != -1:
         state[slot, ACTIVE] = 0
         state[slot, SYNCED] = 0
+    if slot >= 0:
+        state[slot, CLOSED] = 0
     if slot < 0:
         slot, nfree = _open(table, state, free, nfree, counters, bucket, hi, lo, qpn, 0, 0,
                             frame, missing, retired, retired_slots)
@@ -702,9 +733,14 @@ class TransportState:
         self.recent = np.full(RECENT, -1, dtype=np.int64)
         self.head = np.zeros((max_streams, HEAD_SEND), dtype=np.uint8)
         self.tail = np.zeros((max_streams, TAIL_CAP), dtype=np.uint8)
-        self.free = np.arange(max_streams - 1, -1, -1, dtype=np.int64)
-        self.nfree = max_streams
+        # the slots not used yet of the room offered (the arrays' pages of the slots
+        # beyond it are never touched: memory follows the streams in use)
+        room = min(FIRST_ROOM, max_streams)
+        self.free = np.zeros(max_streams, dtype=np.int64)
+        self.free[:room] = np.arange(room - 1, -1, -1)
+        self.nfree = room
         self.counters = np.zeros(G_COLUMNS, dtype=np.int64)
+        self.counters[G_ROOM] = room
         self.touched = np.zeros(max_streams, dtype=np.int64)   # slots with new packets
         # the rows of the streams evicted last (counters[G_RETIRED] of them) and their
         # slots: a full table evicts a quarter of its streams at once
