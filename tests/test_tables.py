@@ -13,9 +13,11 @@ import pytest
 
 from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap, real_truth
 from test_cli_messages import IO_ERROR, mapped_devices
+from test_inputs import frames_of
 from ib_decode import bth_rows
 from rtrs_scapy.analysis import analyze
-from rtrs_scapy.tables import docs, ios
+from rtrs_scapy.craft.repeat import repeat_capture, session_uuids
+from rtrs_scapy.tables import build, docs, ios
 from rtrs_scapy.tables.export import export
 from rtrs_scapy.tables.ios import IoWriter
 from rtrs_scapy.tables.schema import META_VERSION, SCHEMA_VERSION, TABLES, TIME, schema
@@ -302,3 +304,23 @@ def test_a_folder_without_a_table_gives_an_empty_view(tmp_path):
     assert json.loads(con.execute("SELECT to_json(list(column_name)) FROM "
                                   "(DESCRIBE events)").fetchone()[0]) == \
         [f.name for f in schema("events")]
+
+
+def test_summary_tables_made_a_session_at_a_time_are_the_whole(tmp_path, monkeypatch):
+    """Three copies of the real basic_inval capture, each a session: the sessions,
+    paths and events tables made a block of one session at a time equal those made
+    at once, the events in time order across the sessions."""
+    source = real_pcap("basic_inval")
+    capture = tmp_path / "three.pcap"
+    repeat_capture(source, capture, 3 * len(frames_of(source)), session_uuids(source))
+    result = analyze(capture, keep_messages=False)
+    wanted = ("sessions", "paths", "events")
+    whole, _ = build.summary_tables(result, "three", wanted)
+    monkeypatch.setattr(build, "SESSION_BLOCK", 1)
+    blocks, _ = build.summary_tables(result, "three", wanted)
+    assert whole["sessions"].num_rows == whole["paths"].num_rows == 3
+    for table in wanted:
+        assert blocks[table].equals(whole[table])
+    times = blocks["events"].column("time").to_pylist()
+    assert times == sorted(times) and len({e["path_id"] for e in
+                                           blocks["events"].to_pylist()}) == 3

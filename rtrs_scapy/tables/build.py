@@ -39,16 +39,24 @@ def _named(capture, path_id, path):
     return row
 
 
+#: sessions whose rows are gathered as dicts before they become Arrow tables: of a
+#: capture's thousands of short sessions, the rows held as Python objects are a block's
+SESSION_BLOCK = 512
+
+
 def summary_tables(result, capture, tables):
     """The ``tables`` among sessions, paths and events, as Arrow tables, and the
     summary that names sessions for the messages table (its sessions' identities:
     analysis/naming.py).  One pass over the summary's sessions, made one at a time
-    (``Analysis.summary_parts``): of a capture's thousands of short sessions, only
-    their rows are kept."""
-    rows = {table: [] for table in ("sessions", "paths", "events") if table in tables}
+    (``Analysis.summary_parts``), their rows Arrow tables a block of sessions at a
+    time; events in time order (then frame; no time last), as they come for equal
+    ones."""
+    wanted = [table for table in ("sessions", "paths", "events") if table in tables]
+    rows = {table: [] for table in wanted}
+    made = {table: [] for table in wanted}
     head, entries = result.summary_parts()
     identities = []
-    for session, entry in zip(result.analyzer.sessions.values(), entries):
+    for count, (session, entry) in enumerate(zip(result.analyzer.sessions.values(), entries), 1):
         if "sessions" in rows:
             rows["sessions"].append(_session_row(capture, session, entry))
         for path, summary in zip(session.paths, entry["paths"]):
@@ -58,10 +66,31 @@ def summary_tables(result, capture, tables):
             if "events" in rows:
                 rows["events"].extend(_event_rows(named, summary))
         identities.append(session_identity(entry))
-    if "events" in rows:
-        rows["events"].sort(key=lambda r: (r["time"] is None, r["time"] or 0, r["frame"] or 0))
-    return ({table: _table(table, table_rows) for table, table_rows in rows.items()},
-            dict(head, sessions=identities))
+        if count % SESSION_BLOCK == 0:
+            _to_arrow(rows, made)
+    _to_arrow(rows, made)
+    whole = {table: pa.concat_tables(pieces) for table, pieces in made.items()}
+    if "events" in whole:
+        whole["events"] = _in_time_order(whole["events"])
+    return whole, dict(head, sessions=identities)
+
+
+def _to_arrow(rows, made):
+    """The rows gathered so far appended to ``made`` as Arrow tables, and let go."""
+    for table, table_rows in rows.items():
+        made[table].append(_table(table, table_rows))
+        table_rows.clear()
+
+
+def _in_time_order(events):
+    """The events sorted by (no time, time, frame with none as 0), stably."""
+    import pyarrow.compute as pc      # not while the capture is read (messages_tables)
+    time, frame = events.column("time"), events.column("frame")
+    keys = pa.table({"untimed": pc.is_null(time),
+                     "time": pc.fill_null(time, pa.scalar(0, time.type)),
+                     "frame": pc.fill_null(frame, 0)})
+    return events.take(pc.sort_indices(keys, sort_keys=[
+        ("untimed", "ascending"), ("time", "ascending"), ("frame", "ascending")]))
 
 
 def _path_row(named, s):
