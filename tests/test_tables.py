@@ -4,6 +4,7 @@ test bed's maps and kernel log, the request and response immediates counted in
 each real capture)."""
 
 import json
+import weakref
 from collections import Counter
 
 import duckdb  # noqa: F401  (the SQL tests need it installed, not skipped)
@@ -20,6 +21,7 @@ from rtrs_scapy.craft.repeat import repeat_capture, session_uuids
 from rtrs_scapy.tables import build, docs, ios
 from rtrs_scapy.tables.export import export
 from rtrs_scapy.tables.ios import IoWriter
+from rtrs_scapy.tables.names import Names
 from rtrs_scapy.tables.schema import META_VERSION, SCHEMA_VERSION, TABLES, TIME, schema
 from rtrs_scapy.tables.sql import connect
 
@@ -51,7 +53,7 @@ def all_paths(summary):
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: str(p.relative_to(PROJECT_PCAPS)))
 def test_ios_add_up_to_the_summary(exported, path):
     done, con = exported(path)
-    paths = all_paths(done.result.summary)
+    paths = all_paths(analyze(path, keep_messages=False).summary)
     figures = {op: (n, b, lat, err) for op, n, b, lat, err in con.execute(
         "SELECT op, count(*), sum(bytes), count(latency_us), count(*) FILTER (errno <> 0) "
         "FROM ios GROUP BY op").fetchall()}
@@ -188,7 +190,8 @@ def test_sessions_and_paths_by_name_and_uuid(exported):
 def test_events_are_the_summarys(exported, path):
     done, con = exported(path)
     expected = Counter((p["sess_uuid"], e["kind"], e["frame"])
-                       for p in all_paths(done.result.summary) for e in p["events"])
+                       for p in all_paths(analyze(path, keep_messages=False).summary)
+                       for e in p["events"])
     assert expected
     got = Counter(con.execute("SELECT sess_uuid, kind, frame FROM events").fetchall())
     assert got == expected
@@ -218,7 +221,7 @@ def test_times_are_the_captures(exported):
 
 def test_messages_table_has_every_record(exported):
     done, con = exported(real_pcap("errors"))
-    records = done.result.messages
+    records = done.messages
     got = con.execute("SELECT frame, msg, paired_frame FROM messages ORDER BY frame, msg")
     assert got.fetchall() == sorted((r["frame"], r["msg"], r["paired_frame"]) for r in records)
     # a response carries the RNBD columns of the request it answers
@@ -240,7 +243,7 @@ def test_names_learnt_late_are_written_all_the_same(tmp_path):
         writer = IoWriter(tmp_path / ("ios-%s.parquet" % bound), pcap, row_group_rows=4)
         sink = writer if bound else (lambda batch, w=writer: w(batch))
         result = analyze(pcap, keep_messages=False, io_sink=sink)
-        writer.close(result.analyzer)
+        writer.close(Names(result.analyzer))
         tables[bound] = pq.read_table(writer.path)
     truth = real_truth("errors")
     assert tables[True].num_rows == truth["checks"]["pcap_rtrs_counts"]["IO_REQ"]
@@ -270,7 +273,7 @@ def test_a_name_learnt_a_row_group_late_needs_no_rewrite(tmp_path, monkeypatch, 
     tables = []
     for group in (rows, ios.ROW_GROUP_ROWS):
         writer = IoWriter(tmp_path / ("ios-%d.parquet" % group), pcap, row_group_rows=group)
-        writer.close(analyze(pcap, keep_messages=False, io_sink=writer).analyzer)
+        writer.close(Names(analyze(pcap, keep_messages=False, io_sink=writer).analyzer))
         tables.append(pq.read_table(writer.path))
     assert bool(rewrites) == rewritten
     assert tables[0].num_rows > rows and tables[0].equals(tables[1])
@@ -324,3 +327,23 @@ def test_summary_tables_made_a_session_at_a_time_are_the_whole(tmp_path, monkeyp
     times = blocks["events"].column("time").to_pylist()
     assert times == sorted(times) and len({e["path_id"] for e in
                                            blocks["events"].to_pylist()}) == 3
+
+
+def test_the_analysis_is_let_go_before_the_messages_are_built(tmp_path, monkeypatch):
+    """The analyzer (its sessions' state) is freed once the tables of the summary are
+    made: the messages table and the IO rows' names need only what export kept."""
+    analyzers = []
+
+    def analysis(inputs, **options):
+        result = analyze(inputs, **options)
+        analyzers.append(weakref.ref(result.analyzer))
+        return result
+    pieces = build.message_pieces
+
+    def message_pieces(*args, **kwargs):
+        assert analyzers and analyzers[0]() is None
+        return pieces(*args, **kwargs)
+    monkeypatch.setattr(build, "message_pieces", message_pieces)
+    done = export(str(real_pcap("errors")), str(tmp_path), analyze=analysis)
+    assert done.rows["messages"] == len(done.messages) > 0
+    assert done.rows["ios"] == real_truth("errors")["checks"]["pcap_io_req"]

@@ -141,19 +141,32 @@ def _event_rows(named, s):
         yield row
 
 
+def path_ids(analyzer):
+    """The ``path_id`` of each path by its message records' key (sess_uuid, else its
+    addresses)."""
+    return {(path.sess_uuid or (path.client, path.server)): path.id
+            for path in analyzer.path_list}
+
+
 def messages_tables(result, capture, rows_per_table=MESSAGE_ROWS, summary=None):
     """The ``messages`` table in pieces of ``rows_per_table`` records (row groups);
     ``summary`` names the sessions (default: the whole one)."""
-    view = MessageView(result.summary if summary is None else summary, result.messages)
-    path_ids = {(path.sess_uuid or (path.client, path.server)): path.id
-                for path in result.analyzer.path_list}
-    records = result.messages
+    yield from message_pieces(result.messages, capture,
+                              result.summary if summary is None else summary,
+                              path_ids(result.analyzer), rows_per_table)
+
+
+def message_pieces(records, capture, summary, path_ids, rows_per_table=MESSAGE_ROWS):
+    """The ``messages`` table of the message ``records`` (``result.messages``), named
+    by ``summary`` (its sessions' identities suffice) and ``path_ids``: what an export
+    keeps of the analysis once it has let go of the rest."""
+    view = MessageView(summary, records)
     table_schema = schema("messages")
     if isinstance(records, RecordList) and records.records.order is not None:
         # imported here: it loads pyarrow.compute (about 10 MiB resident), which would
         # otherwise be there while the capture is read, when memory peaks
         from .message_table import message_tables
-        yield from message_tables(view, result, capture, path_ids, table_schema,
+        yield from message_tables(view, records, capture, path_ids, table_schema,
                                   rows_per_table,
                                   lambda rec: _message_row(view, rec, capture, path_ids))
         return

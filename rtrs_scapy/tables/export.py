@@ -8,6 +8,7 @@ its own files).
 """
 
 import ctypes
+import gc
 import hashlib
 import os
 import re
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 from . import build
 from .encoding import Encoder
 from .ios import IoWriter
+from .names import KnownNames
 from .schema import TABLES, schema
 
 
@@ -40,11 +42,13 @@ def file_stem(capture):
 
 
 class Export:
-    """What an export wrote: the analysis, and rows and file per table."""
+    """What an export wrote: rows and file per table, and the message records (when
+    the ``messages`` table was asked for).  The rest of the analysis is let go before
+    the messages are written: the tables hold what it found."""
 
-    def __init__(self, result, capture):
-        self.result = result
+    def __init__(self, capture, messages):
         self.capture = capture
+        self.messages = messages
         self.rows = {}
         self.files = {}
 
@@ -72,17 +76,22 @@ def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progr
         if writer is not None:
             writer.abandon()
         raise
-    done = Export(result, capture)
     made, summary = build.summary_tables(result, capture, tables)
+    names, path_ids = KnownNames(result.analyzer), build.path_ids(result.analyzer)
+    done = Export(capture, result.messages if "messages" in tables else None)
+    if writer is not None:
+        writer.name_by(names)
+    del result
+    gc.collect()    # the analysis' state (in cycles) goes before the messages are built
     with ThreadPoolExecutor(1) as renaming:     # the IO rows named again meanwhile
         if writer is not None:
-            closing = renaming.submit(writer.close, result.analyzer)
+            closing = renaming.submit(writer.close, names)
             done.files["ios"] = target["ios"]
         for table in tables:
             if table in made:
                 pieces = [made.pop(table)]
             elif table == "messages":
-                pieces = build.messages_tables(result, capture, summary=summary)
+                pieces = build.message_pieces(done.messages, capture, summary, path_ids)
             else:
                 continue
             done.rows[table] = _write(target[table], table, pieces)

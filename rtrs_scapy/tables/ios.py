@@ -113,7 +113,8 @@ class IoWriter:
 
     Use as ``analyze(..., io_sink=writer)``; the analyzer calls ``bind_analyzer(analyzer)``
     first (so that rows are named as they are written), then the writer with
-    each batch; ``close(analyzer)`` after the analysis."""
+    each batch; ``close(names)`` after the analysis (``Names(analyzer)``, or
+    ``KnownNames(analyzer)`` kept apart from it)."""
 
     def __init__(self, path, capture, row_group_rows=ROW_GROUP_ROWS):
         self.path = os.fspath(path)
@@ -128,6 +129,10 @@ class IoWriter:
 
     def bind_analyzer(self, analyzer):
         self.names = Names(analyzer)
+
+    def name_by(self, names):
+        """Name the rows still to come by ``names`` (the writer lets go of the analyzer)."""
+        self.names = names
 
     def __call__(self, batch):
         size = len(batch["frame"])
@@ -161,11 +166,11 @@ class IoWriter:
         self.writer.write(table, row_group_size=self.row_group_rows)
         self.rows += table.num_rows
 
-    def close(self, analyzer):
-        """Write what is left; name earlier rows again if a name became known later."""
+    def close(self, final):
+        """Write what is left; name earlier rows again if a name became known later:
+        ``final`` answers as :class:`Names` does at the end (names.py)."""
         self.flush()
         self.writer.close()
-        final = Names(analyzer)
         stale = any(names != {final.path(key[1]) if key[0] == "path"
                               else final.device(key[1], key[2])}
                     for key, names in self.used.items())

@@ -24,10 +24,11 @@ from .schema import TIME
 _dumps = json.dumps
 
 
-def message_tables(view, result, capture, path_ids, table_schema, rows_per_table, row_of):
-    """Arrow tables of ``rows_per_table`` records; ``row_of(rec)`` the row of a record
-    dict (build._message_row), for the rich ones."""
-    records = result.messages.records
+def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_table, row_of):
+    """Arrow tables of ``rows_per_table`` records of ``record_list`` (its columnar
+    records); ``row_of(rec)`` the row of a record dict (build._message_row), for the
+    rich ones."""
+    records = record_list.records
     request_of = records.partners()[0]
     refs = [view._by_path.get(_path_key(dict(zip(("sess_uuid", "client", "server"), n))))
             for n in records.names]

@@ -46,3 +46,24 @@ class Names:
         if device_id < 0 or not 0 <= path_id < len(paths):
             return None
         return session_devices(paths[path_id]).get(device_id)
+
+
+class KnownNames:
+    """What :class:`Names` answers at the end of an analysis, kept apart from it: an
+    export names its rows by them after it has let go of the analysis."""
+
+    def __init__(self, analyzer):
+        paths = analyzer.path_list
+        self.paths = [path_names(p) if p is not None else None for p in paths]
+        self.devices = [session_devices(p) if p is not None else None for p in paths]
+
+    def path(self, path_id):
+        if 0 <= path_id < len(self.paths) and self.paths[path_id] is not None:
+            return self.paths[path_id]
+        return (None,) * len(PATH_COLUMNS)
+
+    def device(self, path_id, device_id):
+        if device_id < 0 or not 0 <= path_id < len(self.devices) \
+                or self.devices[path_id] is None:
+            return None
+        return self.devices[path_id].get(device_id)
