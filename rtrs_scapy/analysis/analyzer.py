@@ -49,6 +49,16 @@ def _view(part, name):
     return property(lambda self: getattr(getattr(self, part), name))
 
 
+def _streams_of(conn):
+    """(destination address, QP, client to server, first PSN) of a connection's two
+    streams: packets to the server QP are client→server, and the REQ's starting PSN is
+    the first of the server→client stream, the REP's of the client→server one
+    (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
+    path = conn.path
+    return ((path.server_raw, conn.server_qpn, True, conn.rep_psn),
+            (path.client_raw, conn.client_qpn, False, conn.req_psn))
+
+
 class Analyzer:
     """The engine's consumer; ``close()`` ends the capture.
 
@@ -213,16 +223,11 @@ class Analyzer:
         self.settle_queue.drain()
 
     def bind_connection(self, conn):
-        """After a REP: packets to the server QP are client→server and vice versa.
-
-        The REQ's starting PSN is the first PSN of the server→client stream and
-        the REP's that of the client→server stream
-        (docs/PROTOCOL.md#identifiers-comm-ids-qpns-and-starting-psns)."""
-        path = conn.path
-        self.registry.idle.pop(path, None)      # bound streams name it: it stays
+        """After a REP: the connection's two streams (``_streams_of``) are bound to it
+        and paired."""
+        self.registry.idle.pop(conn.path, None)      # bound streams name it: it stays
         slots = []
-        for addr, qpn, c2s, psn in ((path.server_raw, conn.server_qpn, True, conn.rep_psn),
-                                    (path.client_raw, conn.client_qpn, False, conn.req_psn)):
+        for addr, qpn, c2s, psn in _streams_of(conn):
             conn_id = self.registry.add_conn(conn, c2s)
             slots.append(self._take_over(self.engine.bind(
                 addr, qpn, conn_id, psn if psn is not None else -1, self.frame), conn_id))
@@ -231,8 +236,8 @@ class Analyzer:
     def connection_closed(self, conn):
         """After a DREQ: the connection's two streams are over, their slots recycled
         first once silent (engine/transport.py)."""
-        path, conns = conn.path, self.registry.conns
-        for addr, qpn in ((path.server_raw, conn.server_qpn), (path.client_raw, conn.client_qpn)):
+        conns = self.registry.conns
+        for addr, qpn, _c2s, _psn in _streams_of(conn):
             slot = self.engine.stream(addr, qpn) if addr is not None and qpn is not None else -1
             owner = int(self.engine.streams.state[slot, T.CONN]) if slot >= 0 else -1
             if 0 <= owner < len(conns) and conns[owner][0] is conn:

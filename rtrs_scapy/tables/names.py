@@ -29,41 +29,40 @@ def session_devices(path):
     return devices
 
 
+#: the names of a path the analyzer does not know
+UNNAMED = (None,) * len(PATH_COLUMNS)
+
+
 class Names:
     """Lookups by path id over an analyzer (or None: nothing is known yet)."""
 
     def __init__(self, analyzer=None):
         self.analyzer = analyzer
 
-    def path(self, path_id):
+    def _entry(self, path_id):
+        """(names, session devices) of the path, None when there is none."""
         paths = self.analyzer.path_list if self.analyzer is not None else ()
-        if 0 <= path_id < len(paths):
-            return path_names(paths[path_id])
-        return (None,) * len(PATH_COLUMNS)
+        if 0 <= path_id < len(paths) and paths[path_id] is not None:
+            return path_names(paths[path_id]), session_devices(paths[path_id])
+        return None
+
+    def path(self, path_id):
+        entry = self._entry(path_id)
+        return entry[0] if entry is not None else UNNAMED
 
     def device(self, path_id, device_id):
-        paths = self.analyzer.path_list if self.analyzer is not None else ()
-        if device_id < 0 or not 0 <= path_id < len(paths):
-            return None
-        return session_devices(paths[path_id]).get(device_id)
+        entry = self._entry(path_id)
+        return entry[1].get(device_id) if entry is not None and device_id >= 0 else None
 
 
-class KnownNames:
+class KnownNames(Names):
     """What :class:`Names` answers at the end of an analysis, kept apart from it: an
     export names its rows by them after it has let go of the analysis."""
 
     def __init__(self, analyzer):
-        paths = analyzer.path_list
-        self.paths = [path_names(p) if p is not None else None for p in paths]
-        self.devices = [session_devices(p) if p is not None else None for p in paths]
+        super().__init__()
+        live = Names(analyzer)
+        self.entries = [live._entry(path_id) for path_id in range(len(analyzer.path_list))]
 
-    def path(self, path_id):
-        if 0 <= path_id < len(self.paths) and self.paths[path_id] is not None:
-            return self.paths[path_id]
-        return (None,) * len(PATH_COLUMNS)
-
-    def device(self, path_id, device_id):
-        if device_id < 0 or not 0 <= path_id < len(self.devices) \
-                or self.devices[path_id] is None:
-            return None
-        return self.devices[path_id].get(device_id)
+    def _entry(self, path_id):
+        return self.entries[path_id] if 0 <= path_id < len(self.entries) else None
