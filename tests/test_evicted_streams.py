@@ -175,3 +175,34 @@ def test_live_streams_make_the_room_grow(monkeypatch):
     assert counters[T.G_ROOM] == 8
     assert counters[T.G_RECYCLED] == counters[T.G_EVICTIONS] == 0
     assert without_limits(result.summary)[0] == whole
+
+
+def test_a_cut_capture_recycles_only_the_streams_the_cm_closed(sessions, tmp_path,
+                                                                  monkeypatch):
+    """The capture cut at frame 100: the first session's 6 streams have no handshake,
+    so no DREQ closes them for the analysis: they stay, the room grows once to hold
+    them beside the next session's, and only the other sessions' streams are recycled;
+    the summary is a large table's."""
+    cut = write_pcap(tmp_path / "mid.pcap", frames_of(sessions)[100:])
+    whole, _ = without_limits(analyze(cut, keep_messages=False).summary)
+    monkeypatch.setattr(T, "FIRST_ROOM", 8)
+    result = analyze(cut, keep_messages=False)
+    counters = result.analyzer.engine.streams.counters
+    assert counters[T.G_ROOM] == 16
+    # the other sessions' streams, but those in the room's 16 - 6 other slots at the end
+    assert counters[T.G_RECYCLED] == (COPIES - 1) * 3 * 2 - (16 - 6)
+    assert counters[T.G_EVICTIONS] == 0
+    assert without_limits(result.summary)[0] == whole
+
+
+def test_the_real_failover_keeps_its_streams_through_a_small_room(monkeypatch):
+    """The real failover capture (a dead link, its teardown, reconnect attempts) in a
+    room of 2 slots: the room grows, no stream goes, the summary is a large table's."""
+    capture = real_pcap("failover")
+    whole, _ = without_limits(analyze(capture, keep_messages=False).summary)
+    monkeypatch.setattr(T, "FIRST_ROOM", 2)
+    result = analyze(capture, keep_messages=False)
+    counters = result.analyzer.engine.streams.counters
+    assert counters[T.G_ROOM] > 2
+    assert counters[T.G_EVICTIONS] == 0
+    assert without_limits(result.summary)[0] == whole
