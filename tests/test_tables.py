@@ -347,3 +347,49 @@ def test_the_analysis_is_let_go_before_the_messages_are_built(tmp_path, monkeypa
     done = export(str(real_pcap("errors")), str(tmp_path), analyze=analysis)
     assert done.rows["messages"] == len(done.messages) > 0
     assert done.rows["ios"] == real_truth("errors")["checks"]["pcap_io_req"]
+
+
+def test_the_summary_tables_are_written_before_the_messages(tmp_path, monkeypatch):
+    """The sessions, paths and events tables are written, and let go, before the
+    messages are built: the messages table is the export's largest moment in memory.
+    The files are listed in the tables' order all the same."""
+    written = []
+    pieces = build.message_pieces
+
+    def message_pieces(*args, **kwargs):
+        written.extend(table for table in ("sessions", "paths", "events")
+                       if list((tmp_path / table).glob("*.parquet")))
+        return pieces(*args, **kwargs)
+    monkeypatch.setattr(build, "message_pieces", message_pieces)
+    done = export(str(real_pcap("errors")), str(tmp_path))
+    assert written == ["sessions", "paths", "events"]
+    assert list(done.files) == list(TABLES)
+    assert done.rows["sessions"] > 0 and done.rows["messages"] > 0
+
+
+def test_io_rows_handed_one_at_a_time_make_the_same_row_groups(tmp_path, monkeypatch):
+    """The real errors capture's IO rows handed to a writer one row at a time (as
+    thousands of short sessions hand them, a few rows a batch) are gathered as they
+    come: fewer than GATHER batches are ever held apart, and the file holds the same
+    rows as the analyzer's batches make, in row groups of exactly 16 rows but the last."""
+    monkeypatch.setattr(ios, "GATHER", 4)
+    pcap = str(real_pcap("errors"))
+    batched = IoWriter(tmp_path / "batched.parquet", pcap, row_group_rows=16)
+    single = IoWriter(tmp_path / "single.parquet", pcap, row_group_rows=16)
+    apart = []
+
+    def sink(batch):
+        batched(batch)
+        for k in range(len(batch["frame"])):
+            single({name: column[k:k + 1] for name, column in batch.items()})
+            apart.append(len(single.arriving))
+    names = Names(analyze(pcap, keep_messages=False, io_sink=sink).analyzer)
+    rows = [writer.close(names) for writer in (batched, single)]
+    assert rows[0] == rows[1] == real_truth("errors")["checks"]["pcap_io_req"]
+    assert max(apart) == ios.GATHER - 1
+    tables = [pq.read_table(writer.path) for writer in (batched, single)]
+    assert tables[0].equals(tables[1])
+    for writer in (batched, single):
+        groups = pq.ParquetFile(writer.path).metadata
+        sizes = [groups.row_group(k).num_rows for k in range(groups.num_row_groups)]
+        assert set(sizes[:-1]) == {16} and 0 < sizes[-1] <= 16

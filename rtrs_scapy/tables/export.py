@@ -87,15 +87,15 @@ def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progr
         if writer is not None:
             closing = renaming.submit(writer.close, names)
             done.files["ios"] = target["ios"]
-        for table in tables:
+        written = [table for table in tables if table in made or table == "messages"]
+        done.files.update((table, target[table]) for table in written)
+        # the messages last: the summary's tables are written and let go before
+        for table in sorted(written, key=lambda table: table == "messages"):
             if table in made:
                 pieces = [made.pop(table)]
-            elif table == "messages":
-                pieces = build.message_pieces(done.messages, capture, summary, path_ids)
             else:
-                continue
+                pieces = build.message_pieces(done.messages, capture, summary, path_ids)
             done.rows[table] = _write(target[table], table, pieces)
-            done.files[table] = target[table]
         if writer is not None:
             done.rows["ios"] = closing.result()
             os.replace(writer.path, target["ios"])

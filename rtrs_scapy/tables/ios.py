@@ -1,14 +1,16 @@
 """The ``ios`` table, written while the capture is read.
 
 The analyzer hands IO rows (analysis/iorows.py) to a sink in batches, once each
-request's fate is known.  :class:`IoWriter` is that sink: it gathers batches,
-holds one row group back (:data:`HELD_GROUPS`) and writes the one before it to
-Parquet, so memory stays flat whatever the size of the capture.  Names (session,
-sess_uuid, device) are the ones the analyzer knows when a row group is written:
-the row group held back names a device whose OPEN reply came just after its first
-IOs.  A name learnt later still (a path tied to its handshake at the end) would
-leave earlier rows without it, so ``close()`` compares the names used with the
-final ones and rewrites the file, one row group at a time, only when they differ.
+request's fate is known.  :class:`IoWriter` is that sink: it gathers batches
+(:data:`GATHER` at a time into one set of columns), holds one row group back
+(:data:`HELD_GROUPS`) and writes the one before it to Parquet, row groups of exactly
+``row_group_rows`` rows but the last, so memory stays flat whatever the size of the
+capture.  Names (session, sess_uuid, device) are the ones the analyzer knows when a
+row group is written: the row group held back names a device whose OPEN reply came
+just after its first IOs.  A name learnt later still (a path tied to its handshake
+at the end) would leave earlier rows without it, so ``close()`` compares the names
+used with the final ones and rewrites the file, one row group at a time, only when
+they differ.
 """
 
 import os
@@ -30,6 +32,10 @@ ROW_GROUP_ROWS = 1 << 14     # rows per row group: each is built whole in memory
 #: learnt a little after its first IO (its OPEN reply behind the IO already in flight)
 #: names them, without writing the file again at the end
 HELD_GROUPS = 1
+#: batches gathered into one set of columns as they come: many short sessions hand over
+#: thousands of batches of a few rows, whose small arrays would cost more than their
+#: rows, and leave the heap in holes when written
+GATHER = 64
 _OPS = pa.array(["read", "write"])            # iorows op 1, 2
 _OUTCOMES = pa.array(list(iorows.OUTCOMES))
 
@@ -121,7 +127,8 @@ class IoWriter:
         self.capture = capture
         self.row_group_rows = row_group_rows
         self.names = Names()
-        self.pending = []
+        self.pending = []           # gathered batches, oldest first
+        self.arriving = []          # the batches since the last gathering
         self.pending_rows = 0
         self.rows = 0
         self.used = {}           # name key -> set of the names written for it
@@ -138,28 +145,33 @@ class IoWriter:
         size = len(batch["frame"])
         if not size:
             return
-        self.pending.append(batch)
+        self.arriving.append(batch)
         self.pending_rows += size
+        if len(self.arriving) >= GATHER:
+            self._gather()
         while self.pending_rows >= (HELD_GROUPS + 1) * self.row_group_rows:
             self._write_oldest()
 
+    def _gather(self):
+        if self.arriving:
+            self.pending.append(_joined(self.arriving))
+            self.arriving = []
+
     def _write_oldest(self):
-        """The oldest batches, a row group's worth, named and written."""
-        count = rows = 0
-        while rows < self.row_group_rows:
-            rows += len(self.pending[count]["frame"])
-            count += 1
-        batches, self.pending = self.pending[:count], self.pending[count:]
-        self.pending_rows -= rows
-        self._write(batches)
+        """The oldest rows, a row group of them, named and written."""
+        self._gather()
+        rows, count = _joined(self.pending), self.row_group_rows
+        self.pending = [{name: column[count:].copy() for name, column in rows.items()}]
+        self.pending_rows -= count
+        self._write({name: column[:count] for name, column in rows.items()})
 
     def flush(self):
+        self._gather()
         if self.pending:
-            batches, self.pending, self.pending_rows = self.pending, [], 0
-            self._write(batches)
+            rows, self.pending, self.pending_rows = _joined(self.pending), [], 0
+            self._write(rows)
 
-    def _write(self, batches):
-        rows = iorows.concat(batches) if len(batches) > 1 else batches[0]
+    def _write(self, rows):
         table, used = arrow_rows(rows, self.capture, self.names)
         for key, name in used.items():
             self.used.setdefault(key, set()).add(name)
@@ -195,6 +207,10 @@ class IoWriter:
                 writer.write_table(_renamed(table, names), row_group_size=self.row_group_rows)
         source.close()
         os.replace(fresh, self.path)
+
+
+def _joined(batches):
+    return iorows.concat(batches) if len(batches) > 1 else batches[0]
 
 
 def _renamed(table, names):
