@@ -206,3 +206,15 @@ def test_the_real_failover_keeps_its_streams_through_a_small_room(monkeypatch):
     assert counters[T.G_ROOM] > 2
     assert counters[T.G_EVICTIONS] == 0
     assert without_limits(result.summary)[0] == whole
+
+
+def test_the_cm_keeps_one_tuple_per_address(sessions):
+    """12 sessions of 3 connections, each connection known to the CM by its two ends'
+    comm ids: 72 keys, over the 24 addresses of the copies (a client and a server
+    each), and the keys share one tuple per address rather than holding a copy each
+    (thousands of short sessions kept about 500 bytes a session of copies)."""
+    keys = list(analyze(sessions, keep_messages=False).analyzer.cm.by_comm_id)
+    addresses = [address for address, _comm_id in keys]
+    assert len(keys) == COPIES * 3 * 2
+    assert len(set(addresses)) == COPIES * 2
+    assert len({id(address) for address in addresses}) == COPIES * 2

@@ -363,7 +363,8 @@ class Analyzer:
     def cm_mad(self, frame, stamp, src, dst, data, start, end):
         self.frame = frame
         self.traffic()
-        self.cm.feed(frame, stamp / 1e9, src, dst, data, start, end)
+        self.cm.feed(frame, stamp / 1e9, self.addresses.one(src), self.addresses.one(dst),
+                     data, start, end)
 
     def traffic(self):
         """Tell the CM tracker about RC traffic since the last MAD: the first new packet

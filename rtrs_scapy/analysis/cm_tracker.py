@@ -561,7 +561,7 @@ class CmTracker:
         if initiator in conn.dreq_from:
             self.cm_retransmissions += 1
             return conn
-        conn.dreq_from.add(initiator)
+        conn.dreq_from += (initiator,)
         conn.state = "disconnected"
         self.an.connection_closed(conn)
         self._failed(conn, frame, ts)
@@ -606,7 +606,9 @@ class CmTracker:
         known = known or self.orphans.get((dst, remote_id))
         path = known.path if isinstance(known, Connection) else known
         if path is not None and path.teardown is not None:
-            path.teardown["drep"].add(_side(path, src))   # it saw the disconnect
+            side = _side(path, src)     # it saw the disconnect
+            if side not in path.teardown["drep"]:
+                path.teardown["drep"] += (side,)
         if isinstance(known, Connection):
             self.an.record(frame, ts, src, dst, 1, known, "disconnect", {"cm": "DREP"})
         elif known is not None:
@@ -695,12 +697,12 @@ class CmTracker:
         if teardown is None:
             record = {"frame": frame, "time": ts, "initiator": initiator, "crossed": False,
                       "answered_by": None, "answer_frame": None}
-            path.teardown = {"record": record, "dreq": {initiator}, "drep": set()}
+            path.teardown = {"record": record, "dreq": (initiator,), "drep": ()}
             path.disconnects.append(record)
             return
         if initiator in teardown["dreq"]:
             return
-        teardown["dreq"].add(initiator)
+        teardown["dreq"] += (initiator,)
         record = teardown["record"]
         record["answer_frame"] = frame
         if initiator in teardown["drep"]:

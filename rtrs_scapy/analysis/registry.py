@@ -128,11 +128,23 @@ class PathRegistry:
 
 class AddressTexts:
     """The texts of the endpoints' addresses (paths', records', other protocols'), each
-    worked out once; at the "cm" limit of ``bounds`` the cache starts again."""
+    worked out once, and one tuple of each address for the CM's tables; at the "cm"
+    limit of ``bounds`` either cache starts again."""
 
     def __init__(self, bounds):
         self.bounds = bounds
         self.cache = {}         # (hi, lo) -> text
+        self.kept = {}          # (hi, lo) -> the one tuple of it kept
+
+    def one(self, raw):
+        """The tuple ``raw`` equals that the analysis keeps: each connection's CM keys
+        hold its endpoints, and thousands of sessions kept a tuple per key."""
+        kept = self.kept.get(raw)
+        if kept is None:
+            if len(self.kept) >= self.bounds.size["cm"]:
+                self.kept.clear()
+            kept = self.kept[raw] = raw
+        return kept
 
     def text(self, raw):
         text = self.cache.get(raw)

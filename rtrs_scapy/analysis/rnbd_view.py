@@ -117,6 +117,8 @@ class _Ops:
     device's op keeps them; its session's op is its devices' joined when it is
     summarized (``_joined``)."""
 
+    __slots__ = ("keep_latencies", "count", "bytes", "errors", "timings", "sizes")
+
     def __init__(self, keep_latencies=True):
         self.keep_latencies = keep_latencies
         self.count = self.bytes = self.errors = 0
@@ -167,6 +169,9 @@ def _joined(devices, name, keep_latencies):
 
 
 class _Device:
+    __slots__ = ("keep_latencies", "info", "ops", "size", "opened_at", "last_end", "io",
+                 "sequential", "aligned")
+
     def __init__(self, keep_latencies=True):
         self.keep_latencies = keep_latencies
         self.info = {"name": None, "access_mode": None, "nsectors": None,
@@ -225,6 +230,10 @@ class _Device:
 
 
 class _SessionView:
+    # slots, as _Device's and _Ops': a capture of thousands of sessions keeps one of
+    # each per session, device and operation
+    __slots__ = ("keep_latencies", "control", "devices", "blind", "failovers")
+
     def __init__(self, keep_latencies=True):
         self.keep_latencies = keep_latencies
         self.control = {}       # kind -> [count, errors], of the kinds seen
