@@ -18,10 +18,13 @@ import json
 import pytest
 from click.testing import CliRunner
 from scapy.config import conf
+from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 from scapy.utils import RawPcapReader, rdpcap
 
+from rtrs_scapy.analysis import analyze
 from rtrs_scapy.craft import craft_scenario, read_capture, scenario_names, write_capture
+from rtrs_scapy.craft.repeat import repeat_capture, session_uuids
 from rtrs_scapy.craft.scenarios import craft_frames, craft_from_truth
 from rtrs_scapy.cli.craft import craft
 from rtrs_scapy.spec.imm import decode as decode_imm
@@ -33,7 +36,7 @@ from rtrs_scapy.layers.rnbd import RnbdMsgHdr, RnbdMsgIo
 from rtrs_scapy.layers.rtrs import RtrsMsgConnReq, RtrsMsgConnRsp, RtrsMsgRkeyRsp
 from rtrs_scapy.layers.rtrs_request import split_read, split_write
 
-from conftest import PROJECT_PCAPS, REAL, REPO
+from conftest import PROJECT_PCAPS, REAL, REPO, real_pcap
 
 EXT_SIZE = {RETH: 16, ImmDt: 4, IETH: 4, DETH: 8, AETH: 4}
 MEM_BITS = 19  # queue depth 512
@@ -425,3 +428,28 @@ def test_corpus_up_to_date():
     assert sum(sizes) < 10_000_000  # the crafted corpus; pcaps/real/ holds the recordings
     crafted = [p for p in (REPO / "pcaps").glob("*.pcap*") if not p.name.endswith(".json")]
     assert all(p.stat().st_size < 600_000 for p in crafted)
+
+
+def test_copies_of_a_multipath_capture_keep_their_paths_apart(tmp_path):
+    """Two copies of the real multipath capture (a path on 10.77.0.x, one on
+    10.77.1.x): read by Scapy, the copies' IPv4 endpoints are on four subnets, two a
+    copy, and each copy's paths count the reads and writes the original's count.
+    Moving every address to 10.<copy>.x before put both paths of a copy on one subnet:
+    their streams collided, and one path lost all its IOs to the other."""
+    source = real_pcap("multipath")
+    copies = tmp_path / "two.pcap"
+    repeat_capture(source, copies, 2 * len(rdpcap(str(source))), session_uuids(source))
+
+    def subnets(path):
+        return {address.rsplit(".", 1)[0] for packet in rdpcap(str(path)) if IP in packet
+                for address in (packet[IP].src, packet[IP].dst)}
+    assert subnets(source) == {"10.77.0", "10.77.1"}
+    assert subnets(copies) == {"10.0.0", "10.0.1", "10.0.2", "10.0.3"}
+
+    def counts(path):
+        return sorted((p["sess_uuid"][:-4], p["io"]["read"]["count"], p["io"]["write"]["count"])
+                      for session in analyze(path, keep_messages=False).summary["sessions"]
+                      for p in session["paths"])
+    original = counts(source)
+    assert len(original) == 2 and all(reads + writes for _, reads, writes in original)
+    assert counts(copies) == sorted(original * 2)

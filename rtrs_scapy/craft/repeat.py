@@ -2,10 +2,13 @@
 reference of the hostile captures (craft/hostile.py).
 
 Copy k gets its timestamps shifted past copy k-1, its IPv4 addresses moved to
-10.<k/256>.<k%256>.x and the last two bytes of the given UUIDs (the session's and
+10.<m/256>.<m%256>.x and the last two bytes of the given UUIDs (the session's and
 paths' in the CM REQs) set to k, so each copy is a session of its own with its
 handshake, and the QPs and PSNs of the original (repeating them unchanged would
-only make duplicates, the same UUIDs one path's reconnects).  ICRCs are
+only make duplicates, the same UUIDs one path's reconnects).  m is k × n + s for
+the original's n subnets (the addresses' middle two bytes), s an address's own: a
+capture of one subnet moves to 10.<k/256>.<k%256>.x, and the paths of a multipath
+capture on several subnets stay apart in every copy.  ICRCs are
 not recomputed: the analyzer does not check them.  A copy is patched as whole
 columns, so a 10 M-packet file is written at disk speed.
 """
@@ -52,6 +55,7 @@ def repeat_capture(src, dst, packets, uuids=()):
     span = stamps[-1] + 1.0
     ipv4 = starts[[link_type == DLT_EN10MB and data[12:14] == b"\x08\x00"
                    for _ts, data in frames]] + RECORD_HEADER
+    subnet = _subnets(base, ipv4)
     tagged = np.array([at + 14 for raw in uuids for at in _find_all(base.tobytes(), raw)],
                       dtype=np.int64)
     written = 0
@@ -66,8 +70,9 @@ def repeat_capture(src, dst, packets, uuids=()):
             _put32(chunk, starts, seconds)
             _put32(chunk, starts + 4, np.minimum((when - seconds) * 1e6, 999999))
             for offset in IPV4_ADDRESSES:
-                chunk[ipv4 + offset + 1] = copy >> 8 & 0xFF
-                chunk[ipv4 + offset + 2] = copy & 0xFF
+                moved = copy * subnet["count"] + subnet[offset]
+                chunk[ipv4 + offset + 1] = moved >> 8 & 0xFF
+                chunk[ipv4 + offset + 2] = moved & 0xFF
             chunk[tagged] = copy >> 8 & 0xFF
             chunk[tagged + 1] = copy & 0xFF
             end = starts[take - 1] + RECORD_HEADER + sizes[take - 1]
@@ -75,6 +80,16 @@ def repeat_capture(src, dst, packets, uuids=()):
             written += take
             copy += 1
     return written
+
+
+def _subnets(base, ipv4):
+    """The number of each IPv4 address's subnet (its middle two bytes, numbered in
+    order) by address offset, and how many there are ("count")."""
+    middle = [base[ipv4 + offset + 1].astype(np.int64) << 8 | base[ipv4 + offset + 2]
+              for offset in IPV4_ADDRESSES]
+    found, number = np.unique(np.concatenate(middle), return_inverse=True)
+    numbers = np.split(number.reshape(-1), len(IPV4_ADDRESSES))
+    return dict(zip(IPV4_ADDRESSES, numbers), count=max(len(found), 1))
 
 
 def _find_all(data, raw):
