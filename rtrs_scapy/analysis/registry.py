@@ -127,29 +127,26 @@ class PathRegistry:
 
 
 class AddressTexts:
-    """The texts of the endpoints' addresses (paths', records', other protocols'), each
-    worked out once, and one tuple of each address for the CM's tables; at the "cm"
-    limit of ``bounds`` either cache starts again."""
+    """The endpoints' addresses (paths', records', other protocols'), each kept once
+    with its text worked out once; at the "cm" limit of ``bounds`` the cache starts
+    again."""
 
     def __init__(self, bounds):
         self.bounds = bounds
-        self.cache = {}         # (hi, lo) -> text
-        self.kept = {}          # (hi, lo) -> the one tuple of it kept
+        self.cache = {}         # (hi, lo) -> (the one tuple of it kept, its text)
+
+    def _entry(self, raw):
+        entry = self.cache.get(raw)
+        if entry is None:
+            if len(self.cache) >= self.bounds.size["cm"]:
+                self.cache.clear()
+            entry = self.cache[raw] = (raw, address_text(raw))
+        return entry
 
     def one(self, raw):
         """The tuple ``raw`` equals that the analysis keeps: each connection's CM keys
         hold its endpoints, and thousands of sessions kept a tuple per key."""
-        kept = self.kept.get(raw)
-        if kept is None:
-            if len(self.kept) >= self.bounds.size["cm"]:
-                self.kept.clear()
-            kept = self.kept[raw] = raw
-        return kept
+        return self._entry(raw)[0]
 
     def text(self, raw):
-        text = self.cache.get(raw)
-        if text is None:
-            if len(self.cache) >= self.bounds.size["cm"]:
-                self.cache.clear()
-            text = self.cache[raw] = address_text(raw)
-        return text
+        return self._entry(raw)[1]

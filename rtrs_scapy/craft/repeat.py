@@ -55,7 +55,7 @@ def repeat_capture(src, dst, packets, uuids=()):
     span = stamps[-1] + 1.0
     ipv4 = starts[[link_type == DLT_EN10MB and data[12:14] == b"\x08\x00"
                    for _ts, data in frames]] + RECORD_HEADER
-    subnet = _subnets(base, ipv4)
+    subnet, subnets = _subnets(base, ipv4)
     tagged = np.array([at + 14 for raw in uuids for at in _find_all(base.tobytes(), raw)],
                       dtype=np.int64)
     written = 0
@@ -70,7 +70,7 @@ def repeat_capture(src, dst, packets, uuids=()):
             _put32(chunk, starts, seconds)
             _put32(chunk, starts + 4, np.minimum((when - seconds) * 1e6, 999999))
             for offset in IPV4_ADDRESSES:
-                moved = copy * subnet["count"] + subnet[offset]
+                moved = copy * subnets + subnet[offset]
                 chunk[ipv4 + offset + 1] = moved >> 8 & 0xFF
                 chunk[ipv4 + offset + 2] = moved & 0xFF
             chunk[tagged] = copy >> 8 & 0xFF
@@ -84,12 +84,12 @@ def repeat_capture(src, dst, packets, uuids=()):
 
 def _subnets(base, ipv4):
     """The number of each IPv4 address's subnet (its middle two bytes, numbered in
-    order) by address offset, and how many there are ("count")."""
+    order) by address offset, and how many subnets there are."""
     middle = [base[ipv4 + offset + 1].astype(np.int64) << 8 | base[ipv4 + offset + 2]
               for offset in IPV4_ADDRESSES]
     found, number = np.unique(np.concatenate(middle), return_inverse=True)
     numbers = np.split(number.reshape(-1), len(IPV4_ADDRESSES))
-    return dict(zip(IPV4_ADDRESSES, numbers), count=max(len(found), 1))
+    return dict(zip(IPV4_ADDRESSES, numbers)), max(len(found), 1)
 
 
 def _find_all(data, raw):
