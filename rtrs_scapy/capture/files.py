@@ -328,11 +328,11 @@ class Capture:
             self.done(chunk)
 
     def _emit(self, data, buf, n, columns, base):
-        """A chunk of the first ``n`` records the walk put in ``columns``."""
-        offs, caplens, origlens, stamps, links, packets = columns
-        chunk = Chunk(data, buf, self.frames + 1, offs[:n].copy(), caplens[:n].copy(),
-                      stamps[:n].copy(), links[:n].copy(), packets[:n].copy(),
-                      origlens[:n].copy())
+        """A chunk of the first ``n`` records the walk put in ``columns``: the chunk
+        keeps them (the walk goes on in fresh ones, see _columns), not a copy."""
+        offs, caplens, origlens, stamps, links, packets = (column[:n] for column in columns)
+        chunk = Chunk(data, buf, self.frames + 1, offs, caplens, stamps, links, packets,
+                      origlens)
         self.cut.add(chunk.caplens, chunk.origlens)
         chunk.counts()
         self.frames += n
@@ -348,10 +348,11 @@ class Capture:
         limit = min(max(MAX_RECORD, self.snaplen), MAX_BLOCK)
         columns = _columns(records)
         while True:
-            n, pos, why, value, _ = R.walk_pcap(buf, pos, end, pos + CHUNK_BYTES, big, nano,
+            n, pos, why, value = R.walk_pcap(buf, pos, end, pos + CHUNK_BYTES, big, nano,
                                                 limit, link, *columns, *_DECODE)
             if n:
                 yield self._emit(data, buf, n, columns, base)
+                columns = _columns(records)
             if why == R.FULL:
                 continue
             if why == R.PCAP_HEADER and end - pos >= 24:
@@ -396,6 +397,7 @@ class Capture:
             self._pos = base + pos
             if n:
                 yield self._emit(data, buf, n, columns, base)
+                columns = _columns(records)
                 self._pos = base + pos
             if why == R.FULL:
                 continue
@@ -503,7 +505,9 @@ _DECODE = (GEOMETRY, ib.OPCODE_TABLE, ib.FIELDS)
 
 def _columns(records):
     """The walk's output: record offsets, captured and original lengths, stamps, link
-    types, packet columns."""
+    types, packet columns.  Each chunk gets its own: the walk fills the next chunk's
+    while the analysis reads this one, and handing them over costs nothing (copying the
+    packet columns out of one reused set was 6 % of the reader's time)."""
     return tuple(np.empty(records, np.int64) for _ in range(5)) + (
         np.empty((records, columns.P_COLUMNS), np.int64),)
 

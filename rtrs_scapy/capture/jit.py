@@ -111,6 +111,12 @@ def read_only(array):
     return array
 
 
+def prefetch(array, index):
+    """Ask the CPU to bring the cache line of ``array[index]`` in (compiled code only;
+    a hint: it never faults, and an index past the end is harmless).  Unlike a load, it
+    does not hold the instructions after it until the line arrives."""
+
+
 @helper
 def copy_into(dst, src):
     """``dst[:] = src`` for 1-D arrays (``src`` of one element fills ``dst``), a
@@ -188,6 +194,7 @@ def use_numba():
             return
         _numba_made.update((key, make()) for key, (_, make) in _deferred.items())
         _numba_made[id(read_only)] = _numba_read_only()
+        _numba_made[id(prefetch)] = _numba_prefetch()
         for entry in ENTRY_POINTS:
             _numba_made[id(entry)] = _numba_entry(entry)
         for module in list(sys.modules.values()):
@@ -246,3 +253,23 @@ def _numba_read_only():
             return impl_ret_borrowed(context, builder, result, args[0])
         return result(array), codegen
     return read_only
+
+
+def _numba_prefetch():
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch(typingctx, array, index):
+        def codegen(context, builder, signature, args):
+            data = context.make_array(signature.args[0])(context, builder, args[0]).data
+            pointer = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            declared = builder.module.declare_intrinsic(
+                "llvm.prefetch", [pointer.type],
+                ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]))
+            builder.call(declared, [pointer, i32(0), i32(3), i32(1)])  # read, keep, data
+            return context.get_dummy_value()
+        return types.none(array, types.int64), codegen
+    return prefetch

@@ -4,9 +4,10 @@ Finding where each record starts is a serial pointer chase: every length
 decides where the next header is.  Python does it at about 2 M records/s; these
 loops do it at memory speed and fill columns (record offset, captured length,
 original length on the wire, timestamp in ns, link type) for the columnar engine, and decode each record's
-IB headers (ib.decode_one) while its first bytes are in the cache.  A load a
-few records ahead of the chase (``_ahead``) lets the memory system fetch the
-next headers while the current one is decoded.
+IB headers (ib.decode_one) while its first bytes are in the cache.  The chase
+waits on memory at every record unless the lines ahead of it are already on their
+way: the walk asks for every cache line up to ``AHEAD`` bytes past the record it
+reads (``_fetch_ahead``), so the next headers arrive while this one is decoded.
 
 Each walk stops at the end of the bytes it was given, at a record it cannot
 trust, or at a block Python handles itself (pcapng section and interface
@@ -17,7 +18,7 @@ into a refill or a problem (see files.py).
 
 import numpy as np
 
-from .jit import compiled, helper
+from .jit import compiled, helper, prefetch
 
 from .ib import decode_one
 
@@ -37,13 +38,19 @@ PCAP_HEADER = 10   # pcap: a new global header where a record should start (a wr
 SHB_TYPE = 0x0A0D0D0A
 MAX_BLOCK = 16 * 1024 * 1024
 NS = 1_000_000_000
-AHEAD = 2048       # bytes ahead of the walk that are loaded early
+AHEAD = 4096       # bytes ahead of the walk asked of the memory system
+LINE = 64          # bytes of a cache line
 
 
 @helper
-def _ahead(buf, p, end):
-    """A load the CPU issues early (its value is kept, so it is not optimised away)."""
-    return np.int64(buf[min(p + AHEAD, end - 1)])
+def _fetch_ahead(buf, fetched, p, end):
+    """Prefetch the lines from ``fetched`` (where the last call stopped) to ``AHEAD``
+    bytes past ``p``; returns where it stopped."""
+    until = min(p + AHEAD, end)
+    while fetched < until:
+        prefetch(buf, fetched)
+        fetched += LINE
+    return fetched
 
 
 @helper
@@ -79,22 +86,22 @@ def _pcap_header(buf, p):
 def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, origlens, stamps,
               links, packets, geometry, optable, fields):
     """pcap records from ``pos`` (a chunk ends past ``stop``): returns (count, position,
-    why, value, touched)."""
+    why, value)."""
     n = 0
     room = offs.shape[0]
     scale = 1 if nano else 1000
-    touched = 0
+    fetched = pos
     while n < room and pos < stop:
         if end - pos < 16:
-            return n, pos, NEED, 16, touched
-        touched += _ahead(buf, pos, end)
+            return n, pos, NEED, 16
+        fetched = _fetch_ahead(buf, fetched, pos, end)
         if _pcap_header(buf, pos):
-            return n, pos, PCAP_HEADER, 24, touched
+            return n, pos, PCAP_HEADER, 24
         incl = u32(buf, pos + 8, big)
         if incl > limit:
-            return n, pos, BAD_LENGTH, incl, touched
+            return n, pos, BAD_LENGTH, incl
         if end - pos - 16 < incl:
-            return n, pos, NEED, 16 + incl, touched
+            return n, pos, NEED, 16 + incl
         offs[n] = pos + 16
         caplens[n] = incl
         origlens[n] = max(incl, u32(buf, pos + 12, big))
@@ -104,7 +111,7 @@ def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, origle
         decode_one(buf, pos + 16, incl, origlens[n], link, geometry, optable, fields, packets, n)
         pos += 16 + incl
         n += 1
-    return n, pos, FULL, 0, touched
+    return n, pos, FULL, 0
 
 
 @helper
@@ -130,9 +137,11 @@ def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, i
     position, why, value, last_stamp)."""
     n = 0
     room = offs.shape[0]
+    fetched = pos
     while n < room and pos < stop:
         if end - pos < 12:
             return n, pos, NEED, 12, last_stamp
+        fetched = _fetch_ahead(buf, fetched, pos, end)
         btype = u32(buf, pos, big)
         if btype == SHB_TYPE:
             return n, pos, SECTION, 0, last_stamp
