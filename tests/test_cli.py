@@ -165,3 +165,14 @@ def test_shell_starts_with_the_layers_loaded(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "magic 0x1bbd RnbdMsgIo" in done.stdout
     assert "Too many parameters" not in done.stderr
+
+
+def test_the_command_line_starts_no_blas_threads():
+    """numpy's OpenBLAS would start a spinning thread per core; nothing multiplies
+    matrices, so the command line asks for none (the interpreter alone is one thread)."""
+    env = {"PATH": os.environ["PATH"]}     # none of the variables that set threads (Dask's)
+    count = "import os, sys; %s; import numpy; print(len(os.listdir('/proc/self/task')))"
+    plain, ours = (int(subprocess.run([sys.executable, "-c", count % first], env=env,
+                                      check=True, capture_output=True, text=True).stdout)
+                   for first in ("pass", "import rtrs_scapy.cli"))
+    assert ours == 1 and plain >= min(2, os.cpu_count())

@@ -18,6 +18,12 @@ import os
 
 import click
 
+# numpy's OpenBLAS starts a thread per core that spins before it sleeps: 0.1 s of CPU
+# at every start, taken from the read-ahead thread on two cores.  Nothing here
+# multiplies matrices.  Set before numpy is first imported (no command imports it
+# before it runs).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 #: the words the group itself answers; anything else in front of a command is summary's
 GROUP_OPTIONS = ("--help", "-h", "--version")
 
