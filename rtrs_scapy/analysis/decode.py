@@ -34,18 +34,25 @@ HEADER_ONLY = 3
 (K_REQUEST, K_RESPONSE, K_HB_MSG, K_HB_ACK, K_UNKNOWN_IMM, K_INVALIDATE, K_SEND, K_DATA) = range(8)
 
 
-def kinds(rows):
-    """The kind of every row (K_*), from its immediate, IETH and opcode."""
-    imm = rows[:, T.R_IMM]
-    itype = np.where(imm >= 0, imm >> IMM_TYPE_SHIFT, -1)
-    out = np.where(rows[:, T.R_SEND] == 1, K_SEND, K_DATA)
-    out = np.where(rows[:, T.R_IETH] >= 0, K_INVALIDATE, out)
-    out = np.where(imm >= 0, K_UNKNOWN_IMM, out)
+def _kind_of_type():
+    """K_* of each immediate type (the immediate's top bits): one look-up a row."""
+    table = np.full(1 << (32 - IMM_TYPE_SHIFT), K_UNKNOWN_IMM, dtype=np.int64)
     for value, kind in ((RTRS_IO_REQ_IMM, K_REQUEST), (RTRS_IO_RSP_IMM, K_RESPONSE),
                         (RTRS_IO_RSP_W_INV_IMM, K_RESPONSE), (RTRS_HB_MSG_IMM, K_HB_MSG),
                         (RTRS_HB_ACK_IMM, K_HB_ACK)):
-        out = np.where(itype == value, kind, out)
-    return out
+        table[value] = kind
+    return table
+
+
+KIND_OF_TYPE = _kind_of_type()
+
+
+def kinds(rows):
+    """The kind of every row (K_*), from its immediate, IETH and opcode."""
+    imm = rows[:, T.R_IMM]
+    without = np.where(rows[:, T.R_IETH] >= 0, K_INVALIDATE,
+                       np.where(rows[:, T.R_SEND] == 1, K_SEND, K_DATA))
+    return np.where(imm >= 0, KIND_OF_TYPE[np.maximum(imm, 0) >> IMM_TYPE_SHIFT], without)
 
 
 def _u(arena, base, layout, name, valid):

@@ -79,18 +79,21 @@ def acknowledged(state, slot, gen, psn):
 class IoBatch:
     def __init__(self, an, rows, arena, req, rsp, path_id, record):
         self.an = an
-        reqs = D.requests(rows[req], arena)
+        req_rows = rows[req]        # each set of rows copied once (a batch's rows are wide)
+        reqs = D.requests(req_rows, arena)
         bad = reqs["op"] == 0
         for i in np.flatnonzero(bad).tolist():
-            an.anomaly(int(rows[req[i], T.R_LAST_FRAME]), "bad_trailer",
+            an.anomaly(int(req_rows[i, T.R_LAST_FRAME]), "bad_trailer",
                        "IO_REQ message of %d bytes without an RTRS read/write trailer"
-                       % rows[req[i], T.R_LEN])
-        req = req[~bad]
-        self.reqs = {k: v[~bad] for k, v in reqs.items()}
-        self.req_rows = rows[req]
+                       % req_rows[i, T.R_LEN])
+        if bad.any():
+            req, req_rows = req[~bad], req_rows[~bad]
+            reqs = {k: v[~bad] for k, v in reqs.items()}
+        self.reqs = reqs
+        self.req_rows = req_rows
         self.req_path = path_id[req]
-        self.rsps = D.responses(rows[rsp], arena)
         self.rsp_rows = rows[rsp]
+        self.rsps = D.responses(self.rsp_rows, arena)
         self.rsp_path = path_id[rsp]
         self.rsp_record = record[rsp] if record is not None else None
         self.usr = self._user_headers(arena)
