@@ -31,6 +31,12 @@ def per_id(ids, value):
                                                                             dtype=np.int64)
 
 
+def subset(array, index):
+    """``array[index]`` for an ``index`` of distinct rows in order: ``array`` itself, not
+    a copy, when it takes them all (the usual: every path of a batch settles at once)."""
+    return array if len(index) == len(array) else array[index]
+
+
 def failover_record(kind, frame, stamp_ns, buf_id, request, original_path, original_frame=None,
                     response_frame=None, delay_us=None):
     """One failover as the path that took the request over lists it; ``request`` holds
@@ -192,9 +198,9 @@ class IoBatch:
         """Counters of the requests ``req``; returns them as a pairing table."""
         an = self.an
         paths = an.path_list
-        rows = self.req_rows[req]
-        reqs = {k: v[req] for k, v in self.reqs.items()}
-        rpath = self.req_path[req]
+        rows = subset(self.req_rows, req)
+        reqs = {k: subset(v, req) for k, v in self.reqs.items()}
+        rpath = subset(self.req_path, req)
         bits = per_id(rpath, lambda i: paths[i].mem_bits or 0)
         header_only = reqs["op"] == D.HEADER_ONLY
         if header_only.any():      # the snaplen cut the trailer: the immediate tells
@@ -266,9 +272,9 @@ class IoBatch:
         if len(an.sessions) > 1:
             link_by_failover(an, new, HEADER)
         table = pairing.concat(an.carry, new)
-        rows = self.rsp_rows[rsp]
-        spath = self.rsp_path[rsp]
-        msg_id = self.rsps["msg_id"][rsp]
+        rows = subset(self.rsp_rows, rsp)
+        spath = subset(self.rsp_path, rsp)
+        msg_id = subset(self.rsps["msg_id"], rsp)
         result = pairing.pair(table, an.session_of(spath), msg_id, rows[:, T.R_LAST_FRAME])
         delivered = self._undelivered(table, result, rows, len(table["key"]) - len(new["key"]),
                                       self.rsp_record[rsp] if self.rsp_record is not None
