@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ib_decode import pcap_records
 from rtrs_scapy.capture import CaptureError, ib_offset, link_name, open_capture, sources
 
 BASIC_INVAL = Path(__file__).resolve().parents[1] / "pcaps" / "real" / "basic_inval.pcap"
@@ -141,6 +142,19 @@ def test_yield_is_zero_copy_offsets(tmp_path):
                 assert struct.unpack_from("!H", buf, s + 12)[0] == 0x0202
 
 
+def test_chunks_held_together_keep_their_own_columns():
+    """The walk fills each chunk's columns and goes on in fresh ones: chunks kept while
+    later ones are read (as the read-ahead thread does) still hold their own records,
+    the offsets a plain walk of the real capture finds (tests/ib_decode.py)."""
+    _, offsets = pcap_records(BASIC_INVAL)
+    with open_capture(BASIC_INVAL) as cap:
+        chunks = list(cap.chunks(100))
+    assert len(chunks) == -(-len(offsets) // 100)
+    assert [int(o) - 16 for chunk in chunks for o in chunk.offs] == offsets
+    assert [chunk.first_frame for chunk in chunks] == list(range(1, len(offsets) + 1, 100))
+    assert all(len(chunk.packets) == len(chunk.offs) for chunk in chunks)
+
+
 def test_iterate_once(tmp_path):
     with open_capture(write(tmp_path, "a.pcap", pcap_bytes(FR))) as cap:
         assert len(list(cap)) == 3
@@ -212,6 +226,19 @@ def test_pcapng_unknown_interface_skipped(tmp_path):
     assert [f[2] for f in frames] == [b"ok"]
     assert not cap.truncated
     assert cap.problems[0][:2] == (1, "bad_interface")
+
+
+def test_pcapng_clock_offset_beyond_64_bit_nanoseconds(tmp_path):
+    """An if_tsoffset no clock of int64 nanoseconds can hold (found by the fuzz test)
+    is a problem named with its interface, read as 0: the packets are all there."""
+    data = shb() + idb(1, tsoffset=2 ** 62) + epb(0, 5_000_000, b"\x01" * 60) \
+        + epb(0, 6_000_000, b"\x02" * 60)
+    cap, frames = read_all(write(tmp_path, "a.pcapng", data))
+    assert [(n, ts, payload) for n, ts, payload, _ in frames] == [
+        (1, 5.0, b"\x01" * 60), (2, 6.0, b"\x02" * 60)]
+    assert cap.problems == [(1, "bad_option", "interface 0: if_tsoffset of %d s is beyond "
+                             "a clock of 64-bit nanoseconds; read as 0" % 2 ** 62)]
+    assert not cap.truncated
 
 
 def test_pcapng_no_idb_in_prefix(tmp_path):

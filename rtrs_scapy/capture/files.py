@@ -448,7 +448,13 @@ class Capture:
                     self._problem("bad_block_length", "interface description block of %d "
                                   "bytes (minimum 20)" % blen)
                     return
-                ifaces.add(_parse_idb(data, pos, blen, big))
+                idb = _parse_idb(data, pos, blen, big)
+                if abs(idb[3]) > MAX_OFFSET_S:
+                    self._problem("bad_option", "interface %d: if_tsoffset of %d s is beyond "
+                                  "a clock of 64-bit nanoseconds; read as 0"
+                                  % (ifaces.count, idb[3]), stop=False)
+                    idb = idb[:3] + (0,) + idb[4:]
+                ifaces.add(idb)
                 snap = ifaces.snap[-1]
                 if snap and (not self.snaplen or snap < self.snaplen):
                     self.snaplen = snap
@@ -557,6 +563,10 @@ class _Interfaces:
                     (self.link, self.mode, self.exp, self.offset, self.snap)]
             self._columns = cols + [self.count]
         return self._columns
+
+
+#: the largest interface clock offset (seconds) whose nanoseconds an int64 holds
+MAX_OFFSET_S = (2 ** 63 - 1) // 1_000_000_000
 
 
 def _u32(data, pos, big):
