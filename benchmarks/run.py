@@ -176,25 +176,39 @@ def commands(path, scratch):
 
 
 def command_table(path, packets, repeat):
-    """Every command, whole processes, against the summary and the page-cache floor."""
-    floor = median_run(["cat", str(path)], repeat)[0]
+    """Every command, whole processes, against the summary and the page-cache floor.
+
+    The commands run in rounds, each once a round after ``cat``: a machine that slows
+    down for a minute slows every command of that round alike.  "× summary" is the
+    median of each round's ratio, the other columns the medians of the runs (the peak
+    RSS the largest)."""
     scratch = OUT / "commands"
+    named = commands(path, scratch)
+    runs = {name: [] for name, _ in named}
+    floors = []
+    for _ in range(repeat):
+        floors.append(measure(["cat", str(path)])[0])
+        for name, argv in named:
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir(parents=True)
+            runs[name].append(measure([*DISSECT_COMMAND, *argv]))
+    shutil.rmtree(scratch, ignore_errors=True)
+    floor = statistics.median(floors)
+    summary = runs[named[0][0]]
     print("\n| command | packets | time | rate | CPU | peak RSS | × summary | share of the "
           "page-cache floor |")
     print("|---|---|---|---|---|---|---|---|")
-    summary = None
-    for name, argv in commands(path, scratch):
-        shutil.rmtree(scratch, ignore_errors=True)
-        scratch.mkdir(parents=True)
-        seconds, rss, cpu = median_cpu_run([*DISSECT_COMMAND, *argv], repeat)
-        summary = summary or seconds
+    for name, _ in named:
+        mine = runs[name]
+        seconds = statistics.median(t for t, _, _ in mine)
+        ratio = statistics.median(t / base for (t, _, _), (base, _, _) in zip(mine, summary))
         print("| %s | %s | %.2f s | %s pkt/s | %.2f s | %.0f MiB | %.2f | %.0f %% |" % (
-            name, "{:,}".format(packets), seconds, "{:,.0f}".format(packets / seconds), cpu,
-            rss, seconds / summary, 100 * floor / seconds))
-        sys.stdout.flush()
-    shutil.rmtree(scratch, ignore_errors=True)
+            name, "{:,}".format(packets), seconds, "{:,.0f}".format(packets / seconds),
+            statistics.median(cpu for _, _, cpu in mine), max(rss for _, rss, _ in mine),
+            ratio, 100 * floor / seconds))
     print("| floor: cat | %s | %.2f s | %s pkt/s | | | | 100 %% |" % (
         "{:,}".format(packets), floor, "{:,.0f}".format(packets / floor)))
+    sys.stdout.flush()
 
 
 def tshark_sample(path, packets):
