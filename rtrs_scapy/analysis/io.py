@@ -122,6 +122,16 @@ class IoBatch:
         return {i: arena[reqs["usr_at"][i]:reqs["usr_at"][i] + reqs["usr_seen"][i]].tobytes()
                 for i in wanted.tolist()}
 
+    def _user_headers_of(self, req):
+        """The user header bytes kept of the requests ``req`` (sorted), by position in
+        ``req``: a look-up of the few kept, not one of every request."""
+        if not self.usr or not len(req):
+            return {}
+        kept = np.fromiter(self.usr, dtype=np.int64, count=len(self.usr))
+        at = np.minimum(np.searchsorted(req, kept), len(req) - 1)
+        mine = req[at] == kept
+        return {int(a): self.usr[int(k)] for a, k in zip(at[mine], kept[mine])}
+
     def _control_reads(self):
         """SESS_INFO/OPEN reads: their reply arrives as READ data with the rkey of
         the request's descriptor (docs/PROTOCOL.md#rnbd-session-life-cycle)."""
@@ -244,7 +254,7 @@ class IoBatch:
         record = self.req_record[req]
         if an.records is not None:
             self._request_records(rows, reqs, buf_id, offset, data_len, record,
-                                  [self.usr.get(i) for i in req.tolist()], header_only)
+                                  self._user_headers_of(req), header_only)
         return {"sess": an.session_of(rpath), "key": buf_id, "frame": rows[:, T.R_LAST_FRAME],
                 "stamp": rows[:, T.R_LAST_TS], "first_frame": rows[:, T.R_LAST_FRAME],
                 "first_stamp": rows[:, T.R_LAST_TS], "path": rpath, "op": reqs["op"],

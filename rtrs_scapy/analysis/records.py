@@ -333,7 +333,8 @@ class Records:
                  usr):
         """The requests of a batch: ``index`` their records (-1: none), the rest their
         columns; ``rnbd_cols`` the RNBD IO header's columns (decode.rnbd) and ``usr``
-        the user header bytes of each (for the headers that are not a whole IO's)."""
+        the user header bytes by request (at least of the headers that are not a
+        whole IO's)."""
         mine = np.flatnonzero(index >= 0)
         if not len(mine):
             return
