@@ -3,6 +3,7 @@ happened, and a consumer that stops early never waits for the thread, whatever
 the thread was doing when it stopped."""
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,28 @@ def test_an_error_comes_out_after_the_items_before_it():
         for item in ahead(failing(), depth=2):
             got.append(item)
     assert got == list(range(5))
+
+
+def test_by_default_one_chunk_waits_ahead_of_the_consumer():
+    """Each chunk maps up to 8 MB of the file: the consumer's chunk, one queued and one
+    in the making, no more, however long the consumer takes; ``behind`` gives a chunk
+    back once two later ones are queued."""
+    made, given_back = [], []
+
+    def source():
+        for item in range(10):
+            made.append(item)
+            yield item
+
+    stream = ahead(source(), behind=given_back.append)
+    first = next(stream)
+    deadline = time.monotonic() + 5
+    while len(made) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)                     # room for a thread that would go further
+    assert first == 0 and made == [0, 1, 2]
+    assert list(stream) == list(range(1, 10))
+    assert given_back == list(range(8))    # the last two stay with the caller
 
 
 def _stopped_early(items, depth, error=None):

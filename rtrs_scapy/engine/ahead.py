@@ -3,8 +3,10 @@
 Walking the records and decoding their headers (numba, without the GIL) and
 decompressing gzip (zlib, without the GIL) run in a thread of their own while
 the main thread runs the transport and the analysis on the chunks already
-read.  A bounded queue keeps at most ``depth`` chunks in memory: two keep the main
-thread fed (more made no summary faster) and each is up to 8 MB of the file mapped.
+read.  A bounded queue keeps at most ``depth`` chunks in memory, each up to 8 MB of
+the file mapped: one keeps the main thread fed now that the walk prefetches ahead of
+itself (the reader's thread takes about two thirds of the main thread's time); two
+cost 7 MiB more for no faster summary (docs/benchmarks.md).
 """
 
 import collections
@@ -14,7 +16,7 @@ import threading
 _END = object()
 
 
-def ahead(iterable, depth=2, behind=None):
+def ahead(iterable, depth=1, behind=None):
     """Iterate ``iterable`` in a background thread; items come out in order, an
     exception comes out where it happened.  Stopping early stops the thread.
 
