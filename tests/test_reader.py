@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ib_decode import pcap_records
+from ib_decode import RECORD_HEADER, pcap_records
 from rtrs_scapy.capture import CaptureError, ib_offset, link_name, open_capture, sources
 
 BASIC_INVAL = Path(__file__).resolve().parents[1] / "pcaps" / "real" / "basic_inval.pcap"
@@ -150,7 +150,7 @@ def test_chunks_held_together_keep_their_own_columns():
     with open_capture(BASIC_INVAL) as cap:
         chunks = list(cap.chunks(100))
     assert len(chunks) == -(-len(offsets) // 100)
-    assert [int(o) - 16 for chunk in chunks for o in chunk.offs] == offsets
+    assert [int(o) - RECORD_HEADER for chunk in chunks for o in chunk.offs] == offsets
     assert [chunk.first_frame for chunk in chunks] == list(range(1, len(offsets) + 1, 100))
     assert all(len(chunk.packets) == len(chunk.offs) for chunk in chunks)
 

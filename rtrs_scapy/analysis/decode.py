@@ -35,11 +35,13 @@ HEADER_ONLY = 3
 
 
 def _kind_of_type():
-    """K_* of each immediate type (the immediate's top bits): one look-up a row."""
-    table = np.full(1 << (32 - IMM_TYPE_SHIFT), K_UNKNOWN_IMM, dtype=np.int64)
-    for value, kind in ((RTRS_IO_REQ_IMM, K_REQUEST), (RTRS_IO_RSP_IMM, K_RESPONSE),
-                        (RTRS_IO_RSP_W_INV_IMM, K_RESPONSE), (RTRS_HB_MSG_IMM, K_HB_MSG),
-                        (RTRS_HB_ACK_IMM, K_HB_ACK)):
+    """K_* of each immediate type (the immediate's top bits) up to the largest RTRS
+    sends, then one entry for every type above: one look-up a row."""
+    known = ((RTRS_IO_REQ_IMM, K_REQUEST), (RTRS_IO_RSP_IMM, K_RESPONSE),
+             (RTRS_IO_RSP_W_INV_IMM, K_RESPONSE), (RTRS_HB_MSG_IMM, K_HB_MSG),
+             (RTRS_HB_ACK_IMM, K_HB_ACK))
+    table = np.full(max(value for value, _ in known) + 2, K_UNKNOWN_IMM, dtype=np.int64)
+    for value, kind in known:
         table[value] = kind
     return table
 
@@ -52,7 +54,8 @@ def kinds(rows):
     imm = rows[:, T.R_IMM]
     without = np.where(rows[:, T.R_IETH] >= 0, K_INVALIDATE,
                        np.where(rows[:, T.R_SEND] == 1, K_SEND, K_DATA))
-    return np.where(imm >= 0, KIND_OF_TYPE[np.maximum(imm, 0) >> IMM_TYPE_SHIFT], without)
+    itype = np.clip(imm >> IMM_TYPE_SHIFT, 0, len(KIND_OF_TYPE) - 1)
+    return np.where(imm >= 0, KIND_OF_TYPE[itype], without)
 
 
 def _u(arena, base, layout, name, valid):

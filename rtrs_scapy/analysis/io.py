@@ -251,7 +251,7 @@ class IoBatch:
                     mine & header_only & (reqs["op"] == code))))
             an.rnbd_view.requests(path.session, reqs, np.flatnonzero(mine))
         cid = an.cid_of(rows[:, T.R_CONN])
-        record = self.req_record[req]
+        record = subset(self.req_record, req)
         if an.records is not None:
             self._request_records(rows, reqs, buf_id, offset, data_len, record,
                                   self._user_headers_of(req), header_only)
@@ -307,7 +307,7 @@ class IoBatch:
             mine = apath == pid
             for op, code in (("read", READ), ("write", WRITE)):
                 paths[pid].latencies[op].extend(latency[mine & (ops == code)])
-        errno = self.rsps["errno"][rsp]
+        errno = subset(self.rsps["errno"], rsp)
         for k in np.flatnonzero(errno != 0).tolist():
             self._error(rows[k], int(spath[k]), int(errno[k]), int(result.response_request[k]),
                         table)

@@ -448,13 +448,13 @@ class Capture:
                     self._problem("bad_block_length", "interface description block of %d "
                                   "bytes (minimum 20)" % blen)
                     return
-                idb = _parse_idb(data, pos, blen, big)
-                if abs(idb[3]) > MAX_OFFSET_S:
+                link, mode, exp, offset_s, snap = _parse_idb(data, pos, blen, big)
+                if abs(offset_s) > MAX_OFFSET_S:
                     self._problem("bad_option", "interface %d: if_tsoffset of %d s is beyond "
                                   "a clock of 64-bit nanoseconds; read as 0"
-                                  % (ifaces.count, idb[3]), stop=False)
-                    idb = idb[:3] + (0,) + idb[4:]
-                ifaces.add(idb)
+                                  % (ifaces.count, offset_s), stop=False)
+                    offset_s = 0
+                ifaces.add((link, mode, exp, offset_s, snap))
                 snap = ifaces.snap[-1]
                 if snap and (not self.snaplen or snap < self.snaplen):
                     self.snaplen = snap
