@@ -35,6 +35,11 @@ def rtrs_op_of(name):
     return RTRS_OP_OF.get(name, "write")
 
 
+#: the columns of the IO rows (iorows.py) that a session's view reads
+VIEW_COLUMNS = ("frame", "rnbd_type", "rnbd_op", "device_id", "outcome", "errno", "bi_size",
+                "latency_ns")
+
+
 class RnbdView:
     """Per session: IO by operation and device, control messages, devices."""
 
@@ -56,13 +61,19 @@ class RnbdView:
             for pid in np.unique(batch["path"][batch["failed_over"] == 1]).tolist():
                 self.of(paths[pid].session).failed_over(batch, batch["path"] == pid)
             batch = {k: v[batch["failed_over"] == 0] for k, v in batch.items()}
+        if not len(batch["frame"]):
+            return
+        columns = {k: batch[k] for k in VIEW_COLUMNS}
         if self.keep_latencies:
-            batch = dict(batch, **{"split_" + k: v for k, v in split.parts_ns(batch).items()})
-        order = np.argsort(batch["frame"], kind="stable")
+            columns.update(("split_" + k, v) for k, v in split.parts_ns(batch).items())
+        # by path, each path's rows in capture order: one gather a column, a slice a path
+        order = np.lexsort((batch["frame"], batch["path"]))
+        columns = {k: v[order] for k, v in columns.items()}
         path_ids = batch["path"][order]
-        for pid in np.unique(path_ids).tolist():
-            mine = order[path_ids == pid]
-            self.of(paths[pid].session).add({k: v[mine] for k, v in batch.items()})
+        cuts = (np.flatnonzero(path_ids[1:] != path_ids[:-1]) + 1).tolist()
+        for start, stop in zip([0] + cuts, cuts + [len(order)]):
+            self.of(paths[int(path_ids[start])].session).add(
+                {k: v[start:stop] for k, v in columns.items()})
 
     def requests(self, session, reqs, order):
         """Requests as they are settled, in capture order: the access pattern."""
