@@ -5,6 +5,7 @@ lines, and lines that do not fit the buffer at once."""
 import numpy as np
 from hypothesis import given, strategies as st
 
+from rtrs_scapy.engine import text
 from rtrs_scapy.engine.text import Pool, Template, exact_decimals, fixed_decimals
 
 INT64 = st.integers(-2 ** 63, 2 ** 63 - 1)
@@ -81,15 +82,21 @@ def test_guards_batch_texts_and_whole_lines():
         ["<a|>", "<béyz>", "<|x>", "whole line"]
 
 
-def test_lines_longer_than_the_buffer_come_whole():
+def test_lines_longer_than_the_buffer_come_whole(monkeypatch):
+    """A batch whose lines outgrow the room made for them (40 bytes, a line a byte)
+    comes whole: the room grows, the lines written so far kept."""
+    monkeypatch.setattr(text, "LEAST_ROOM", 40)
     pool = Pool()
     t = Template(pool).text("0123456789" * 3).number("v").text("\n")
-    t.out = np.empty(40, dtype=np.uint8)
+    t.line_room = 1
     values = list(range(0, 5000, 7))
     assert lines(t, {"v": values}) == ["0123456789" * 3 + str(v) for v in values]
+    t.line_room = 1
     data, ends = t.texts({"v": np.array(values)}, np.full(len(values), -1), [])
+    data = data.tobytes()
     assert ends[0] == 0 and [data[a:b] for a, b in zip(ends, ends[1:])] == \
         [("0123456789" * 3 + "%d\n" % v).encode() for v in values]
+    t.line_room = 1
     long = "x" * 1000 + "\n"
     assert lines(t, {"v": [1, 2]}, whole=[-1, 0], texts=[long]) == \
         ["0123456789" * 3 + "1", "x" * 1000]

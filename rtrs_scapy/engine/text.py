@@ -35,6 +35,10 @@ _NULL = np.frombuffer(b"null", dtype=np.uint8)
 #: the most a number step writes: a sign, 20 digits, a point and up to 18 decimals (or a
 #: width of as many)
 NUMBER_ROOM = 48
+#: the room per line of a template's first batch (later: the widest line of the last)
+FIRST_LINE_ROOM = 512
+#: the least room of a batch's text
+LEAST_ROOM = 1 << 16
 
 
 class Pool:
@@ -92,7 +96,7 @@ class Template:
         self.guard = ()
         self.both = {}      # a guard column made of several: its columns
         self.guards = set()
-        self.out = np.empty(1 << 22, dtype=np.uint8)     # kept: its pages are touched once
+        self.line_room = FIRST_LINE_ROOM     # bytes a line of the last batch took, at most
 
     @contextlib.contextmanager
     def where(self, column):
@@ -148,11 +152,12 @@ class Template:
         """The lines of a batch as bytes.  ``columns``: name → integer array (one
         entry per row); ``whole``: per row, the batch text that is its whole line, or
         -1; ``texts``: the batch's own texts (``text_of(..., batch=True)``, ``whole``)."""
-        return self.texts(columns, whole, texts)[0]
+        return self.texts(columns, whole, texts)[0].tobytes()
 
     def texts(self, columns, whole, texts):
-        """:meth:`write`'s bytes, and where each row's text ends in them (a string
-        column's offsets, after a 0)."""
+        """:meth:`write`'s bytes (a uint8 array of its own, written in place: no copy
+        of a batch's text), and where each row's text ends in them (a string column's
+        offsets, after a 0)."""
         rows = len(whole)
         mistaken = [name for name in self.guards if columns[name].dtype != np.bool_]
         if mistaken:    # a guard's name given to a number too
@@ -166,17 +171,23 @@ class Template:
         batch, batch_bounds = texts_arrays(texts)
         whole = np.ascontiguousarray(whole, dtype=np.int64)
         ends = np.zeros(rows + 1, dtype=np.int64)
-        parts, row, written = [], 0, 0
+        # room for the batch at the last batch's widest line: grown (twice, the
+        # lines so far kept) in the rare batch whose lines are longer
+        out = np.empty(max(rows * self.line_room, LEAST_ROOM), dtype=np.uint8)
+        row = written = 0
         while row < rows:
             first = row
             row, end = write_lines(steps, table, whole, pool, bounds, batch, batch_bounds,
-                                   self.out, row, ends[1:])
-            parts.append(self.out[:end].tobytes())
+                                   out[written:], row, ends[1:])
             ends[first + 1:row + 1] += written
             written += end
-            if row < rows and end == 0:     # a line longer than the buffer
-                self.out = np.empty(2 * len(self.out), dtype=np.uint8)
-        return b"".join(parts), ends
+            if row < rows:
+                grown = np.empty(2 * len(out), dtype=np.uint8)
+                grown[:written] = out[:written]
+                out = grown
+        if rows:
+            self.line_room = max(int(np.diff(ends).max()), 1)
+        return out[:written], ends
 
 
 def warm_up():
