@@ -105,8 +105,9 @@ class IoSpans:
                                                        max(span[1], mine[1])]
 
 
-#: the integer types a kept column is narrowed to, smallest first
-_NARROW = tuple(np.iinfo(t) for t in (np.int8, np.int16, np.int32))
+#: the integer types a kept column is narrowed to, smallest first: (least, most, type)
+_NARROW = tuple((int(np.iinfo(t).min), int(np.iinfo(t).max), np.dtype(t))
+                for t in (np.int8, np.int16, np.int32))
 
 
 def narrow(column):
@@ -120,9 +121,10 @@ def narrow(column):
 
 def narrow_type(low, high):
     """The smallest of int8, int16 and int32 that holds ``low`` to ``high``, or None."""
-    for info in _NARROW:
-        if info.min <= low and high <= info.max:
-            return info.dtype
+    low, high = int(low), int(high)     # Python's comparisons, not numpy scalars'
+    for least, most, kind in _NARROW:
+        if least <= low and high <= most:
+            return kind
     return None
 
 

@@ -147,7 +147,8 @@ class _Ops:
             timings = np.column_stack([rows["latency_ns"][answered]]
                                       + [np.where(p >= 0, p, UNKNOWN) for p in parts])
             self.timings.extend(timings.ravel())
-        self.sizes.update(rows["bi_size"][mask].tolist())
+        sizes, counts = np.unique(rows["bi_size"][mask], return_counts=True)
+        self.sizes.update(dict(zip(sizes.tolist(), counts.tolist())))
 
     def merge(self, other):
         self.count += other.count
