@@ -20,10 +20,12 @@ import struct
 import subprocess
 import tempfile
 
+import numpy as np
 import pytest
 from scapy.utils import RawPcapReader
 
 from rtrs_scapy.analysis import analyze
+from rtrs_scapy.analysis.io import first_after_an_answer
 from rtrs_scapy.craft import craft_scenario, write_capture
 from rtrs_scapy.layers.cm import CMRtu, cm_attribute_ids, cm_rej_reasons
 
@@ -637,3 +639,19 @@ def test_real_failover_rows_wait_within_a_bound(tmp_path, monkeypatch):
     assert max(held) <= 256 and sum(before_end) > 5000
     taker = {p["client"]: p for p in paths_of(summary)}["10.77.0.2"]
     assert taker["failovers"] == 8 and taker["failovers_unseen"] == 4
+
+
+def test_only_the_first_request_after_a_waiting_answer_may_re_send_it():
+    """Of the requests with an unacknowledged answer's key (session << 32 | buf_id),
+    the first in frame order after the answer is the one that may re-send it: one
+    before is earlier IO, one after found the answer taken (a busy permit is reused
+    by request after request); two answers of a key, each its own first request."""
+    a, b = (7 << 32) | 3, (7 << 32) | 4
+    keys = np.array([a, a, a, a, b, a, a], dtype=np.int64)
+    frames = np.array([10, 30, 30, 40, 50, 70, 80], dtype=np.int64)
+    picked = first_after_an_answer(keys, frames, np.array([a, a], dtype=np.int64),
+                                   np.array([20, 60], dtype=np.int64))
+    assert picked.tolist() == [False, True, False, False, False, True, False]
+    none = first_after_an_answer(keys, frames, np.zeros(0, dtype=np.int64),
+                                 np.zeros(0, dtype=np.int64))
+    assert not none.any()

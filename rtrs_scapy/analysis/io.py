@@ -82,6 +82,22 @@ def acknowledged(state, slot, gen, psn):
     return int(out) if out.ndim == 0 else out
 
 
+def first_after_an_answer(keys, frames, answer_keys, answer_frames):
+    """Which requests (``keys``, ``frames``) come first after an answer waiting with
+    their key (``answer_keys``, ``answer_frames``), frame by frame: the only ones that
+    may re-send it.  A later request with the key finds the answer taken (a busy
+    permit is reused by request after request); one before it is earlier IO."""
+    every_key = np.concatenate((answer_keys, keys))
+    is_answer = np.arange(len(every_key)) < len(answer_keys)
+    order = np.lexsort((~is_answer, np.concatenate((answer_frames, frames)), every_key))
+    key, answer = every_key[order], is_answer[order]
+    first = np.zeros(len(order), dtype=bool)
+    first[1:] = answer[:-1] & ~answer[1:] & (key[1:] == key[:-1])
+    picked = np.empty(len(order), dtype=bool)
+    picked[order] = first
+    return picked[len(answer_keys):]
+
+
 class IoBatch:
     def __init__(self, an, rows, arena, req, rsp, path_id, record):
         self.an = an
@@ -400,7 +416,11 @@ class IoBatch:
         if may_link:
             new = new[np.isin(table["key"][new], [k & 0xFFFFFFFF for k in keys])]
         else:
-            new = new[np.isin(combined[new], keys)]
+            answers = [entry["response_frame"] for entry in waiting.values()]
+            answers += rows[unacked, T.R_LAST_FRAME].tolist()
+            new = new[first_after_an_answer(combined[new], table["frame"][new],
+                                            np.array(keys, dtype=np.int64),
+                                            np.array(answers, dtype=np.int64))]
         events = [(int(rows[k, T.R_LAST_FRAME]), 0, k) for k in unacked.tolist()]
         events += [(int(table["frame"][j]), 1, j) for j in new.tolist()]
         for frame, is_request, x in sorted(events):
