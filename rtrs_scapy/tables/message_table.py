@@ -43,6 +43,10 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
     take = records.cols.take
     order = records.order
     json_columns = _JsonColumns()
+    special = None      # per record: fields gained late, an RNBD header or a reply kept apart
+    if records.extras or records.rnbd or records.replies:
+        special = np.zeros(len(records.cols), dtype=bool)
+        special[list(records.extras) + list(records.rnbd) + list(records.replies)] = True
     for start in range(0, len(order), rows_per_table):
         idx = order[start:start + rows_per_table]
         col = take(("frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired",
@@ -79,10 +83,8 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
         }
         out["fields"], out["rnbd"] = json_columns(records, idx, col)
         slow = col["rich"] >= 0
-        if records.extras or records.rnbd or records.replies:
-            special = np.fromiter(list(records.extras) + list(records.rnbd)
-                                  + list(records.replies), dtype=np.int64)
-            slow |= np.isin(idx, special) | np.isin(header, special)
+        if special is not None:
+            slow |= special[idx] | (special[np.maximum(header, 0)] & (header >= 0))
         if slow.any():
             rows = [row_of(records.record(int(i))) for i in idx[slow].tolist()]
             mask, at = pa.array(slow), pa.array(np.flatnonzero(slow))
