@@ -5,6 +5,23 @@ for them.  One row group is in writing at a time: memory holds two at most."""
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .schema import schema
+
+
+def parquet_writer(path, table):
+    """A Parquet writer of ``table`` (schema.py) into ``path``.  Dictionary encoding
+    only for its strings and narrow numbers: the 64-bit columns (frames, times,
+    sectors, latencies) have nearly every value distinct, and trying a dictionary on
+    them cost a quarter of the encoding and made the file larger (docs/export.md)."""
+    fields = schema(table)
+    wide = [pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type)
+            or pa.types.is_floating(f.type) for f in fields]
+    return pq.ParquetWriter(path, fields, use_dictionary=[
+        f.name for f, is_wide in zip(fields, wide) if not is_wide])
+
 
 class Encoder:
     """Writes Arrow tables with ``writer`` (a ``pq.ParquetWriter``) in the background;

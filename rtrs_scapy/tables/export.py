@@ -14,13 +14,11 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-import pyarrow.parquet as pq
-
 from . import build
-from .encoding import Encoder
+from .encoding import Encoder, parquet_writer
 from .ios import IoWriter
 from .names import KnownNames
-from .schema import TABLES, schema
+from .schema import TABLES
 
 
 def capture_name(inputs):
@@ -121,7 +119,7 @@ def _write(path, table, pieces):
     """Arrow tables into one Parquet file (a row group each, encoded while the next is
     made: encoding.py); the row count."""
     rows = 0
-    encoder = Encoder(pq.ParquetWriter(path + ".partial", schema(table)),
+    encoder = Encoder(parquet_writer(path + ".partial", table),
                       after=lambda: _trim_heap(0))
     try:
         for piece in pieces:

@@ -23,7 +23,7 @@ from ..analysis import iorows, split
 from ..analysis.rnbd import kind_name
 from ..spec.constants import RNBD_OP_FLUSH, errno_name, rnbd_op_name
 from .arrays import by_key, lookup, nullable
-from .encoding import Encoder
+from .encoding import Encoder, parquet_writer
 from .names import PATH_COLUMNS, Names
 from .schema import TIME, schema
 
@@ -132,7 +132,7 @@ class IoWriter:
         self.pending_rows = 0
         self.rows = 0
         self.used = {}           # name key -> set of the names written for it
-        self.writer = Encoder(pq.ParquetWriter(self.path, schema("ios")))
+        self.writer = Encoder(parquet_writer(self.path, "ios"))
 
     def bind_analyzer(self, analyzer):
         self.names = Names(analyzer)
@@ -201,7 +201,7 @@ class IoWriter:
         """Rewrite the file with the final names, one row group at a time."""
         source = pq.ParquetFile(self.path)
         fresh = self.path + ".renamed"
-        with pq.ParquetWriter(fresh, schema("ios")) as writer:
+        with parquet_writer(fresh, "ios") as writer:
             for group in range(source.num_row_groups):
                 table = source.read_row_group(group)
                 writer.write_table(_renamed(table, names), row_group_size=self.row_group_rows)
