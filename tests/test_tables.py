@@ -209,6 +209,23 @@ def test_the_files_carry_the_schema(exported):
     assert TIME == pa.timestamp("ns", tz="UTC")
 
 
+def test_only_strings_and_narrow_numbers_are_dictionary_encoded(exported):
+    """Frames, times, sectors and latencies are nearly all distinct: their column
+    chunks are written without a dictionary; names, message kinds and ids with one."""
+    done, _ = exported(real_pcap("basic_inval"))
+    for table, wide, narrow in (("ios", ("frame", "time", "sector", "latency_us"),
+                                 ("session", "op", "buf_id", "outcome")),
+                                ("messages", ("frame", "time", "paired_frame"),
+                                 ("msg", "src", "cid", "fields"))):
+        group = pq.ParquetFile(done.files[table]).metadata.row_group(0)
+        chunks = {group.column(k).path_in_schema: group.column(k)
+                  for k in range(group.num_columns)}
+        for name in wide:
+            assert chunks[name].dictionary_page_offset is None, (table, name)
+        for name in narrow:
+            assert chunks[name].dictionary_page_offset is not None, (table, name)
+
+
 def test_times_are_the_captures(exported):
     """The first request of basic_inval: frame 22, 2026-11-29T15:15:15.863726Z."""
     _, con = exported(real_pcap("basic_inval"))
