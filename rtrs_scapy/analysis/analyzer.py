@@ -24,6 +24,7 @@ from . import failover, heartbeat, iorows, other_rdma, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
 from .controlreads import ControlReads
+from .distinct import distinct_inverse
 from .counts import CaptureCounts
 from .io import IoBatch, acknowledged
 from .linking import link_reconnected
@@ -485,13 +486,13 @@ class Analyzer:
         conn = rows[:, T.R_CONN]
         bound = conn >= 0
         if bound.any():
-            ids, where = np.unique(conn[bound], return_inverse=True)
+            ids, where = distinct_inverse(conn[bound])
             path_id[bound] = np.array([self.conns[i][0].path.id for i in ids.tolist()])[where]
             c2s[bound] = np.array([self.conns[i][1] for i in ids.tolist()])[where]
         free = np.flatnonzero(conn == -1)
         if len(free):
             stream = (rows[free, T.R_SLOT] << 32) + rows[free, T.R_GEN]
-            values, where = np.unique(stream, return_inverse=True)
+            values, where = distinct_inverse(stream)
             for k in range(len(values)):
                 at = free[where == k]
                 known = self._stream_path(rows, arena, at, kind)
@@ -530,7 +531,7 @@ class Analyzer:
         other = np.flatnonzero(rows[:, T.R_CONN] < -1)
         if not len(other):
             return
-        values, where = np.unique(rows[other, T.R_CONN], return_inverse=True)
+        values, where = distinct_inverse(rows[other, T.R_CONN])
         sizes = np.bincount(where.ravel(), weights=rows[other, T.R_LEN])
         counts = np.bincount(where.ravel())
         for value, size, count in zip(values.tolist(), sizes.tolist(), counts.tolist()):

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .distinct import distinct
 from .growing import capacity_for
 from .spill import ChunkFiles
 
@@ -86,7 +87,7 @@ class Columns:
             out[name][here] = self.data[name][rows[here] - self.base]
         old = np.flatnonzero(~here)
         chunks = rows[old] // self.files.rows
-        for chunk in np.unique(chunks).tolist():
+        for chunk in distinct(chunks).tolist():
             at = old[chunks == chunk]
             arrays = self.files.load(chunk)
             for name in names:

@@ -13,6 +13,7 @@ from ..spec.constants import RNBD_MSG_IO, errno_name, rnbd_op_name
 from ..engine import transport as T
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
+from .distinct import distinct, distinct_inverse
 from . import iorows, pairing, rnbd
 from .linking import link_by_failover, link_undelivered, unlinked
 
@@ -25,7 +26,7 @@ HEADER = ("op", "rnbd_type", "device_id", "sector", "bi_size", "rnbd_op")
 def per_id(ids, value):
     """``value(id)`` for each id of an int64 array, called once per distinct id: a
     batch costs its own size, never the number of paths or connections."""
-    distinct, inverse = np.unique(ids, return_inverse=True)
+    distinct, inverse = distinct_inverse(ids)
     values = np.array([value(int(i)) for i in distinct.tolist()], dtype=np.int64)
     return values[inverse.reshape(ids.shape)] if len(distinct) else np.zeros(ids.shape,
                                                                             dtype=np.int64)
@@ -160,7 +161,7 @@ class IoBatch:
 
     def _rkeys(self):
         paths, rows = self.an.path_list, self.rsp_rows
-        for pid in np.unique(self.rsp_path).tolist():
+        for pid in distinct(self.rsp_path).tolist():
             path = paths[pid]
             mine = self.rsp_path == pid
             refreshes = int(np.count_nonzero(self.rsps["rkey_rsp"][mine]))
@@ -175,7 +176,7 @@ class IoBatch:
         """Feed the queue depth rules of the undecided paths, then settle in capture
         order (settling.py)."""
         paths = self.an.path_list
-        self.involved = np.unique(np.concatenate((self.req_path, self.rsp_path))).tolist()
+        self.involved = distinct(np.concatenate((self.req_path, self.rsp_path))).tolist()
         self.size = len(self.req_path) + len(self.rsp_path)
         for pid in self.involved:
             if paths[pid].inference is not None:
@@ -254,7 +255,7 @@ class IoBatch:
                             np.maximum(offset - reqs["usr_len"], 0))
         size = np.where(header_only, offset, data_len + reqs["usr_len"])
         data_len = np.where(header_only, -1, data_len)
-        for pid in np.unique(rpath).tolist():
+        for pid in distinct(rpath).tolist():
             path, mine = paths[pid], rpath == pid
             for op, code in (("read", READ), ("write", WRITE)):
                 hit = mine & (reqs["op"] == code)
@@ -319,7 +320,7 @@ class IoBatch:
         latency = rows[answered, T.R_LAST_TS] - result.first_stamp[req_of]
         ops = table["op"][req_of]
         apath = spath[answered] if an.keep_latencies else spath[:0]
-        for pid in np.unique(apath).tolist():
+        for pid in distinct(apath).tolist():
             mine = apath == pid
             for op, code in (("read", READ), ("write", WRITE)):
                 paths[pid].latencies[op].extend(latency[mine & (ops == code)])

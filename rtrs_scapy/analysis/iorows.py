@@ -10,6 +10,7 @@ flight when the capture ends.  Rows come out in batches of numpy columns
 
 import numpy as np
 
+from .distinct import distinct
 from .spill import SpilledList
 
 #: (name, meaning) of the numeric columns of a batch of IO rows
@@ -82,7 +83,7 @@ class IoSpans:
         self.spans = {}             # path id -> [first (stamp, frame), last (stamp, frame)]
 
     def add(self, batch):
-        for pid in np.unique(batch["path"]).tolist():
+        for pid in distinct(batch["path"]).tolist():
             mine = batch["path"] == pid
             times, frames = batch["time_ns"][mine], batch["frame"][mine]
             first, last = int(np.argmin(times)), int(np.argmax(times))

@@ -22,6 +22,7 @@ import numpy as np
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
 from . import iorows, rnbd, split
+from .distinct import distinct
 from .growing import MICRO, Growing
 from .io import WRITE
 from .summary import latency_stats
@@ -58,7 +59,7 @@ class RnbdView:
         was failed over is the same block IO as its copy: only the copy counts; a write
         the server answered before the client re-sent it ran twice on the server."""
         if batch["failed_over"].any():
-            for pid in np.unique(batch["path"][batch["failed_over"] == 1]).tolist():
+            for pid in distinct(batch["path"][batch["failed_over"] == 1]).tolist():
                 self.of(paths[pid].session).failed_over(batch, batch["path"] == pid)
             batch = {k: v[batch["failed_over"] == 0] for k, v in batch.items()}
         if not len(batch["frame"]):
@@ -81,7 +82,7 @@ class RnbdView:
         io = reqs["rnbd_type"][order] == RNBD_MSG_IO
         devices = reqs["device_id"][order][io]
         sectors, sizes = reqs["sector"][order][io], reqs["bi_size"][order][io]
-        for device_id in np.unique(devices).tolist():
+        for device_id in distinct(devices).tolist():
             mine = devices == device_id
             view.device(device_id).pattern(sectors[mine], sizes[mine])
 
@@ -196,7 +197,7 @@ class _Device:
         self.io = self.sequential = self.aligned = 0
 
     def add(self, rows, mask):
-        for code in np.unique(rows["rnbd_op"][mask]).tolist():
+        for code in distinct(rows["rnbd_op"][mask]).tolist():
             name = rnbd_op_name(code)
             self.ops.setdefault(name, _Ops(self.keep_latencies)).add(
                 rows, mask & (rows["rnbd_op"] == code))
@@ -271,10 +272,10 @@ class _SessionView:
 
     def add(self, rows):
         io = rows["rnbd_type"] == RNBD_MSG_IO
-        for device_id in np.unique(rows["device_id"][io]).tolist():
+        for device_id in distinct(rows["device_id"][io]).tolist():
             self.device(device_id).add(rows, io & (rows["device_id"] == device_id))
         failed = (rows["outcome"] == iorows.ANSWERED) & (rows["errno"] != 0)
-        for code in np.unique(rows["rnbd_type"][~io & (rows["rnbd_type"] >= 0)]).tolist():
+        for code in distinct(rows["rnbd_type"][~io & (rows["rnbd_type"] >= 0)]).tolist():
             kind = rnbd.kind_name(code)
             if kind in CONTROL:
                 mine = rows["rnbd_type"] == code

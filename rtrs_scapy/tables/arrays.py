@@ -1,8 +1,9 @@
 """numpy columns as Arrow arrays, for the tables built from columns (``ios``,
 ``messages``): no Python per row, only per distinct value."""
 
-import numpy as np
 import pyarrow as pa
+
+from ..analysis.distinct import distinct_inverse
 
 
 def nullable(values, missing):
@@ -18,7 +19,7 @@ def lookup(table, codes):
 def by_key(keys, name, missing=None):
     """``name(key)`` per row as an Arrow string array, computed once per distinct
     key; null where ``missing``.  Also the names by key."""
-    uniq, inverse = np.unique(keys, return_inverse=True)
+    uniq, inverse = distinct_inverse(keys)
     values = [name(k) for k in uniq.tolist()]
     return pa.array(values, pa.string()).take(pa.array(inverse.reshape(-1), mask=missing)), \
         dict(zip(uniq.tolist(), values))

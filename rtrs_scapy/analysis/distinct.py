@@ -1,0 +1,53 @@
+"""The distinct values of a batch's ids (paths, devices, connections, operations, chunks).
+
+``np.unique`` hashes or sorts every value: 100 µs for the 4,500 path ids of a batch of
+load.  A batch's ids are a few small integers, and a count over their span finds them in
+a tenth of that; values spread wider than the count is worth fall back to ``np.unique``.
+"""
+
+import numpy as np
+
+#: fewer values than this: ``np.unique`` (it costs a few µs there, as the count does)
+FEW = 256
+#: the widest span counted, as a multiple of the number of values
+SPAN_PER_VALUE = 4
+
+
+def _span(values):
+    """(least value, span) when the values are worth counting (integers that a count's
+    index holds: not 64-bit unsigned), else None."""
+    kind = values.dtype
+    if len(values) < FEW or not (kind.kind == "i" or kind.kind == "u" and kind.itemsize < 8):
+        return None
+    low, high = int(values.min()), int(values.max())
+    span = high - low + 1
+    return (low, span) if span <= SPAN_PER_VALUE * len(values) else None
+
+
+def distinct(values):
+    """The distinct values of an integer array, sorted (``np.unique(values)``)."""
+    counted = _span(values)
+    if counted is None:
+        return np.unique(values)
+    low, _ = counted
+    return (np.flatnonzero(np.bincount(_offsets(values, low))) + low).astype(
+        values.dtype, copy=False)
+
+
+def distinct_inverse(values):
+    """``np.unique(values, return_inverse=True)``: the distinct values, sorted, and the
+    place of each value among them."""
+    counted = _span(values)
+    if counted is None:
+        return np.unique(values, return_inverse=True)
+    low, span = counted
+    offsets = _offsets(values, low)
+    present = np.flatnonzero(np.bincount(offsets))
+    place = np.zeros(span, dtype=np.intp)
+    place[present] = np.arange(len(present))
+    return (present + low).astype(values.dtype, copy=False), place[offsets]
+
+
+def _offsets(values, low):
+    """Each value less ``low``, in 64 bits (a narrow type would wrap)."""
+    return np.subtract(values, low, dtype=np.int64)

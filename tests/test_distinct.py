@@ -1,0 +1,43 @@
+"""The distinct ids of a batch, by a count over their span, are numpy's own: the same
+values, order, type and inverse as ``np.unique`` for every integer type, wide and narrow
+spans, negative values and empty arrays (hypothesis)."""
+
+import numpy as np
+from hypothesis import given, strategies as st
+from hypothesis.extra import numpy as hnp
+
+from rtrs_scapy.analysis import distinct as D
+
+KINDS = st.sampled_from([np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                         np.uint32, np.uint64])
+
+
+@st.composite
+def ids(draw):
+    kind = np.dtype(draw(KINDS))
+    info = np.iinfo(kind)
+    low = draw(st.integers(info.min, info.max))
+    span = draw(st.sampled_from([1, 3, 50, 5000, 1 << 40]))
+    high = min(info.max, low + span)
+    size = draw(st.sampled_from([0, 1, 7, D.FEW, 2 * D.FEW + 3]))
+    return draw(hnp.arrays(kind, size, elements=st.integers(low, high)))
+
+
+@given(ids())
+def test_the_distinct_values_are_numpys(values):
+    expected = np.unique(values)
+    got = D.distinct(values)
+    assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    expected, where = np.unique(values, return_inverse=True)
+    got, place = D.distinct_inverse(values)
+    assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    assert place.shape == where.shape and np.array_equal(place, where)
+
+
+def test_a_batch_of_path_ids_is_counted():
+    """A batch's path ids (a narrow span) go by the count, not by np.unique."""
+    values = np.full(2 * D.FEW, 7, dtype=np.int64)
+    values[::5] = 3
+    assert D._span(values) == (3, 5)
+    assert D.distinct(values).tolist() == [3, 7]
+    assert D._span(np.array([0, 1 << 40] * D.FEW, dtype=np.int64)) is None
