@@ -1,6 +1,6 @@
 """The distinct ids of a batch, by a count over their span, are numpy's own: the same
 values, order, type and inverse as ``np.unique`` for every integer type, wide and narrow
-spans, negative values and empty arrays (hypothesis)."""
+spans, negative values and empty arrays; and ``among`` is ``np.isin`` (hypothesis)."""
 
 import numpy as np
 from hypothesis import given, strategies as st
@@ -41,3 +41,10 @@ def test_a_batch_of_path_ids_is_counted():
     assert D._span(values) == (3, 5)
     assert D.distinct(values).tolist() == [3, 7]
     assert D._span(np.array([0, 1 << 40] * D.FEW, dtype=np.int64)) is None
+
+
+@given(ids(), st.lists(st.integers(-300, 300), max_size=2 * D.FEW_WANTED))
+def test_among_is_numpys_isin(values, wanted):
+    wanted = [w for w in wanted if np.can_cast(np.min_scalar_type(w), values.dtype)]
+    assert np.array_equal(D.among(values, wanted), np.isin(values, wanted))
+    assert np.array_equal(D.among(values, values[:3]), np.isin(values, values[:3]))

@@ -24,7 +24,7 @@ from . import failover, heartbeat, iorows, other_rdma, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
 from .controlreads import ControlReads
-from .distinct import distinct_inverse
+from .distinct import among, distinct_inverse
 from .counts import CaptureCounts
 from .io import IoBatch, acknowledged
 from .linking import link_reconnected
@@ -519,7 +519,7 @@ class Analyzer:
     def _immediates(self, rows, kind):
         """Unbound streams that carried an RTRS immediate type (requests, responses,
         heartbeats), proven or not: a DREQ naming their QP may be RTRS's."""
-        rtrs = (rows[:, T.R_CONN] == -1) & np.isin(kind, IMMEDIATE_KINDS)
+        rtrs = (rows[:, T.R_CONN] == -1) & among(kind, IMMEDIATE_KINDS)
         if rtrs.any():
             keys = np.unique(rows[rtrs][:, [T.R_SLOT, T.R_GEN]], axis=0)
             self.unbound.carried_immediates(map(tuple, keys.tolist()))
@@ -654,7 +654,7 @@ class Analyzer:
         """The server's RDMA WRITE of READ data: RNBD replies to control reads
         (docs/PROTOCOL.md#rnbd-session-life-cycle)."""
         data = np.flatnonzero((kind == D.K_DATA) & (path_id >= 0))
-        data = data[np.isin(rows[data, T.R_RKEY], self.control_reads.rkeys())]
+        data = data[among(rows[data, T.R_RKEY], self.control_reads.rkeys())]
         for i in data.tolist():
             key = int(rows[i, T.R_RKEY])
             entry = self.control_reads.waiting(key, path_id[i])

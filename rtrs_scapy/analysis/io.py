@@ -13,7 +13,7 @@ from ..spec.constants import RNBD_MSG_IO, errno_name, rnbd_op_name
 from ..engine import transport as T
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
-from .distinct import distinct, distinct_inverse
+from .distinct import among, distinct, distinct_inverse
 from . import iorows, pairing, rnbd
 from .linking import link_by_failover, link_undelivered, unlinked
 
@@ -132,7 +132,7 @@ class IoBatch:
         control reads (SESS_INFO, OPEN), and for message records those that are not
         a whole IO header (the records keep an IO header's fields as columns)."""
         reqs = self.reqs
-        wanted = np.isin(reqs["rnbd_type"], rnbd.CONTROL_READS) & (reqs["op"] == READ)
+        wanted = among(reqs["rnbd_type"], rnbd.CONTROL_READS) & (reqs["op"] == READ)
         if self.an.records is not None:
             wanted |= (reqs["rnbd_type"] != RNBD_MSG_IO) | (reqs["usr_seen"] < rnbd.IO_SIZE)
         wanted = np.flatnonzero(wanted)
@@ -153,7 +153,7 @@ class IoBatch:
         """SESS_INFO/OPEN reads: their reply arrives as READ data with the rkey of
         the request's descriptor (docs/PROTOCOL.md#rnbd-session-life-cycle)."""
         reqs = self.reqs
-        for i in np.flatnonzero(np.isin(reqs["rnbd_type"], rnbd.CONTROL_READS)
+        for i in np.flatnonzero(among(reqs["rnbd_type"], rnbd.CONTROL_READS)
                                 & (reqs["op"] == READ)).tolist():
             self.an.control_reads.ask(int(reqs["desc_key"][i]), int(self.req_path[i]),
                                       rnbd.decode(self.usr[i]) or {}, int(self.req_record[i]),
@@ -214,8 +214,8 @@ class IoBatch:
         if not pids:
             return
         self.settled.update(pids)
-        req = np.flatnonzero(np.isin(self.req_path, pids))
-        rsp = np.flatnonzero(np.isin(self.rsp_path, pids))
+        req = np.flatnonzero(among(self.req_path, pids))
+        rsp = np.flatnonzero(among(self.rsp_path, pids))
         new = self._requests(req)
         self._pair(new, rsp)
 
