@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rtrs_scapy.analysis import distinct as D
+from rtrs_scapy.engine import distinct as D
 
 KINDS = st.sampled_from([np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                          np.uint32, np.uint64])

@@ -16,6 +16,7 @@ import numpy as np
 from ..spec.constants import RTRS_MSG_INFO_REQ, RTRS_MSG_INFO_RSP
 from ..engine import mads
 from ..engine import transport as T
+from ..engine.distinct import among, distinct_inverse
 from ..spec.imm import mem_bits
 from ..layout.plans import plan
 from ..layout.wire import OPCODES
@@ -24,7 +25,6 @@ from . import failover, heartbeat, iorows, other_rdma, pairing, rnbd
 from .bounds import Anomalies, Bounds
 from .cm_tracker import CmTracker
 from .controlreads import ControlReads
-from .distinct import among, distinct_inverse
 from .counts import CaptureCounts
 from .io import IoBatch, acknowledged
 from .linking import link_reconnected

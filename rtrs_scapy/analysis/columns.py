@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .distinct import distinct
+from ..engine.distinct import distinct
 from .growing import capacity_for
 from .spill import ChunkFiles
 

@@ -11,9 +11,9 @@ import numpy as np
 
 from ..spec.constants import RNBD_MSG_IO, errno_name, rnbd_op_name
 from ..engine import transport as T
+from ..engine.distinct import among, distinct, distinct_inverse
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
-from .distinct import among, distinct, distinct_inverse
 from . import iorows, pairing, rnbd
 from .linking import link_by_failover, link_undelivered, unlinked
 

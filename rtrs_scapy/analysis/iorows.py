@@ -10,7 +10,7 @@ flight when the capture ends.  Rows come out in batches of numpy columns
 
 import numpy as np
 
-from .distinct import distinct
+from ..engine.distinct import distinct
 from .spill import SpilledList
 
 #: (name, meaning) of the numeric columns of a batch of IO rows

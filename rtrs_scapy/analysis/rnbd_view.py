@@ -21,8 +21,8 @@ import numpy as np
 
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
+from ..engine.distinct import distinct
 from . import iorows, rnbd, split
-from .distinct import distinct
 from .growing import MICRO, Growing
 from .io import WRITE
 from .summary import latency_stats

@@ -25,6 +25,7 @@ import contextlib
 import numpy as np
 
 from ..capture.jit import byte_array, compiled, helper
+from .distinct import distinct_inverse
 
 TEXT, TEXT_OF, NUMBER, NUMBER_OR_NULL, UNSIGNED, PADDED, DECIMAL, FIXED = range(8)
 #: a step's guard when it has none
@@ -70,7 +71,7 @@ class Pool:
     def add_each(self, values, text):
         """The number of ``text(v)`` for each of ``values``, worked out once per
         distinct value."""
-        unique, inverse = np.unique(values, return_inverse=True)
+        unique, inverse = distinct_inverse(values)
         return self.add_all(text(v) for v in unique.tolist())[inverse.reshape(-1)]
 
     def arrays(self):

@@ -3,7 +3,7 @@
 
 import pyarrow as pa
 
-from ..analysis.distinct import distinct_inverse
+from ..engine.distinct import distinct_inverse
 
 
 def nullable(values, missing):

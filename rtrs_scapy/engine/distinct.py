@@ -1,4 +1,5 @@
-"""The distinct values of a batch's ids (paths, devices, connections, operations, chunks).
+"""The distinct values of a batch's ids (paths, devices, connections, operations, chunks;
+the lines' errnos, queue pairs, seconds).
 
 ``np.unique`` hashes or sorts every value: 100 µs for the 4,500 path ids of a batch of
 load.  A batch's ids are a few small integers, and a count over their span finds them in
