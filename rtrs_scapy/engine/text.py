@@ -163,9 +163,10 @@ class Template:
         mistaken = [name for name in self.guards if columns[name].dtype != np.bool_]
         if mistaken:    # a guard's name given to a number too
             raise TypeError("guard columns not boolean: %s" % ", ".join(sorted(mistaken)))
-        table = np.empty((len(self.columns), rows), dtype=np.int64)
+        # a row's values side by side: the writer reads a line's from one place
+        table = np.empty((rows, len(self.columns)), dtype=np.int64)
         for name, k in self.columns.items():
-            table[k] = np.logical_and.reduce([columns[c] != 0 for c in self.both[name]]) \
+            table[:, k] = np.logical_and.reduce([columns[c] != 0 for c in self.both[name]]) \
                 if name in self.both else columns[name]
         steps = np.array(self.steps, dtype=np.int64).reshape(-1, 4)
         pool, bounds = self.pool.arrays()
@@ -228,7 +229,8 @@ def fixed_decimals(values, places):
 @compiled
 def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, row, ends):
     """The lines of rows ``row``… into ``out`` while each fits whole, each one's end in
-    ``ends``; returns the next row and the bytes written.  (One loop, its copies
+    ``ends``; returns the next row and the bytes written.  ``columns``: a row's values
+    of the template's columns, row by row.  (One loop, its copies
     written out: a helper call that takes the arrays costs more than the bytes it
     writes.)"""
     at, size = 0, out.shape[0]
@@ -243,14 +245,14 @@ def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, r
                 if w >= 0:
                     break
                 kind, a, b, guard = steps[s, 0], steps[s, 1], steps[s, 2], steps[s, 3]
-                if guard >= 0 and columns[guard, row] == 0:
+                if guard >= 0 and columns[row, guard] == 0:
                     continue
                 if kind != TEXT and kind != TEXT_OF:
                     if at + NUMBER_ROOM > size:
                         return row, start
-                    at = _number(out, at, kind, columns[a, row], b)
+                    at = _number(out, at, kind, columns[row, a], b)
                     continue
-                entry = a if kind == TEXT else columns[a, row]
+                entry = a if kind == TEXT else columns[row, a]
                 if entry < 0:
                     continue
                 if kind == TEXT_OF and b == BATCH:
