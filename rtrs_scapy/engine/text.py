@@ -36,7 +36,8 @@ _NULL = np.frombuffer(b"null", dtype=np.uint8)
 #: the most a number step writes: a sign, 20 digits, a point and up to 18 decimals (or a
 #: width of as many)
 NUMBER_ROOM = 48
-#: the room per line of a template's first batch (later: the widest line of the last)
+#: the room per line of a template's first batch (later: the last batch's mean line and
+#: a quarter more, so that a batch's room holds its text, not its longest line's worth)
 FIRST_LINE_ROOM = 512
 #: the least room of a batch's text
 LEAST_ROOM = 1 << 16
@@ -97,7 +98,7 @@ class Template:
         self.guard = ()
         self.both = {}      # a guard column made of several: its columns
         self.guards = set()
-        self.line_room = FIRST_LINE_ROOM     # bytes a line of the last batch took, at most
+        self.line_room = FIRST_LINE_ROOM     # room per line of the next batch (bytes)
 
     @contextlib.contextmanager
     def where(self, column):
@@ -173,8 +174,8 @@ class Template:
         batch, batch_bounds = texts_arrays(texts)
         whole = np.ascontiguousarray(whole, dtype=np.int64)
         ends = np.zeros(rows + 1, dtype=np.int64)
-        # room for the batch at the last batch's widest line: grown (twice, the
-        # lines so far kept) in the rare batch whose lines are longer
+        # room for the batch at the last batch's lines: grown (twice, the lines so
+        # far kept) in the rare batch whose lines are longer
         out = np.empty(max(rows * self.line_room, LEAST_ROOM), dtype=np.uint8)
         row = written = 0
         while row < rows:
@@ -188,7 +189,7 @@ class Template:
                 grown[:written] = out[:written]
                 out = grown
         if rows:
-            self.line_room = max(int(np.diff(ends).max()), 1)
+            self.line_room = written * 5 // (4 * rows) + 1
         return out[:written], ends
 
 
