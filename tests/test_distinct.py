@@ -1,6 +1,7 @@
 """The distinct ids of a batch, by a count over their span, are numpy's own: the same
 values, order, type and inverse as ``np.unique`` for every integer type, wide and narrow
-spans, negative values and empty arrays; and ``among`` is ``np.isin`` (hypothesis)."""
+spans, negative values and empty arrays; ``among`` is ``np.isin``, and ``runs`` cover a
+sorted array value by value (hypothesis)."""
 
 import numpy as np
 from hypothesis import given, strategies as st
@@ -48,3 +49,13 @@ def test_among_is_numpys_isin(values, wanted):
     wanted = [w for w in wanted if np.can_cast(np.min_scalar_type(w), values.dtype)]
     assert np.array_equal(D.among(values, wanted), np.isin(values, wanted))
     assert np.array_equal(D.among(values, values[:3]), np.isin(values, values[:3]))
+
+
+@given(ids())
+def test_runs_cover_a_sorted_array_value_by_value(values):
+    ordered = np.sort(values)
+    got = D.runs(ordered)
+    assert [value for value, _, _ in got] == np.unique(values).tolist()
+    assert [stop - start for _, start, stop in got] == \
+        np.unique(values, return_counts=True)[1].tolist()
+    assert all(ordered[start] == ordered[stop - 1] == value for value, start, stop in got)

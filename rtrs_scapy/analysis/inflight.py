@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.distinct import runs
 from .growing import Growing
 from .iorows import ANSWERED
 
@@ -139,7 +140,5 @@ def _levels(end, length, at):
 def slices(keys):
     """(key, positions) of each distinct value of an int array: one sort, no mask per key."""
     order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
-    for at in np.split(order, cuts) if len(order) else ():
-        yield int(keys[at[0]]), at
+    for key, start, stop in runs(keys[order]):
+        yield key, order[start:stop]

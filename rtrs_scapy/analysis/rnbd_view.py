@@ -21,7 +21,7 @@ import numpy as np
 
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
-from ..engine.distinct import distinct
+from ..engine.distinct import distinct, runs
 from . import iorows, rnbd, split
 from .growing import MICRO, Growing
 from .io import WRITE
@@ -62,19 +62,14 @@ class RnbdView:
             for pid in distinct(batch["path"][batch["failed_over"] == 1]).tolist():
                 self.of(paths[pid].session).failed_over(batch, batch["path"] == pid)
             batch = {k: v[batch["failed_over"] == 0] for k, v in batch.items()}
-        if not len(batch["frame"]):
-            return
         columns = {k: batch[k] for k in VIEW_COLUMNS}
         if self.keep_latencies:
             columns.update(("split_" + k, v) for k, v in split.parts_ns(batch).items())
         # by path, each path's rows in capture order: one gather a column, a slice a path
         order = np.lexsort((batch["frame"], batch["path"]))
         columns = {k: v[order] for k, v in columns.items()}
-        path_ids = batch["path"][order]
-        cuts = (np.flatnonzero(path_ids[1:] != path_ids[:-1]) + 1).tolist()
-        for start, stop in zip([0] + cuts, cuts + [len(order)]):
-            self.of(paths[int(path_ids[start])].session).add(
-                {k: v[start:stop] for k, v in columns.items()})
+        for pid, start, stop in runs(batch["path"][order]):
+            self.of(paths[pid].session).add({k: v[start:stop] for k, v in columns.items()})
 
     def requests(self, session, reqs, order):
         """Requests as they are settled, in capture order: the access pattern."""

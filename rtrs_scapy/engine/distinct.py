@@ -68,3 +68,10 @@ def among(values, wanted):
     for value in wanted:
         found |= values == value
     return found
+
+
+def runs(ordered):
+    """(value, start, stop) of each run of equal values of a sorted integer array."""
+    cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
+    return [(int(ordered[start]), start, stop)
+            for start, stop in zip([0] + cuts, cuts + [len(ordered)])] if len(ordered) else []
