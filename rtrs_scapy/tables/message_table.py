@@ -81,15 +81,18 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
             "paired_frame": _column(col["paired"], pa.int64(), col["paired"] < 0),
             "latency_us": _round_1(col["latency"] * 1e6),
         }
-        out["fields"], out["rnbd"] = json_columns(records, idx, col)
         slow = col["rich"] >= 0
         if special is not None:
             slow |= special[idx] | (special[np.maximum(header, 0)] & (header >= 0))
-        if slow.any():
-            rows = [row_of(records.record(int(i))) for i in idx[slow].tolist()]
+        rows = [row_of(records.record(int(i))) for i in idx[slow].tolist()]
+        own = dict(zip(table_schema.names, zip(*rows)))     # the rich rows' values
+        out["fields"], out["rnbd"] = json_columns(records, idx, col, slow, own)
+        if rows:
             mask, at = pa.array(slow), pa.array(np.flatnonzero(slow))
-            for field, values in zip(table_schema, zip(*rows)):
-                rich = _wrapped(values, field.type)
+            for field in table_schema:
+                if field.name in _JsonColumns.NAMES:
+                    continue
+                rich = _wrapped(own[field.name], field.type)
                 # most columns of a rich record are what the columns already hold
                 if not out[field.name].take(at).equals(rich):
                     out[field.name] = pc.replace_with_mask(out[field.name], mask, rich)
@@ -126,7 +129,13 @@ class _JsonColumns:
         self.pool = pool
         self.fields, self.rnbd = _fields_template(pool), _rnbd_template(pool)
 
-    def __call__(self, records, idx, col):
+    #: the columns it writes
+    NAMES = ("fields", "rnbd")
+
+    def __call__(self, records, idx, col, rich, own):
+        """The two columns of the records ``idx``; the ``rich`` ones (a mask) take
+        their texts from ``own`` (column name -> texts, None for null), made from
+        their dicts: written in place by the writer, not put in after."""
         c = records.cols.take((
             "offset", "usr_len", "data_len", "sg_cnt", "first_frame", "desc_addr", "desc_key",
             "desc_len", "rkey_buf_id", "rkey", "inv", "device_id", "sector", "rw", "bi_size",
@@ -151,8 +160,17 @@ class _JsonColumns:
                        rw_words=self.pool.add_each(rw, _rw_words))
         columns["io"] = io = (flags & R.F_RNBD_IO) != 0
         whole = np.full(len(idx), -1, dtype=np.int64)
-        return _strings(self.fields.texts(columns, whole, [])), \
-            _strings(self.rnbd.texts(columns, whole, []), valid=io)
+        at = np.flatnonzero(rich)
+        whole[at] = np.arange(len(at))
+        made = []
+        for name, template, valid in zip(self.NAMES, (self.fields, self.rnbd), (None, io)):
+            texts = own.get(name, ())
+            if texts and (valid is not None or None in texts):
+                valid = np.ones(len(idx), dtype=bool) if valid is None else valid.copy()
+                valid[at] = [text is not None for text in texts]
+            made.append(_strings(template.texts(columns, whole, [t or "" for t in texts]),
+                                 valid))
+        return made
 
 
 def _errno_words(errno):
