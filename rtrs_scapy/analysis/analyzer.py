@@ -475,8 +475,7 @@ class Analyzer:
             self._read_data(rows, arena, kind, path_id)
         if self.records is not None:
             inv = np.flatnonzero(kind == D.K_INVALIDATE)
-            self.records.invalidate(rows[inv, T.R_IETH].tolist(),
-                                    rows[inv, T.R_LAST_FRAME].tolist())
+            self.records.invalidate(rows[inv, T.R_IETH], rows[inv, T.R_LAST_FRAME])
 
     def _resolve(self, rows, arena, kind):
         """Path id and direction of every row; -1 where no path can be told yet (or

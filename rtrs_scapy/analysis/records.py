@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..engine import transport as T
+from ..engine.recent import Recent
 from ..layout.plans import plan
 from ..spec.constants import RNBD_MSG_IO
 from . import decode as D
@@ -109,7 +110,7 @@ class Records:
         self.rnbd = {}            # record -> RNBD header that is not an IO's
         self.replies = {}         # record -> rnbd_reply
         self.extras = {}          # record -> fields it gained late, in order
-        self.reads = {}       # desc key -> recent READ request records (invalidation links)
+        self.reads = Recent(depth=8)    # desc key -> the recent READ requests' (frame, record)
         self.pathless = []    # (record, slot, gen, src, dst) of records whose path came later
         self.order = None     # the records in frame order, once closed
         self._marks = None    # the frame of every MARK-th record of ``order``
@@ -363,12 +364,9 @@ class Records:
         if self.extras:
             for record in self.extras.keys() & at.tolist():
                 del self.extras[record]
-        frames = self.cols.take(("frame",), at[desc])["frame"]
-        for record, frame, key in zip(at[desc].tolist(), frames.tolist(),
-                                      desc_key[mine][desc].tolist()):
-            reads = self.reads.setdefault(key, [])
-            reads.append((frame, record))
-            del reads[:-8]     # a client buffer's key comes back: keep the recent reads
+        # a client buffer's key comes back: the recent reads of each are kept
+        read = at[desc]
+        self.reads.add(desc_key[mine][desc], self.cols.take(("frame",), read)["frame"], read)
 
     def responses(self, index, msg_id, errno, with_invalidate, rkey_rsp, rkey_buf_id, rkey):
         """The responses of a batch: ``index`` their records (-1: none), the rest their
@@ -421,21 +419,10 @@ class Records:
         """The server's SEND WITH INVALIDATE of reads' client buffers (a batch, in frame
         order): of each, the latest read with that key before it that is not invalidated
         yet (whatever the batching)."""
-        hit, at = [], []
-        reads_of = self.reads.get
-        for rkey, frame in zip(rkeys, frames):
-            reads = reads_of(rkey)
-            if not reads:
-                continue
-            latest = None
-            for read in reads:      # a few: the recent reads of a key
-                if read[0] < frame and (latest is None or read[0] > latest[0]):
-                    latest = read
-            if latest is not None:
-                reads.remove(latest)
-                hit.append(latest[1])
-                at.append(frame)
-        if hit:
+        read = self.reads.take_latest(rkeys, frames)
+        found = read >= 0
+        hit, at = read[found], np.asarray(frames, dtype=np.int64)[found]
+        if len(hit):
             self.cols.put("inv", hit, at)
             self.cols.put("inv_at", hit, _late_counts(self.extras, hit))
 
@@ -685,8 +672,6 @@ def _lookup(keys, values, queries):
 def _late_counts(extras, records):
     """How many late fields each of ``records`` has gained so far (most: none)."""
     counts = np.zeros(len(records), dtype=np.int64)
-    if extras:
-        for k, record in enumerate(records):
-            if record in extras:
-                counts[k] = len(extras[record])
+    for record in extras.keys() & set(records.tolist()) if extras else ():
+        counts[records == record] = len(extras[record])
     return counts

@@ -31,7 +31,7 @@ def compile_engine():
     started = time.monotonic()
     use_numba()
     captures = [str(SAMPLES / "basic_inval_40.pcap"), str(SAMPLES / "basic_inval_40.pcapng")]
-    analyze(captures, keep_messages=False)
+    analyze(captures, keep_messages=True)      # the records' recent reads too
     with open_capture(captures[0]) as capture:
         _, _, buf, start, end, link_type = next(iter(capture))
         ib.ib_offset(buf, start, end, link_type)

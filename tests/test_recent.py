@@ -1,0 +1,54 @@
+"""engine/recent.py against the rule written with Python lists: per key, the last
+``depth`` (frame, value) items in the order they came; a take finds the latest frame
+before its own (the first of equals) and removes it."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtrs_scapy.engine.recent import Recent
+
+DEPTH = 3
+
+keys = st.sampled_from([0, 7, 1 << 31, (1 << 32) - 1])
+adds = st.lists(st.tuples(keys, st.integers(0, 40), st.integers(0, 1 << 40)), max_size=12)
+takes = st.lists(st.tuples(keys, st.integers(0, 45)), max_size=12)
+
+
+def _by_lists(steps):
+    held, out = {}, []
+    for kind, batch in steps:
+        if kind == "add":
+            for key, frame, value in batch:
+                items = held.setdefault(key, [])
+                items.append((frame, value))
+                del items[:-DEPTH]
+        else:
+            for key, frame in batch:
+                latest = None
+                for item in held.get(key, ()):
+                    if item[0] < frame and (latest is None or item[0] > latest[0]):
+                        latest = item
+                if latest is not None:
+                    held[key].remove(latest)
+                out.append(-1 if latest is None else latest[1])
+    return out, sum(len(items) for items in held.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("add"), adds), st.tuples(st.just("take"), takes)),
+                max_size=10))
+def test_recent_keeps_the_rule_of_lists(steps):
+    recent, out = Recent(depth=DEPTH, rows=1), []
+    for kind, batch in steps:
+        if kind == "add":
+            recent.add([k for k, _, _ in batch], [f for _, f, _ in batch],
+                       [v for _, _, v in batch])
+        else:
+            out += recent.take_latest([k for k, _ in batch], [f for _, f in batch]).tolist()
+    assert (out, len(recent)) == _by_lists(steps)
+
+
+def test_a_key_never_added_has_nothing():
+    recent = Recent()
+    recent.add([5], [10], [99])
+    assert recent.take_latest([6, 5, 5], [20, 20, 20]).tolist() == [-1, 99, -1]
