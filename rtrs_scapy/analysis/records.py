@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..engine import transport as T
+from ..engine.distinct import distinct_inverse
 from ..engine.recent import Recent
 from ..layout.plans import plan
 from ..spec.constants import RNBD_MSG_IO
@@ -221,7 +222,7 @@ class Records:
         data["msg"][at] = msg
         data["cid"][at] = cid
         data["names"][at] = names
-        data["src"][at], data["dst"][at] = self._addresses(rows[keep])
+        data["src"][at], data["dst"][at] = self._addresses(rows, keep)
         index[keep] = np.arange(start, start + len(keep))
         for i, fields in sends.items():
             data["rich"][index[i] - c.base] = len(self.rich)
@@ -237,10 +238,12 @@ class Records:
     def _conn_names(self, conn, pid):
         """cid (-1: none) and names id (-1: no path yet) of rows by connection and path."""
         an = self.an
-        keys, inverse = np.unique(conn * (1 << 32) + (pid + 1), return_inverse=True)
+        span = int(pid.max()) + 2       # a (connection, path) pair as one small number
+        keys, inverse = distinct_inverse(conn * span + (pid + 1))
         cid, names = [], []
         for key in keys.tolist():
-            conn_id, path_id = key >> 32, (key & 0xFFFFFFFF) - 1
+            conn_id, path_id = divmod(key, span)
+            path_id -= 1
             known = an.conns[conn_id][0] if conn_id >= 0 else None
             path = an.path_list[path_id] if path_id >= 0 else None
             if path is None and known is not None:
@@ -250,24 +253,29 @@ class Records:
         inverse = inverse.reshape(-1)
         return np.array(cid, dtype=np.int64)[inverse], np.array(names, dtype=np.int32)[inverse]
 
-    def _addresses(self, rows):
-        """Address ids of the rows' sources and destinations."""
-        return [self._address_ids(rows[:, hi], rows[:, lo])
+    def _addresses(self, rows, keep):
+        """Address ids of the sources and destinations of the rows ``keep``."""
+        return [self._address_ids(rows[keep, hi], rows[keep, lo])
                 for hi, lo in ((T.R_SRC_HI, T.R_SRC_LO), (T.R_DST_HI, T.R_DST_LO))]
 
     def _address_ids(self, hi, lo):
         """Address ids of (hi, lo) halves, one look-up per distinct address (a batch has
         a few), new ones numbered in the order they come."""
-        low, first, inverse = np.unique(lo, return_index=True, return_inverse=True)
-        high = hi[first]
+        low, inverse = distinct_inverse(lo)
+        inverse = inverse.reshape(-1)
+        high = np.empty_like(low)
+        high[inverse] = hi
         if not np.array_equal(high[inverse], hi):   # one low half under two high ones
-            pairs, first, inverse = np.unique(np.stack((hi, lo), axis=1), axis=0,
-                                              return_index=True, return_inverse=True)
-            high, low = pairs[:, 0], pairs[:, 1]
-        ids = np.empty(len(low), dtype=np.int32)
-        for k in np.argsort(first).tolist():
-            ids[k] = self.addr_id((int(high[k]), int(low[k])))
-        return ids[inverse.reshape(-1)]
+            pairs, inverse = np.unique(np.stack((hi, lo), axis=1), axis=0, return_inverse=True)
+            high, low, inverse = pairs[:, 0], pairs[:, 1], inverse.reshape(-1)
+        pairs = list(zip(high.tolist(), low.tolist()))
+        new = [k for k, pair in enumerate(pairs) if pair not in self._addr_id]
+        if len(new) > 1:        # numbered in the order they first come
+            new.sort(key=lambda k: int(np.argmax(inverse == k)))
+        for k in new:
+            self.addr_id(pairs[k])
+        ids = np.array([self._addr_id[pair] for pair in pairs], dtype=np.int32)
+        return ids[inverse]
 
     def _others(self, rows):
         """One record per message of another protocol's connection, without RTRS fields:
