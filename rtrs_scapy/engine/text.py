@@ -26,6 +26,7 @@ keeps the copy from being vectorized; unsigned, the lines are written in half th
 """
 
 import contextlib
+import functools
 
 import numpy as np
 
@@ -172,8 +173,8 @@ class Template:
         # a row's values side by side: the writer reads a line's from one place
         table = np.empty((rows, len(self.columns)), dtype=np.int64)
         for name, k in self.columns.items():
-            table[:, k] = np.logical_and.reduce([columns[c] != 0 for c in self.both[name]]) \
-                if name in self.both else columns[name]
+            table[:, k] = functools.reduce(np.logical_and, (columns[c] for c in self.both[name])) \
+                if name in self.both else columns[name]     # (guards: boolean, checked above)
         steps = np.array(self.steps, dtype=np.int64).reshape(-1, 4)
         pool, bounds = self.pool.arrays()
         batch, batch_bounds = texts_arrays(texts)

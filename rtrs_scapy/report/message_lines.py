@@ -84,8 +84,12 @@ class MessageLines:
         ("extras", "rnbd", "replies": all filled by now)."""
         if side not in self._keys:
             found = getattr(self.records, side)
-            self._keys[side] = np.fromiter(found, dtype=np.int64, count=len(found))
-        return np.isin(idx, self._keys[side])
+            self._keys[side] = np.sort(np.fromiter(found, dtype=np.int64, count=len(found)))
+        keys = self._keys[side]
+        if not len(keys):
+            return np.zeros(len(idx), dtype=bool)
+        # sorted once: a batch is looked up in them, not sorted with them (np.isin)
+        return keys[np.minimum(np.searchsorted(keys, idx), len(keys) - 1)] == idx
 
     def _route_key(self, c):
         return c["src"].astype(np.int64) << 32 | c["dst"].astype(np.int64)
