@@ -255,10 +255,9 @@ class MessageLines:
                                        '"op": %s}' % (_dumps(R.rnbd.rw_str(v)),
                                                       _dumps(rnbd_op_name(v))))
         header = np.full(len(idx), -1, dtype=np.int64)
-        for k in np.flatnonzero(~rich & ~io).tolist():
-            found = records.rnbd.get(int(idx[k]))
-            if found is not None:
-                header[k] = text(k, _dumps(json_rnbd(found)))
+        if records.rnbd:
+            for k in np.flatnonzero(~rich & ~io & self._in(idx, "rnbd")).tolist():
+                header[k] = text(k, _dumps(json_rnbd(records.rnbd[int(idx[k])])))
         cols["rnbd_text"] = header
         cols["rnbd_null"] = ~io & (header < 0)
         return self._template("json").write(cols, whole, texts)
