@@ -21,8 +21,9 @@ import pyarrow.parquet as pq
 
 from ..analysis import iorows, split
 from ..analysis.rnbd import kind_name
+from ..engine.distinct import distinct_inverse
 from ..spec.constants import RNBD_OP_FLUSH, errno_name, rnbd_op_name
-from .arrays import by_key, lookup, nullable
+from .arrays import by_key, lookup, nullable, taken
 from .encoding import Encoder, parquet_writer
 from .names import PATH_COLUMNS, Names
 from .schema import TIME, schema
@@ -43,10 +44,10 @@ _OUTCOMES = pa.array(list(iorows.OUTCOMES))
 def path_columns(path_ids, names):
     """The path name columns (PATH_COLUMNS) of rows with these path ids, and the
     names used per path id."""
-    uniq, inverse = np.unique(path_ids, return_inverse=True)
+    uniq, inverse = distinct_inverse(path_ids)
     per_path = {p: names.path(p) for p in uniq.tolist()}
-    take = pa.array(inverse.reshape(-1))
-    columns = {column: pa.array([per_path[p][k] for p in uniq.tolist()], pa.string()).take(take)
+    inverse = inverse.reshape(-1)
+    columns = {column: taken([per_path[p][k] for p in uniq.tolist()], inverse)
                for k, column in enumerate(PATH_COLUMNS)}
     return columns, per_path
 

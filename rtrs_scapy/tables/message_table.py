@@ -18,7 +18,7 @@ from ..engine.text import Pool, Template
 from ..report.messages import _path_key
 from ..report.words import errno_text, rounded
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
-from .arrays import by_key
+from .arrays import Texts, by_key, strings
 from .schema import TIME
 
 _dumps = json.dumps
@@ -38,7 +38,8 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
         "sess_uuid": [n[0] for n in records.names], "client": [n[1] for n in records.names],
         "server": [n[2] for n in records.names],
         "path_id": [path_ids.get(n[0] or (n[1], n[2])) for n in records.names]}
-    per_names = {k: pa.array(v, table_schema.field(k).type) for k, v in per_names.items()}
+    path_id = pa.array(per_names.pop("path_id"), table_schema.field("path_id").type)
+    per_names = {k: Texts(texts) for k, texts in per_names.items()}
     addrs, msgs = pa.array(records.addrs, pa.string()), pa.array(records.msg_names, pa.string())
     take = records.cols.take
     order = records.order
@@ -66,7 +67,8 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
             "capture": pa.repeat(pa.scalar(capture, pa.string()), n),
             "frame": pa.array(col["frame"], pa.int64()),
             "time": pa.array(np.rint(col["time"] * 1e6).astype(np.int64) * 1000, TIME),
-            **{k: v.take(names) for k, v in per_names.items()},
+            **{k: texts.take(col["names"]) for k, texts in per_names.items()},
+            "path_id": path_id.take(names),
             "src": addrs.take(pa.array(col["src"])), "dst": addrs.take(pa.array(col["dst"])),
             "dst_qpn": _column(col["qpn"], pa.int64()),
             "cid": _column(col["cid"], pa.int32(), col["cid"] < 0),
@@ -168,7 +170,7 @@ class _JsonColumns:
             if texts and (valid is not None or None in texts):
                 valid = np.ones(len(idx), dtype=bool) if valid is None else valid.copy()
                 valid[at] = [text is not None for text in texts]
-            made.append(_strings(template.texts(columns, whole, [t or "" for t in texts]),
+            made.append(strings(template.texts(columns, whole, [t or "" for t in texts]),
                                  valid))
         return made
 
@@ -224,15 +226,6 @@ def _rnbd_template(pool):
         t.number("sector", when="has_sector", unsigned=True).text("null", when="flush")
         t.text(', "type": %d}' % R.RNBD_MSG_IO)
     return t
-
-
-def _strings(written, valid=None):
-    """The writer's texts of a batch (its bytes and where each row ends) as an Arrow
-    string array, null where not ``valid``."""
-    data, ends = written
-    validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.StringArray.from_buffers(len(ends) - 1, pa.py_buffer(ends.astype(np.int32)),
-                                       pa.py_buffer(data), validity)
 
 
 def _texts_by_value(values, text, missing=None):
