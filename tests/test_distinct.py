@@ -1,7 +1,7 @@
 """The distinct ids of a batch, by a count over their span, are numpy's own: the same
 values, order, type and inverse as ``np.unique`` for every integer type, wide and narrow
 spans, negative values and empty arrays; ``among`` is ``np.isin``, and ``runs`` cover a
-sorted array value by value (hypothesis)."""
+sorted array value by value, and ``places`` finds each value among sorted keys (hypothesis)."""
 
 import numpy as np
 from hypothesis import given, strategies as st
@@ -59,3 +59,11 @@ def test_runs_cover_a_sorted_array_value_by_value(values):
     assert [stop - start for _, start, stop in got] == \
         np.unique(values, return_counts=True)[1].tolist()
     assert all(ordered[start] == ordered[stop - 1] == value for value, start, stop in got)
+
+
+@given(hnp.arrays(np.int64, st.integers(0, 40), elements=st.integers(-50, 50)),
+       hnp.arrays(np.int64, st.integers(0, 60), elements=st.integers(-60, 60)))
+def test_places_are_the_index_of_each_value_among_sorted_keys(keys, values):
+    keys = np.unique(keys)
+    where = {int(k): i for i, k in enumerate(keys)}
+    assert D.places(keys, values).tolist() == [where.get(int(v), -1) for v in values]

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..spec.constants import RNBD_MSG_IO, errno_name, rnbd_op_name
 from ..engine import transport as T
-from ..engine.distinct import among, distinct, distinct_inverse
+from ..engine.distinct import among, distinct, distinct_inverse, places
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
 from . import iorows, pairing, rnbd
@@ -145,8 +145,8 @@ class IoBatch:
         if not self.usr or not len(req):
             return {}
         kept = np.fromiter(self.usr, dtype=np.int64, count=len(self.usr))
-        at = np.minimum(np.searchsorted(req, kept), len(req) - 1)
-        mine = req[at] == kept
+        at = places(req, kept)
+        mine = at >= 0
         return {int(a): self.usr[int(k)] for a, k in zip(at[mine], kept[mine])}
 
     def _control_reads(self):

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..engine import transport as T
-from ..engine.distinct import distinct_inverse
+from ..engine.distinct import distinct_inverse, places
 from ..engine.recent import Recent
 from ..layout.plans import plan
 from ..spec.constants import RNBD_MSG_IO
@@ -668,18 +668,16 @@ def _last_by_key(keys, values):
 def _lookup(keys, values, queries):
     """The value of each query's key (sorted unique ``keys``), -1 where none."""
     out = np.full(len(queries), -1, dtype=values.dtype)
-    if not len(keys):
-        return out
     for start in range(0, len(queries), SCAN):      # a piece at a time: small work arrays
-        mine = queries[start:start + SCAN]
-        at = np.minimum(np.searchsorted(keys, mine), len(keys) - 1)
-        out[start:start + SCAN] = np.where(keys[at] == mine, values[at], -1)
+        at = places(keys, queries[start:start + SCAN])
+        out[start:start + SCAN] = np.where(at >= 0, values[at], -1)
     return out
 
 
 def _late_counts(extras, records):
     """How many late fields each of ``records`` has gained so far (most: none)."""
     counts = np.zeros(len(records), dtype=np.int64)
-    for record in extras.keys() & set(records.tolist()) if extras else ():
-        counts[records == record] = len(extras[record])
+    if extras:
+        for record in extras.keys() & set(records.tolist()):
+            counts[records == record] = len(extras[record])
     return counts

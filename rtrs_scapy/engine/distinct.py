@@ -70,6 +70,15 @@ def among(values, wanted):
     return found
 
 
+def places(keys, values):
+    """The place of each value among sorted unique ``keys``, -1 where it is not one:
+    a batch looked up in keys sorted once (np.isin would sort both every time)."""
+    if not len(keys):
+        return np.full(np.shape(values), -1, dtype=np.intp)
+    at = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+    return np.where(keys[at] == values, at, -1)
+
+
 def runs(ordered):
     """(value, start, stop) of each run of equal values of a sorted integer array."""
     cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()

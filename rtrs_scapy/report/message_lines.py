@@ -14,6 +14,7 @@ import json
 import numpy as np
 
 from ..analysis import records as R
+from ..engine.distinct import places
 from ..engine.text import Pool, Template, exact_decimals, fixed_decimals
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
 from . import forked
@@ -85,11 +86,7 @@ class MessageLines:
         if side not in self._keys:
             found = getattr(self.records, side)
             self._keys[side] = np.sort(np.fromiter(found, dtype=np.int64, count=len(found)))
-        keys = self._keys[side]
-        if not len(keys):
-            return np.zeros(len(idx), dtype=bool)
-        # sorted once: a batch is looked up in them, not sorted with them (np.isin)
-        return keys[np.minimum(np.searchsorted(keys, idx), len(keys) - 1)] == idx
+        return places(self._keys[side], idx) >= 0
 
     def _route_key(self, c):
         return c["src"].astype(np.int64) << 32 | c["dst"].astype(np.int64)

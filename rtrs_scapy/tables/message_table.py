@@ -40,7 +40,7 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
         "path_id": [path_ids.get(n[0] or (n[1], n[2])) for n in records.names]}
     path_id = pa.array(per_names.pop("path_id"), table_schema.field("path_id").type)
     per_names = {k: Texts(texts) for k, texts in per_names.items()}
-    addrs, msgs = pa.array(records.addrs, pa.string()), pa.array(records.msg_names, pa.string())
+    addrs, msgs = Texts(records.addrs), Texts(records.msg_names)
     take = records.cols.take
     order = records.order
     json_columns = _JsonColumns()
@@ -69,10 +69,10 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
             "time": pa.array(np.rint(col["time"] * 1e6).astype(np.int64) * 1000, TIME),
             **{k: texts.take(col["names"]) for k, texts in per_names.items()},
             "path_id": path_id.take(names),
-            "src": addrs.take(pa.array(col["src"])), "dst": addrs.take(pa.array(col["dst"])),
+            "src": addrs.take(col["src"]), "dst": addrs.take(col["dst"]),
             "dst_qpn": _column(col["qpn"], pa.int64()),
             "cid": _column(col["cid"], pa.int32(), col["cid"] < 0),
-            "msg": msgs.take(pa.array(col["msg"])),
+            "msg": msgs.take(col["msg"]),
             "buf_id": _column(col["buf_id"], pa.int32(), ~io),
             "errno": _column(col["errno"], pa.int32(), ~response),
             "rnbd_msg": pc.if_else(pa.array(has_header), "io", pa.scalar(None, pa.string())),
@@ -167,7 +167,7 @@ class _JsonColumns:
         made = []
         for name, template, valid in zip(self.NAMES, (self.fields, self.rnbd), (None, io)):
             texts = own.get(name, ())
-            if texts and (valid is not None or None in texts):
+            if texts:
                 valid = np.ones(len(idx), dtype=bool) if valid is None else valid.copy()
                 valid[at] = [text is not None for text in texts]
             made.append(strings(template.texts(columns, whole, [t or "" for t in texts]),
