@@ -15,6 +15,7 @@ from ..spec.constants import (
     RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM, RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM,
     RTRS_MSG_RKEY_RSP,
 )
+from ..capture.jit import byte_array
 from ..engine import trailers
 from ..engine import transport as T
 from ..engine.trailers import HEADER_ONLY  # what io.py reads as D.HEADER_ONLY
@@ -77,7 +78,9 @@ def requests(rows, arena):
     IO).
     """
     decoded = np.empty((len(trailers.COLUMNS), len(rows)), dtype=np.int64)
-    trailers.decode_requests(rows, arena, decoded)
+    # the arena read-only, whoever made it (the engine's, or one stitched from pieces):
+    # the one type the compiled decode is built for
+    trailers.decode_requests(np.ascontiguousarray(rows), byte_array(arena), decoded)
     out = dict(zip(trailers.COLUMNS, decoded))
     out["partial"] = rows[:, T.R_PARTIAL] != 0
     return out
