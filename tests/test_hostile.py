@@ -8,9 +8,12 @@ a byte per packet would show), and numba's runtime freed every allocation it
 made.  Time is measured by benchmarks/hostile.py, not here.
 """
 
+import json
+
 import numpy as np
 import pytest
 
+from cli_run import run
 from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap
 from memory_probe import probe
 from rtrs_scapy.analysis import analyze
@@ -156,3 +159,17 @@ def test_per_batch_work_does_not_grow_with_the_sessions_seen(tmp_path, monkeypat
         assert len(summary["sessions"]) >= copies
         work[copies] = len(asked)
     assert work[40] <= 2.2 * work[20], work
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_command_reads_a_hostile_capture(kind, tmp_path):
+    """The commands that keep message records (export, messages) read each hostile
+    capture to its end: responses that no request preceded pair with nothing."""
+    path = tmp_path / ("%s.pcap" % kind)
+    write_pcap(path, KINDS[kind](2000))
+    assert run("export", path, "-o", tmp_path / "out").exit_code == 0
+    assert (tmp_path / "out" / "messages").is_dir()
+    listed = run("messages", "--format", "json", path)
+    assert listed.exit_code == 0
+    if kind != "qps":       # a flood of QPs carries no RTRS message
+        assert json.loads(listed.output.splitlines()[-1])["frame"] > 1000

@@ -668,6 +668,8 @@ def _last_by_key(keys, values):
 def _lookup(keys, values, queries):
     """The value of each query's key (sorted unique ``keys``), -1 where none."""
     out = np.full(len(queries), -1, dtype=values.dtype)
+    if not len(keys):        # no value to take where a query finds none (responses alone)
+        return out
     for start in range(0, len(queries), SCAN):      # a piece at a time: small work arrays
         at = places(keys, queries[start:start + SCAN])
         out[start:start + SCAN] = np.where(at >= 0, values[at], -1)
