@@ -4,64 +4,35 @@ The transport hands over message rows with the bytes the analysis reads: the
 tail of a request (docs/PROTOCOL.md#request-trailers: an RDMA WRITE request
 ends with its RNBD header and the rtrs_msg_rdma_write trailer; a READ request
 is the RNBD header followed by rtrs_msg_rdma_read and its descriptors) and the
-head of SENDs and READ data.  A request's trailer and RNBD header are read in
-compiled code (engine/trailers.py), the rest by numpy's fancy indexing with the
-plans' column readers; every offset comes from the layouts in wire.py.
+head of SENDs and READ data.  A row's kind, a request's trailer and RNBD header and a
+response's immediate and rkey_rsp are read in compiled code (engine/io_fields.py);
+every offset comes from the layouts in wire.py.
 """
 
 import numpy as np
 
-from ..spec.constants import (
-    RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM, RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM,
-    RTRS_MSG_RKEY_RSP,
-)
 from ..capture.jit import byte_array
-from ..engine import trailers
+from ..engine import io_fields
 from ..engine import transport as T
-from ..engine.trailers import HEADER_ONLY  # what io.py reads as D.HEADER_ONLY
-from ..spec.imm import ERRNO_MASK, IMM_PAYLOAD_MASK, IMM_TYPE_SHIFT, MSG_ID_BITS, MSG_ID_MASK
+from ..engine.io_fields import (  # the analysis reads them as D.*
+    HEADER_ONLY, K_DATA, K_HB_ACK, K_HB_MSG, K_INVALIDATE, K_REQUEST, K_RESPONSE, K_SEND,
+    K_UNKNOWN_IMM)
+from ..spec.imm import IMM_PAYLOAD_MASK
 from ..layout.plans import plan
 
 WRITE_TRAILER = plan("RtrsMsgRdmaWrite")
-RKEY_RSP = plan("RtrsMsgRkeyRsp")
-
-# message kinds of a row
-(K_REQUEST, K_RESPONSE, K_HB_MSG, K_HB_ACK, K_UNKNOWN_IMM, K_INVALIDATE, K_SEND, K_DATA) = range(8)
-
-
-def _kind_of_type():
-    """K_* of each immediate type (the immediate's top bits) up to the largest RTRS
-    sends, then one entry for every type above: one look-up a row."""
-    known = ((RTRS_IO_REQ_IMM, K_REQUEST), (RTRS_IO_RSP_IMM, K_RESPONSE),
-             (RTRS_IO_RSP_W_INV_IMM, K_RESPONSE), (RTRS_HB_MSG_IMM, K_HB_MSG),
-             (RTRS_HB_ACK_IMM, K_HB_ACK))
-    table = np.full(max(value for value, _ in known) + 2, K_UNKNOWN_IMM, dtype=np.int64)
-    for value, kind in known:
-        table[value] = kind
-    return table
-
-
-KIND_OF_TYPE = _kind_of_type()
 
 
 def kinds(rows):
     """The kind of every row (K_*), from its immediate, IETH and opcode."""
-    imm = rows[:, T.R_IMM]
-    without = np.where(rows[:, T.R_IETH] >= 0, K_INVALIDATE,
-                       np.where(rows[:, T.R_SEND] == 1, K_SEND, K_DATA))
-    itype = np.clip(imm >> IMM_TYPE_SHIFT, 0, len(KIND_OF_TYPE) - 1)
-    return np.where(imm >= 0, KIND_OF_TYPE[itype], without)
-
-
-def _u(arena, base, layout, name, valid):
-    """Field ``name`` of ``layout`` at arena offsets ``base`` where ``valid``."""
-    at = np.where(valid, base, 0)
-    return np.where(valid, layout.column(np, arena, at, name), 0)
+    out = np.empty(len(rows), dtype=np.int64)
+    io_fields.message_kinds(np.ascontiguousarray(rows), io_fields.KIND_OF_TYPE, out)
+    return out
 
 
 def requests(rows, arena):
     """Trailer and RNBD header of request rows: a dict of columns
-    (engine/trailers.py reads them, one row at a time).
+    (engine/io_fields.py reads them, one row at a time).
 
     ``op`` is 1 read, 2 write, 0 when no trailer fits (the caller reports it), or
     HEADER_ONLY when the snaplen cut the trailer: the immediate's offset tells the op
@@ -77,11 +48,11 @@ def requests(rows, arena):
     ``device_id`` of IO and CLOSE (-1 for the others) and ``rnbd_op`` (-1 but for
     IO).
     """
-    decoded = np.empty((len(trailers.COLUMNS), len(rows)), dtype=np.int64)
+    decoded = np.empty((len(io_fields.REQUEST_COLUMNS), len(rows)), dtype=np.int64)
     # the arena read-only, whoever made it (the engine's, or one stitched from pieces):
     # the one type the compiled decode is built for
-    trailers.decode_requests(np.ascontiguousarray(rows), byte_array(arena), decoded)
-    out = dict(zip(trailers.COLUMNS, decoded))
+    io_fields.decode_requests(np.ascontiguousarray(rows), byte_array(arena), decoded)
+    out = dict(zip(io_fields.REQUEST_COLUMNS, decoded))
     out["partial"] = rows[:, T.R_PARTIAL] != 0
     return out
 
@@ -98,18 +69,12 @@ def op_from_headers(length, offset, partial):
 
 def responses(rows, arena):
     """msg_id, errno (negative), with-invalidate, and the rkey_rsp a SEND carries."""
-    imm = rows[:, T.R_IMM]
-    payload = imm & IMM_PAYLOAD_MASK
-    hoff, hlen = rows[:, T.R_HEAD_OFF], rows[:, T.R_HEAD_LEN]
-    is_rkey = (rows[:, T.R_SEND] == 1) & (rows[:, T.R_LEN] == RKEY_RSP.size) & (
-        hlen >= RKEY_RSP.size)
-    is_rkey &= _u(arena, hoff, RKEY_RSP, "type", is_rkey) == RTRS_MSG_RKEY_RSP
-    return {"msg_id": payload & MSG_ID_MASK,
-            "errno": -((payload >> MSG_ID_BITS) & ERRNO_MASK),
-            "with_invalidate": (imm >> IMM_TYPE_SHIFT) == RTRS_IO_RSP_W_INV_IMM,
-            "rkey_rsp": is_rkey,
-            "rkey_buf_id": _u(arena, hoff, RKEY_RSP, "buf_id", is_rkey),
-            "rkey": _u(arena, hoff, RKEY_RSP, "rkey", is_rkey)}
+    decoded = np.empty((len(io_fields.RESPONSE_COLUMNS), len(rows)), dtype=np.int64)
+    io_fields.decode_responses(np.ascontiguousarray(rows), byte_array(arena), decoded)
+    out = dict(zip(io_fields.RESPONSE_COLUMNS, decoded))
+    out["with_invalidate"] = out["with_invalidate"] != 0
+    out["rkey_rsp"] = out["rkey_rsp"] != 0
+    return out
 
 
 def bare_immediates(rows, exact=False):

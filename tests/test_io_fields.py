@@ -1,7 +1,8 @@
-"""The compiled decode of IO requests (engine/trailers.py, through analysis/decode.py
-``requests``) against the Scapy layers, which split a request and read its RNBD header
-on their own: READ and WRITE requests with an RNBD IO, CLOSE or OPEN header or a few
-bytes of none, whole or with only their tail captured, side by side in one arena."""
+"""The compiled reading of IO messages (engine/io_fields.py, through analysis/decode.py)
+against the Scapy layers and the immediate's own decode: requests split and their
+RNBD header read (READ and WRITE requests with an RNBD IO, CLOSE or OPEN header, one
+cut short or a few bytes of none, whole or with only their tail captured, side by
+side in one arena), each row's kind, and what a response says."""
 
 import numpy as np
 from hypothesis import given, settings
@@ -12,10 +13,14 @@ from scapy.config import conf
 from rtrs_scapy.analysis import decode as D
 from rtrs_scapy.engine import transport as T
 from rtrs_scapy.layers.rnbd import RnbdMsgClose, RnbdMsgHdr, RnbdMsgIo, RnbdMsgOpen
-from rtrs_scapy.layers.rtrs import RtrsMsgRdmaRead, RtrsSgDesc
+from rtrs_scapy.layers.rtrs import RtrsMsgRdmaRead, RtrsMsgRkeyRsp, RtrsSgDesc
 from rtrs_scapy.layers.rtrs_request import (RtrsReadRequest, RtrsWriteRequest,
                                             WRITE_TRAILER_SIZE, split_read, split_write)
-from rtrs_scapy.spec.constants import RNBD_OP_MASK
+from rtrs_scapy.spec.constants import (RNBD_OP_MASK, RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM,
+                                       RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM, RTRS_IO_RSP_W_INV_IMM,
+                                       RTRS_MSG_RKEY_RSP)
+from rtrs_scapy.spec.imm import MSG_ID_MASK, encode_io_rsp, imm_type
+from rtrs_scapy.spec.imm import decode as decode_imm
 
 U64 = (1 << 64) - 1
 
@@ -177,3 +182,64 @@ def test_a_read_trailer_with_a_descriptor_is_tried_first():
     got = D.requests(*_batch([(read, len(read))], 0))
     assert got["sg_cnt"].tolist() == [1] and got["desc_key"].tolist() == [key]
     assert got["device_id"].tolist() == [1]
+
+
+# -- each row's kind, and what a response says ----------------------------------------
+
+IMMEDIATE_KINDS = {RTRS_IO_REQ_IMM: D.K_REQUEST, RTRS_IO_RSP_IMM: D.K_RESPONSE,
+                   RTRS_IO_RSP_W_INV_IMM: D.K_RESPONSE, RTRS_HB_MSG_IMM: D.K_HB_MSG,
+                   RTRS_HB_ACK_IMM: D.K_HB_ACK}
+# a row: its immediate (None: without one), IETH (None: none) and whether a SEND
+rows_of_kinds = st.lists(st.tuples(st.one_of(st.none(), st.integers(0, (1 << 32) - 1)),
+                                   st.one_of(st.none(), st.integers(0, (1 << 32) - 1)),
+                                   st.booleans()), min_size=1, max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows_of_kinds)
+def test_a_row_is_of_its_immediate_s_kind_else_of_its_operation_s(cases):
+    rows = np.zeros((len(cases), T.R_COLUMNS), dtype=np.int64)
+    for i, (imm, ieth, send) in enumerate(cases):
+        rows[i, T.R_IMM] = -1 if imm is None else imm
+        rows[i, T.R_IETH] = -1 if ieth is None else ieth
+        rows[i, T.R_SEND] = send
+    want = [IMMEDIATE_KINDS.get(imm_type(imm), D.K_UNKNOWN_IMM) if imm is not None
+            else D.K_INVALIDATE if ieth is not None else D.K_SEND if send else D.K_DATA
+            for imm, ieth, send in cases]
+    assert D.kinds(rows).tolist() == want
+
+
+# a response: msg_id, errno, with invalidate, and the SEND's payload (None: an RDMA WRITE)
+responses = st.tuples(st.integers(0, MSG_ID_MASK), st.integers(0, 511), st.booleans(),
+                      st.one_of(st.none(), st.binary(max_size=12), st.builds(
+                          lambda rsp, more: raw(rsp) + more,
+                          st.builds(RtrsMsgRkeyRsp, buf_id=st.integers(0, (1 << 16) - 1),
+                                    rkey=st.integers(0, (1 << 32) - 1)),
+                          st.sampled_from([b"", b"", b"\0"]))))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(responses, min_size=1, max_size=8), st.integers(0, 24))
+def test_a_response_reads_as_its_immediate_and_rkey_rsp_decode(cases, gap):
+    rows = np.zeros((len(cases), T.R_COLUMNS), dtype=np.int64)
+    arena = bytearray(b"\xa5" * gap)
+    for i, (msg_id, errno, inval, payload) in enumerate(cases):
+        rows[i, T.R_IMM] = encode_io_rsp(msg_id, errno, inval)
+        rows[i, T.R_SEND] = payload is not None
+        payload = payload or b""
+        rows[i, T.R_LEN] = len(payload)
+        rows[i, T.R_HEAD_OFF], rows[i, T.R_HEAD_LEN] = len(arena), len(payload)
+        arena += payload + b"\x5a" * gap
+    got = D.responses(rows, np.frombuffer(bytes(arena), dtype=np.uint8))
+    for i, (msg_id, errno, inval, payload) in enumerate(cases):
+        imm = decode_imm(int(rows[i, T.R_IMM]))
+        assert (got["msg_id"][i], got["errno"][i]) == (imm.msg_id, imm.errno)
+        assert got["with_invalidate"][i] == (imm.type == RTRS_IO_RSP_W_INV_IMM) == inval
+        rkey = payload is not None and len(payload) == len(RtrsMsgRkeyRsp()) and \
+            RtrsMsgRkeyRsp(payload).type == RTRS_MSG_RKEY_RSP
+        assert got["rkey_rsp"][i] == rkey
+        if rkey:
+            assert (got["rkey_buf_id"][i], got["rkey"][i]) == (
+                RtrsMsgRkeyRsp(payload).buf_id, RtrsMsgRkeyRsp(payload).rkey)
+        else:
+            assert got["rkey_buf_id"][i] == got["rkey"][i] == 0

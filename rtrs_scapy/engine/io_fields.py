@@ -1,5 +1,5 @@
-"""The RTRS trailer and RNBD header of IO requests, read a row at a time in compiled
-code.
+"""What IO messages say, read a row at a time in compiled code: each row's kind, an IO
+request's RTRS trailer and RNBD header, an IO response's immediate and rkey_rsp.
 
 An IO request's message ends with its trailer (docs/PROTOCOL.md#request-trailers):
 a WRITE with its RNBD header, then rtrs_msg_rdma_write; a READ with its RNBD header,
@@ -7,9 +7,10 @@ then rtrs_msg_rdma_read and its descriptors.  Which of them a request carries, w
 the user header sits and what it says are a dozen conditional reads of a few bytes,
 which as numpy columns cost a hundred passes over a batch (a tenth of the summary's
 main thread on 3 M load packets); here they are one pass, 70–91 ns a request where
-the numpy passes took 440–500.  analysis/decode.py
-``requests`` tells what each column means.  Every offset and size is read from the
-layouts (layout/wire.py) when this module is imported.
+the numpy passes took 440–500.  A row's kind and a response's fields are as many
+passes more, over every row of a batch.  analysis/decode.py tells what each column
+means.  Every offset and size is read from the layouts (layout/wire.py) when this
+module is imported.
 """
 
 import numpy as np
@@ -18,15 +19,39 @@ from ..capture.jit import compiled, helper, prefetch
 from ..layout.ir import LayoutError
 from ..layout.plans import plan
 from ..spec.constants import (DEFAULT_MAX_HDR_SIZE, RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_OP_MASK,
-                              RTRS_MSG_READ, RTRS_MSG_WRITE)
+                              RTRS_HB_ACK_IMM, RTRS_HB_MSG_IMM, RTRS_IO_REQ_IMM, RTRS_IO_RSP_IMM,
+                              RTRS_IO_RSP_W_INV_IMM, RTRS_MSG_READ, RTRS_MSG_RKEY_RSP,
+                              RTRS_MSG_WRITE)
+from ..spec.imm import ERRNO_MASK, IMM_PAYLOAD_MASK, IMM_TYPE_SHIFT, MSG_ID_BITS, MSG_ID_MASK
 from . import transport as T
 
+# message kinds of a row
+(K_REQUEST, K_RESPONSE, K_HB_MSG, K_HB_ACK, K_UNKNOWN_IMM, K_INVALIDATE, K_SEND, K_DATA) = range(8)
+
+
+def _kind_of_type():
+    """K_* of each immediate type (the immediate's top bits) up to the largest RTRS
+    sends, then one entry for every type above: one look-up a row."""
+    known = ((RTRS_IO_REQ_IMM, K_REQUEST), (RTRS_IO_RSP_IMM, K_RESPONSE),
+             (RTRS_IO_RSP_W_INV_IMM, K_RESPONSE), (RTRS_HB_MSG_IMM, K_HB_MSG),
+             (RTRS_HB_ACK_IMM, K_HB_ACK))
+    table = np.full(max(value for value, _ in known) + 2, K_UNKNOWN_IMM, dtype=np.int64)
+    for value, kind in known:
+        table[value] = kind
+    return table
+
+
+KIND_OF_TYPE = _kind_of_type()
+
 #: the columns of a decoded request, in ``decode_requests``' output rows
-COLUMNS = ("op", "usr_len", "data_len", "offset", "sg_cnt", "desc_key", "desc_len", "desc_addr",
+REQUEST_COLUMNS = ("op", "usr_len", "data_len", "offset", "sg_cnt", "desc_key", "desc_len", "desc_addr",
            "read_flags", "usr_at", "usr_seen", "rnbd_type", "device_id", "sector", "rw",
            "bi_size", "prio", "rnbd_op")
 (OP, USR_LEN, DATA_LEN, OFFSET, SG_CNT, DESC_KEY, DESC_LEN, DESC_ADDR, READ_FLAGS, USR_AT,
- USR_SEEN, RNBD_TYPE, DEVICE_ID, SECTOR, RW, BI_SIZE, PRIO, RNBD_OP) = range(len(COLUMNS))
+ USR_SEEN, RNBD_TYPE, DEVICE_ID, SECTOR, RW, BI_SIZE, PRIO, RNBD_OP) = range(len(REQUEST_COLUMNS))
+#: the columns of a decoded response, in ``decode_responses``' output rows (the flags 0/1)
+RESPONSE_COLUMNS = ("msg_id", "errno", "with_invalidate", "rkey_rsp", "rkey_buf_id", "rkey")
+(MSG_ID, ERRNO, WITH_INVALIDATE, RKEY_RSP, RKEY_BUF_ID, RKEY) = range(len(RESPONSE_COLUMNS))
 
 READ, WRITE = 1, 2
 #: the op of a request whose trailer the snaplen cut, told later by its immediate
@@ -54,6 +79,9 @@ HDR_TYPE = _place("RnbdMsgHdr", "type")
 IO_DEVICE, IO_SECTOR, IO_RW, IO_BI_SIZE, IO_PRIO = (
     _place("RnbdMsgIo", name) for name in ("device_id", "sector", "rw", "bi_size", "prio"))
 CLOSE_DEVICE = _place("RnbdMsgClose", "device_id")
+RKEY_RSP_SIZE = plan("RtrsMsgRkeyRsp").size
+RKEY_TYPE, RKEY_BUF_ID_AT, RKEY_AT = (_place("RtrsMsgRkeyRsp", name)
+                                      for name in ("type", "buf_id", "rkey"))
 #: the bytes at the end of a request read for an IO: its RNBD header and the longer trailer
 LAST_BYTES = plan("RnbdMsgIo").size + READ_SIZE + DESC_SIZE
 #: rows ahead whose last bytes are asked of the memory system: the transport wrote them
@@ -80,7 +108,7 @@ def _if_seen(arena, at, seen, place):
 
 @compiled
 def decode_requests(rows, arena, out):
-    """The COLUMNS of each request row (transport.R_*), its bytes in ``arena``, into
+    """The REQUEST_COLUMNS of each request row (transport.R_*), its bytes in ``arena``, into
     ``out[:, i]``."""
     n = rows.shape[0]
     for i in range(n):
@@ -154,3 +182,39 @@ def _rnbd(arena, at, seen, column):
         column[RNBD_OP] = column[RW] & RNBD_OP_MASK
     elif kind == RNBD_MSG_CLOSE and seen >= CLOSE_DEVICE[0] + CLOSE_DEVICE[1]:
         column[DEVICE_ID] = _le(arena, at, CLOSE_DEVICE)
+
+
+@compiled
+def message_kinds(rows, kind_of_type, kinds):
+    """The kind (K_*) of each row into ``kinds``: its immediate's type (``kind_of_type``:
+    KIND_OF_TYPE), or without one a SEND WITH INVALIDATE, another SEND, or data."""
+    for i in range(rows.shape[0]):
+        imm = rows[i, T.R_IMM]
+        if imm >= 0:
+            kinds[i] = kind_of_type[min(imm >> IMM_TYPE_SHIFT, kind_of_type.shape[0] - 1)]
+        elif rows[i, T.R_IETH] >= 0:
+            kinds[i] = K_INVALIDATE
+        elif rows[i, T.R_SEND] == 1:
+            kinds[i] = K_SEND
+        else:
+            kinds[i] = K_DATA
+
+
+@compiled
+def decode_responses(rows, arena, out):
+    """The RESPONSE_COLUMNS of each response row into ``out[:, i]``: what its immediate
+    names, and the rkey_rsp a SEND WITH IMMEDIATE carries (docs/PROTOCOL.md#rkey_rsp)."""
+    for i in range(rows.shape[0]):
+        imm = rows[i, T.R_IMM]
+        payload = imm & IMM_PAYLOAD_MASK
+        column = out[:, i]
+        column[MSG_ID] = payload & MSG_ID_MASK
+        column[ERRNO] = -((payload >> MSG_ID_BITS) & ERRNO_MASK)
+        column[WITH_INVALIDATE] = (imm >> IMM_TYPE_SHIFT) == RTRS_IO_RSP_W_INV_IMM
+        at = rows[i, T.R_HEAD_OFF]
+        rkey = (rows[i, T.R_SEND] == 1 and rows[i, T.R_LEN] == RKEY_RSP_SIZE
+                and rows[i, T.R_HEAD_LEN] >= RKEY_RSP_SIZE
+                and _le(arena, at, RKEY_TYPE) == RTRS_MSG_RKEY_RSP)
+        column[RKEY_RSP] = rkey
+        column[RKEY_BUF_ID] = _le(arena, at, RKEY_BUF_ID_AT) if rkey else 0
+        column[RKEY] = _le(arena, at, RKEY_AT) if rkey else 0
