@@ -578,7 +578,8 @@ class Analyzer:
         has told which path their stream belongs to (at the end)."""
         heartbeats = ((kind == D.K_HB_MSG) | (kind == D.K_HB_ACK)) & (rows[:, T.R_CONN] >= -1)
         # a stream not tied to a path yet: only heartbeats in RTRS's own form wait for one
-        heartbeats &= (path_id >= 0) | D.bare_immediates(rows, exact=True)
+        unbound = np.flatnonzero(heartbeats & (path_id < 0))
+        heartbeats[unbound] = D.bare_immediates(rows[unbound], exact=True)
         for i in np.flatnonzero(heartbeats).tolist():
             is_msg = kind[i] == D.K_HB_MSG
             row = rows[i]
