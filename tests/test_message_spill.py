@@ -58,6 +58,13 @@ def test_columns_read_back_what_was_written():
         assert np.array_equal(np.concatenate([part[name] for _, part in cols.scan(SPEC)]),
                               plain[name]), name
     assert cols.row(3) == {name: plain[name][3] for name in SPEC}
+    # runs of consecutive rows (read as views): in memory, in one chunk on file, across
+    # chunks and across the last chunk on file and the rows in memory
+    for first, count in [(len(cols) - 5, 5), (8, 3), (8, 4), (6, 5), (cols.base - 2, 4),
+                         (0, len(cols)), (5, 1)]:
+        got = cols.take(SPEC, np.arange(first, first + count))
+        for name in SPEC:
+            assert np.array_equal(got[name], plain[name][first:first + count]), (first, name)
 
 
 def test_a_spilled_list_reads_back_what_was_appended_and_set():

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..engine.distinct import distinct
 from .growing import capacity_for
-from .spill import ChunkFiles
+from .spill import CACHED, ChunkFiles
 
 
 class Columns:
@@ -77,8 +77,20 @@ class Columns:
         self.files.patch(name, rows[~here], values[~here])
 
     def take(self, names, rows):
-        """{name: values at ``rows``} for the columns ``names``."""
+        """{name: values at ``rows``} for the columns ``names``.  Where ``rows`` are one
+        run of records, as the tables and lines of records in capture order ask for
+        them, each column is sliced: views (not to be written to) within the rows in
+        memory or one chunk on file, one copy of the slices where the run crosses a
+        few chunks (no more than the files keep loaded); other rows are gathered."""
         rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        pieces = self._pieces(rows)
+        if pieces is not None and len(pieces) == 1:
+            arrays, start, stop = pieces[0]
+            return {name: arrays[name][start:stop] for name in names}
+        if pieces is not None and len(pieces) <= CACHED:
+            return {name: np.concatenate([arrays[name][start:stop]
+                                          for arrays, start, stop in pieces])
+                    for name in names}
         here = rows >= self.base
         if here.all():
             return {name: self.data[name][rows - self.base] for name in names}
@@ -93,6 +105,23 @@ class Columns:
             for name in names:
                 out[name][at] = arrays[name][rows[at] - chunk * self.files.rows]
         return out
+
+    def _pieces(self, rows):
+        """[(arrays, start, stop)] whose slices, one after the other, hold ``rows`` when
+        they are consecutive (a piece in memory, one per chunk on file), else None."""
+        if not len(rows) or rows[-1] - rows[0] != len(rows) - 1 or not (np.diff(rows) == 1).all():
+            return None
+        pieces, at, end = [], int(rows[0]), int(rows[-1]) + 1
+        while at < end:
+            if at >= self.base:
+                pieces.append((self.data, at - self.base, end - self.base))
+                break
+            chunk = at // self.files.rows
+            first = chunk * self.files.rows
+            stop = min(end, first + self.files.rows)
+            pieces.append((self.files.load(chunk), at - first, stop - first))
+            at = stop
+        return pieces
 
     def row(self, i):
         """Row ``i``, its values read as they are looked at (a record looked at alone
