@@ -175,12 +175,14 @@ def test_a_read_trailer_with_a_descriptor_is_tried_first():
     (sg_cnt 0): it has its descriptor, as the Scapy layers and the kernel read it."""
     usr = raw(RnbdMsgIo(device_id=1))
     size = len(usr) + len(raw(RtrsMsgRdmaRead(desc=[RtrsSgDesc()])))
-    key = 3 | (size - 8) << 16          # type RTRS_MSG_READ, usr_len of the shorter form
+    bare = raw(RtrsMsgRdmaRead(flags=16))       # the shorter form, as the descriptor ends
+    shorter = raw(RtrsMsgRdmaRead(usr_len=size - len(bare), flags=16))
+    desc = RtrsSgDesc(raw(RtrsSgDesc(addr=7))[:-len(bare)] + shorter)
     read = raw(RtrsReadRequest(usr=RnbdMsgIo(device_id=1), trailer=RtrsMsgRdmaRead(
-        desc=[RtrsSgDesc(addr=7, key=key, len=16)])))
-    assert split_read(read) == (len(usr), 1)
+        desc=[desc])))
+    assert read.endswith(shorter) and split_read(read) == (len(usr), 1)
     got = D.requests(*_batch([(read, len(read))], 0))
-    assert got["sg_cnt"].tolist() == [1] and got["desc_key"].tolist() == [key]
+    assert got["sg_cnt"].tolist() == [1] and got["desc_key"].tolist() == [desc.key]
     assert got["device_id"].tolist() == [1]
 
 

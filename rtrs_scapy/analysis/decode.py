@@ -16,11 +16,8 @@ from ..engine import io_fields
 from ..engine import transport as T
 from ..engine.io_fields import (  # the analysis reads them as D.*
     HEADER_ONLY, K_DATA, K_HB_ACK, K_HB_MSG, K_INVALIDATE, K_REQUEST, K_RESPONSE, K_SEND,
-    K_UNKNOWN_IMM)
+    K_UNKNOWN_IMM, READ, WRITE, WRITE_SIZE)
 from ..spec.imm import IMM_PAYLOAD_MASK
-from ..layout.plans import plan
-
-WRITE_TRAILER = plan("RtrsMsgRdmaWrite")
 
 
 def kinds(rows):
@@ -63,8 +60,8 @@ def op_from_headers(length, offset, partial):
     immediate's offset is the message length − 4; a READ's offset is data_len +
     usr_len, never that.  0 when the message's start was not captured (its length is
     unknown)."""
-    write = offset == length - WRITE_TRAILER.size
-    return np.where(partial, 0, np.where(write, 2, 1))
+    write = offset == length - WRITE_SIZE
+    return np.where(partial, 0, np.where(write, WRITE, READ))
 
 
 def responses(rows, arena):

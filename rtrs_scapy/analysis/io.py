@@ -12,13 +12,13 @@ import numpy as np
 from ..spec.constants import RNBD_MSG_IO, errno_name, rnbd_op_name
 from ..engine import transport as T
 from ..engine.distinct import among, distinct, distinct_inverse, places
+from ..engine.io_fields import READ, WRITE
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
 from . import iorows, pairing, rnbd
 from .linking import link_by_failover, link_undelivered, unlinked
 
-OPS = ("read", "write")
-READ, WRITE = 1, 2
+OPS = ("read", "write")       # by op - 1
 #: what a re-send repeats of its original (rtrs_clt_get_copy_req(): the user header)
 HEADER = ("op", "rnbd_type", "device_id", "sector", "bi_size", "rnbd_op")
 

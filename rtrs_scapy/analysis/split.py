@@ -16,10 +16,10 @@ the capture (server, data, response).
 
 import numpy as np
 
+from ..engine.io_fields import READ
 from .iorows import ANSWERED
 
 PARTS = ("request", "server", "data", "response", "wire")
-READ = 1
 
 
 def parts_ns(rows):

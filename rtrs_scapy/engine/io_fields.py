@@ -53,9 +53,9 @@ REQUEST_COLUMNS = ("op", "usr_len", "data_len", "offset", "sg_cnt", "desc_key", 
 RESPONSE_COLUMNS = ("msg_id", "errno", "with_invalidate", "rkey_rsp", "rkey_buf_id", "rkey")
 (MSG_ID, ERRNO, WITH_INVALIDATE, RKEY_RSP, RKEY_BUF_ID, RKEY) = range(len(RESPONSE_COLUMNS))
 
-READ, WRITE = 1, 2
-#: the op of a request whose trailer the snaplen cut, told later by its immediate
-HEADER_ONLY = 3
+#: a request's op: READ, WRITE, or HEADER_ONLY when the snaplen cut its trailer (its
+#: immediate tells the op later); 0 when no trailer fits
+READ, WRITE, HEADER_ONLY = 1, 2, 3
 
 
 def _place(layout, name):
