@@ -20,18 +20,24 @@ STATUS = re.compile(r"rtrs watch\s+\S+\s+(\d\d:\d\d:\d\d\.\d{3})Z")
 
 
 class Tmux:
+    """A detached tmux session on a server of its own (``-L``): a test that ends its
+    session ends its server, which another test's new session would otherwise race
+    (``tmux new-session`` exited 1 once, under the full suite)."""
+
     def __init__(self, command):
         self.name = "rtrs-watch-%d-%d" % (os.getpid(), time.monotonic_ns())
         shell = "%s; echo %s$?; sleep 120" % (command, EXIT_MARK)
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "80", "-y", "24",
-                        shell], check=True)
+        self._tmux("new-session", "-d", "-s", self.name, "-x", "80", "-y", "24", shell)
+
+    def _tmux(self, *args, **options):
+        return subprocess.run(["tmux", "-L", self.name, *args], check=True, **options)
 
     def screen(self):
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name],
-                              capture_output=True, text=True, check=True).stdout
+        return self._tmux("capture-pane", "-p", "-t", self.name, capture_output=True,
+                          text=True).stdout
 
     def keys(self, *keys):
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        self._tmux("send-keys", "-t", self.name, *keys)
 
     def wait_for(self, predicate, timeout=60):
         deadline = time.monotonic() + timeout
@@ -43,7 +49,7 @@ class Tmux:
         raise AssertionError("screen never matched:\n" + self.screen())
 
     def close(self):
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run(["tmux", "-L", self.name, "kill-server"], capture_output=True)
 
 
 @pytest.fixture
