@@ -20,17 +20,18 @@ STATUS = re.compile(r"rtrs watch\s+\S+\s+(\d\d:\d\d:\d\d\.\d{3})Z")
 
 
 class Tmux:
-    """A detached tmux session on a server of its own (``-L``): a test that ends its
-    session ends its server, which another test's new session would otherwise race
-    (``tmux new-session`` exited 1 once, under the full suite)."""
+    """A detached tmux session on the test's own server (its socket in ``folder``): a test
+    that ends its session ends its server, which another test's new session would
+    otherwise race (``tmux new-session`` exited 1 once, under the full suite)."""
 
-    def __init__(self, command):
+    def __init__(self, command, folder):
         self.name = "rtrs-watch-%d-%d" % (os.getpid(), time.monotonic_ns())
+        self.socket = str(folder / "tmux")      # short: a socket path has 107 bytes
         shell = "%s; echo %s$?; sleep 120" % (command, EXIT_MARK)
         self._tmux("new-session", "-d", "-s", self.name, "-x", "80", "-y", "24", shell)
 
     def _tmux(self, *args, **options):
-        return subprocess.run(["tmux", "-L", self.name, *args], check=True, **options)
+        return subprocess.run(["tmux", "-S", self.socket, *args], check=True, **options)
 
     def screen(self):
         return self._tmux("capture-pane", "-p", "-t", self.name, capture_output=True,
@@ -49,15 +50,15 @@ class Tmux:
         raise AssertionError("screen never matched:\n" + self.screen())
 
     def close(self):
-        subprocess.run(["tmux", "-L", self.name, "kill-server"], capture_output=True)
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
 
 
 @pytest.fixture
-def tmux():
+def tmux(tmp_path):
     sessions = []
 
     def start(command):
-        sessions.append(Tmux(command))
+        sessions.append(Tmux(command, tmp_path))
         return sessions[-1]
     yield start
     for session in sessions:
