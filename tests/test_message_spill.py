@@ -141,6 +141,27 @@ def test_spilled_records_give_the_same_lines_and_rows(failover_runs):
     assert marked and all("failover_from" in m["fields"] for m in marked)
 
 
+def test_records_are_read_back_in_frame_order_piece_by_piece(failover_runs):
+    """The closed records in frame order, a piece at a time (what pairs them by frame
+    reads): a chunk's columns alone where the order is every record in storage order,
+    else runs of the order; either way the records at ``order``, in its order."""
+    records = failover_runs[64].analyzer.records
+    names = ("msg", "frame", "paired")
+    kept = records.order
+    try:
+        for order in (np.arange(len(records.cols)), kept, kept[1::3]):
+            records.order = order
+            pieces = list(records._in_order(names))
+            assert [start for start, _ in pieces] == np.cumsum(
+                [0] + [len(got["frame"]) for _, got in pieces[:-1]]).tolist()
+            whole = records.cols.take(names, order)
+            for name in names:
+                assert np.array_equal(np.concatenate([got[name] for _, got in pieces]),
+                                      whole[name]), name
+    finally:
+        records.order = kept
+
+
 def test_forked_workers_write_what_one_process_formats(failover_runs, monkeypatch):
     """``messages`` formats the batches on every core, in forked workers
     (report/message_lines.py): their blocks, in order, are the lines one process

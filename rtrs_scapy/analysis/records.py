@@ -73,7 +73,7 @@ SPEC = {
 
 #: one frame kept per MARK records of the frame order, to find a frame's records
 MARK = 256
-#: records read back at a time to pair them by frame
+#: records worked on at a time where the frame order is sorted and looked up
 SCAN = 65536
 #: records per chunk spilled to disk (columns.py): two chunks stay in memory, 1.3 MB each
 CHUNK = 8192
@@ -450,8 +450,7 @@ class Records:
         response_of = np.full(len(self.cols), -1, dtype=order.dtype)
         kinds = np.zeros(len(order), dtype=np.int8)      # 1 a response, 2 a request
         top = 0
-        for start in range(0, len(order), SCAN):
-            got = self.cols.take(("msg", "frame", "paired"), order[start:start + SCAN])
+        for start, got in self._in_order(("msg", "frame", "paired")):
             msg = got["msg"]
             kinds[start:start + len(msg)] = np.where(
                 msg == IO_RSP, 1, np.where((msg == READ) | (msg == WRITE), 2, 0))
@@ -462,9 +461,8 @@ class Records:
              "req": np.empty(counts[2], order.dtype), "req_frame": np.empty(counts[2], frame_type),
              "req_paired": np.empty(counts[2], frame_type)}
         done = [0, 0, 0]
-        for start in range(0, len(order), SCAN):
-            at = order[start:start + SCAN]
-            got = self.cols.take(("frame", "paired"), at)
+        for start, got in self._in_order(("frame", "paired")):
+            at = order[start:start + len(got["frame"])]
             kind = kinds[start:start + len(at)]
             for code, name, columns in ((1, "rsp", ("frame",)), (2, "req", ("frame", "paired"))):
                 mine = kind == code
@@ -483,6 +481,18 @@ class Records:
         key, val = _last_by_key(p.pop("req_paired")[ok], p.pop("req")[ok])
         request_of[p["rsp"]] = _lookup(key, val, p["rsp_frame"])
         return request_of, response_of
+
+    def _in_order(self, names):
+        """(place in ``order``, {name: values}) of the closed records, piece by piece:
+        a chunk's columns read alone where ``order`` is every record in storage order
+        (records closed in frame order), else runs of a chunk's length (one or two
+        chunks each)."""
+        order, cols = self.order, self.cols
+        if len(order) == len(cols) and (order == np.arange(len(order))).all():
+            yield from cols.scan(names)
+            return
+        for start in range(0, len(order), CHUNK):
+            yield start, cols.take(names, order[start:start + CHUNK])
 
     # -- the records as dicts ------------------------------------------------------------
 
