@@ -63,7 +63,8 @@ class Engine:
                 end = T.cm_run(packets, start, ib.OPCODE_TABLE, packet_seq)
                 self.consumer.cm_run(chunk, packets, start, end)
                 start = end
-        T.materialize(chunk.buf, st.state, st.ring, st.tail)
+        # the slots offered so far: the table's rows beyond them were never used
+        T.materialize(chunk.buf, st.state[:st.counters[T.G_ROOM]], st.ring, st.tail)
 
     def flush(self):
         """Hand the rows and events gathered so far to the consumer."""

@@ -384,7 +384,8 @@ def _ring_push(state, ring, tail, slot, buf, off, n):
 
 @compiled
 def materialize(buf, state, ring, tail):
-    """Chunk end: the ring's packets of every message in progress go to the carry."""
+    """Chunk end: the ring's packets of every message in progress go to the carry
+    (``state``: the rows of the slots offered so far, not the whole table)."""
     for slot in range(state.shape[0]):
         count = state[slot, M_RING_N]
         if state[slot, USED] and state[slot, ACTIVE] and count:
