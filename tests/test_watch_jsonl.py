@@ -7,6 +7,7 @@ import json
 import re
 import shlex
 import subprocess
+import threading
 import time
 from collections import Counter
 from datetime import datetime
@@ -292,3 +293,40 @@ def test_intervals_without_the_rnbd_totals_are_the_same_records(name):
     assert [record for record, _ in bare] == [record for record, _ in kept]
     assert all(not totals for _, totals in bare)
     assert sum(count for _, totals in kept[-1:] for count, _, _ in totals.values()) > 0
+
+
+def test_a_file_is_walked_ahead_on_the_other_thread(monkeypatch):
+    """A capture file's records are walked and decoded on the read-ahead thread
+    (engine/ahead.py) while the watcher analyses the chunks before, which are given
+    back behind it; the intervals are those of reading the file chunk by chunk in the
+    watcher's own thread."""
+    from rtrs_scapy.capture import open_capture
+    from rtrs_scapy.watch import pacing
+    from rtrs_scapy.watch.watcher import Watcher
+
+    def intervals():
+        walked, threads, given_back = [], set(), []
+        with open_capture(real_pcap("load")) as cap:
+            chunks, done = cap.chunks, cap.done
+
+            def watched_chunks(records):
+                for chunk in chunks(records):
+                    threads.add(threading.current_thread().name)
+                    walked.append(chunk.first_frame)
+                    yield chunk
+
+            def watched_done(chunk):
+                given_back.append(chunk.first_frame)
+                done(chunk)
+            cap.chunks, cap.done = watched_chunks, watched_done
+            got = [interval.json() for interval in
+                   pacing.capture_intervals(cap, Watcher(), 1.0, records=4096)]
+        return got, walked, threads, given_back
+
+    ahead, walked, threads, given_back = intervals()
+    assert threads == {"rtrs-read-ahead"} and len(walked) > 30
+    assert given_back == walked[:-3]        # the last ones go with the capture
+    monkeypatch.setattr(pacing, "ahead", lambda chunks, behind: chunks)
+    alone, _, threads, _ = intervals()
+    assert threads == {threading.current_thread().name}
+    assert ahead == alone

@@ -5,7 +5,8 @@ at or past its end, so the intervals are the capture's seconds whether it is
 read as fast as possible or replayed at its pace (``speed``: capture seconds
 per wall-clock second).  A gap of more than ``MAX_GAP`` intervals (captures
 concatenated, a night without traffic) is skipped, not filled with empty
-intervals.  Live input (a pipe, an interface) follows the wall clock: an
+intervals.  Its records are walked and decoded ahead on the other core
+(engine/ahead.py).  Live input (a pipe, an interface) follows the wall clock: an
 interval ends every ``seconds`` whether packets came or not, so the records are
 read in a thread of their own.
 """
@@ -17,6 +18,7 @@ import time
 import numpy as np
 
 from ..capture.files import Chunk
+from ..engine.ahead import ahead
 
 MAX_GAP = 60            # intervals
 NS = 1_000_000_000
@@ -53,7 +55,8 @@ def capture_intervals(capture, watcher, seconds, speed=None, stop=None, records=
             time.sleep(delay)
 
     try:
-        for chunk in capture.chunks(records):
+        # the records walked and decoded on the other core, as the analysis reads them
+        for chunk in ahead(capture.chunks(records), behind=capture.done):
             stamps = chunk.stamps
             start, n = 0, len(chunk)
             while start < n:
@@ -71,15 +74,14 @@ def capture_intervals(capture, watcher, seconds, speed=None, stop=None, records=
                 wait(boundary)
                 yield watcher.interval(boundary / NS, seconds)
                 boundary += step
-                ahead = int(stamps[cut]) - boundary
-                if ahead >= MAX_GAP * step:     # skip the gap
-                    wall0 -= (ahead - ahead % step) / NS / (speed or 1)
-                    boundary += ahead - ahead % step
+                gap = int(stamps[cut]) - boundary
+                if gap >= MAX_GAP * step:       # skip the gap
+                    wall0 -= (gap - gap % step) / NS / (speed or 1)
+                    boundary += gap - gap % step
                 while int(stamps[cut]) >= boundary:
                     wait(boundary)
                     yield watcher.interval(boundary / NS, seconds)
                     boundary += step
-            capture.done(chunk)
             if stop is not None and stop.is_set():
                 return
         if boundary is None:
