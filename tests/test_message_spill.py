@@ -143,8 +143,8 @@ def test_spilled_records_give_the_same_lines_and_rows(failover_runs):
 
 def test_records_are_read_back_in_frame_order_piece_by_piece(failover_runs):
     """The closed records in frame order, a piece at a time (what pairs them by frame
-    reads): a chunk's columns alone where the order is every record in storage order,
-    else runs of the order; either way the records at ``order``, in its order."""
+    reads): every record in storage order, the order itself, or one with records left
+    out; either way the records at ``order``, in its order."""
     records = failover_runs[64].analyzer.records
     names = ("msg", "frame", "paired")
     kept = records.order

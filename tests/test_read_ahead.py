@@ -26,7 +26,7 @@ def test_an_error_comes_out_after_the_items_before_it():
     assert got == list(range(5))
 
 
-def test_by_default_one_chunk_waits_ahead_of_the_consumer():
+def test_by_default_two_chunks_wait_ahead_of_the_consumer():
     """Each chunk maps up to 8 MB of the file: the consumer's chunk, two queued and one
     in the making, no more, however long the consumer takes; ``behind`` gives a chunk
     back once three later ones are queued."""

@@ -483,16 +483,11 @@ class Records:
         return request_of, response_of
 
     def _in_order(self, names):
-        """(place in ``order``, {name: values}) of the closed records, piece by piece:
-        a chunk's columns read alone where ``order`` is every record in storage order
-        (records closed in frame order), else runs of a chunk's length (one or two
-        chunks each)."""
-        order, cols = self.order, self.cols
-        if len(order) == len(cols) and (order == np.arange(len(order))).all():
-            yield from cols.scan(names)
-            return
-        for start in range(0, len(order), CHUNK):
-            yield start, cols.take(names, order[start:start + CHUNK])
+        """(place in ``order``, {name: values}) of the closed records, a chunk's length
+        at a time: a run of records in storage order is one or two chunks' slices
+        (columns.py), where longer pieces spanned more chunks than stay loaded."""
+        for start in range(0, len(self.order), CHUNK):
+            yield start, self.cols.take(names, self.order[start:start + CHUNK])
 
     # -- the records as dicts ------------------------------------------------------------
 
