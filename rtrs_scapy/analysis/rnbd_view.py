@@ -176,6 +176,19 @@ def _joined(devices, name, keep_latencies):
     return joined
 
 
+def _session_ops(devices, figures, keep_latencies):
+    """A session's figures by op, its devices' joined (``figures``: each device's, by
+    op, as ``_ops_figures`` made them): an op of one device only is that device's
+    figures, not made a second time (percentiles are most of a summary's time)."""
+    holders = {}
+    for device, made in zip(devices, figures):
+        for name in device.ops:
+            holders.setdefault(name, []).append(made)
+    return {name: made[0][name] if len(made) == 1
+            else _joined(devices, name, keep_latencies).summary()
+            for name, made in holders.items()}
+
+
 class _Device:
     __slots__ = ("keep_latencies", "info", "ops", "size", "opened_at", "last_end", "io",
                  "sequential", "aligned")
@@ -228,9 +241,10 @@ class _Device:
         self.sequential += earlier.sequential
         self.aligned += earlier.aligned
 
-    def summary(self, blind=None):
+    def summary(self, blind, figures):
+        """The device's summary; ``figures``: its ops' (``_ops_figures``)."""
         out = dict(self.info)
-        out["ops"] = _ops_summary(self.ops, blind)
+        out["ops"] = _ops_summary(figures, blind)
         known = self.io and not (blind and any(blind.values()))
         out["sequential_share"] = round(self.sequential / self.io, 4) if known else None
         out["aligned_share"] = round(self.aligned / self.io, 4) if known else None
@@ -320,21 +334,27 @@ class _SessionView:
         control = {kind: None if blind[rtrs_op_of(kind)]
                    else dict(zip(("count", "errors"), self.control.get(kind, (0, 0))))
                    for kind in CONTROL}
-        devices = self.devices.values()
-        names = {name for device in devices for name in device.ops}
-        ops = {name: _joined(devices, name, self.keep_latencies) for name in names}
+        ids, devices = zip(*sorted(self.devices.items())) if self.devices else ((), ())
+        figures = [_ops_figures(device.ops) for device in devices]
+        ops = _session_ops(devices, figures, self.keep_latencies)
         out = {"ops": _ops_summary(ops, blind), "control": control,
                "failovers": dict(self.failovers),
-               "devices": {str(k): d.summary(blind) for k, d in sorted(self.devices.items())}}
+               "devices": {str(k): device.summary(blind, made)
+                           for k, device, made in zip(ids, devices, figures)}}
         if any(blind.values()):
             out["header_only_requests"] = dict(blind)
         return out
 
 
-def _ops_summary(ops, blind):
-    """The ops' figures; null for every op of a direction with header-only requests
-    (its RNBD IO is not all known), the main op of that direction included."""
-    out = {op: stats.summary() for op, stats in sorted(ops.items())}
+def _ops_figures(ops):
+    """Each op's figures, by op."""
+    return {op: stats.summary() for op, stats in ops.items()}
+
+
+def _ops_summary(figures, blind):
+    """The ops' figures (by op); null for every op of a direction with header-only
+    requests (its RNBD IO is not all known), the main op of that direction included."""
+    out = dict(sorted(figures.items()))
     for op, count in (blind or {}).items():
         if count:
             out[op] = None
