@@ -20,7 +20,6 @@ this process: the parts say so (their time ranges overlap) and are dropped.
 import contextlib
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 
 
 def follow_each_other(parts):
@@ -80,6 +79,8 @@ def local_runner(jobs=None):
         if jobs == 1:
             return [_map_file(f) for f in files]
         if not pool:
+            # imported here: 10 ms (logging, multiprocessing) that one file never needs
+            from concurrent.futures import ProcessPoolExecutor
             pool.append(ProcessPoolExecutor(min(jobs, len(files))))
         return list(pool[0].map(_map_file, files))
 
