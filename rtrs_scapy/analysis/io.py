@@ -73,10 +73,10 @@ def acknowledged(state, slot, gen, psn):
     """Whether the client acknowledged the response packet ``psn`` of stream ``slot``
     (arrays or ints): 1 yes, 0 not (yet), -1 unknown (a stream without its CM pairing)."""
     slot, gen, psn = np.asarray(slot), np.asarray(gen), np.asarray(psn)
-    s = state[slot]
-    peer = s[..., T.PEER]
+    peer = state[slot, T.PEER]     # the columns read, not the streams' whole rows
     at = np.maximum(peer, 0)
-    known = (s[..., T.GEN] == gen) & (peer >= 0) & (state[at, T.GEN] == s[..., T.PEER_GEN])
+    known = (state[slot, T.GEN] == gen) & (peer >= 0) & (state[at, T.GEN]
+                                                         == state[slot, T.PEER_GEN])
     acked = state[at, T.ACK_IN]
     yes = (acked >= 0) & ((acked - psn) & T.PSN_MASK < T.HALF_PSN)
     out = np.where(known, yes.astype(np.int64), -1)
