@@ -41,29 +41,36 @@ class ReadData:
 
     def lookup(self, path, rkey, after_frame, before_frame):
         """(first_ns, last_ns) of the data of each read (arrays), -1 where none lies
-        between ``after_frame`` and ``before_frame`` with its path and key; the
-        messages found are dropped."""
-        n, stored = len(path), len(self.table["key"])
-        first = np.full(n, -1, dtype=np.int64)
-        last = np.full(n, -1, dtype=np.int64)
-        if not n or not stored:
+        between ``after_frame`` and ``before_frame`` with its path and key (and for a
+        write: a negative ``rkey``); the messages found are dropped."""
+        first = np.full(len(path), -1, dtype=np.int64)
+        last = np.full(len(path), -1, dtype=np.int64)
+        reads = np.flatnonzero(np.asarray(rkey) >= 0)
+        stored = len(self.table["key"])
+        if not len(reads) or not stored:
             return first, last
-        # messages and reads in (key, frame) order: a read's data is the message
-        # just before it in its key
-        key = np.concatenate((self.table["key"], _key(path, rkey)))
-        frame = np.concatenate((self.table["frame"], before_frame))
+        wanted = _key(np.asarray(path)[reads], np.asarray(rkey)[reads])
+        found = self._latest_before(wanted, np.asarray(before_frame)[reads])
+        at = np.maximum(found, 0)
+        hit = (found >= 0) & (self.table["key"][at] == wanted) \
+            & (self.table["frame"][at] > np.asarray(after_frame)[reads])
+        first[reads[hit]] = self.table["first_ns"][at[hit]]
+        last[reads[hit]] = self.table["last_ns"][at[hit]]
+        unclaimed = np.ones(stored, dtype=bool)
+        unclaimed[at[hit]] = False
+        self.table = {name: column[unclaimed] for name, column in self.table.items()}
+        return first, last
+
+    def _latest_before(self, keys, frames):
+        """Per read (``keys``, ``frames``): the stored message just before it in the
+        (key, frame) order, -1 none (it may be of another key)."""
+        stored, n = len(self.table["key"]), len(keys)
+        key = np.concatenate((self.table["key"], keys))
+        frame = np.concatenate((self.table["frame"], frames))
         is_read = np.arange(stored + n) >= stored
         order = np.lexsort((is_read, frame, key))
         reads = is_read[order]
         latest = np.maximum.accumulate(np.where(reads, -1, np.arange(len(order))))
-        at = np.empty(n, dtype=np.int64)
-        at[order[reads] - stored] = np.where(latest[reads] >= 0, order[latest[reads]], -1)
-        found = np.maximum(at, 0)
-        hit = (at >= 0) & (np.asarray(rkey) >= 0) & (self.table["key"][found] == key[stored:]) \
-            & (self.table["frame"][found] > after_frame)
-        first[hit] = self.table["first_ns"][found[hit]]
-        last[hit] = self.table["last_ns"][found[hit]]
-        unclaimed = np.ones(stored, dtype=bool)
-        unclaimed[found[hit]] = False
-        self.table = {name: column[unclaimed] for name, column in self.table.items()}
-        return first, last
+        found = np.empty(n, dtype=np.int64)
+        found[order[reads] - stored] = np.where(latest[reads] >= 0, order[latest[reads]], -1)
+        return found
