@@ -380,7 +380,8 @@ class IoBatch:
             state.held_rows[int(done["frame"][k])] = (
                 {c: v[k:k + 1] for c, v in done.items()},
                 (int(rows[x, T.R_SLOT]), int(rows[x, T.R_GEN]), int(rows[x, T.R_PSN])))
-        done = {c: v[~held] for c, v in done.items()}
+        if held.any():
+            done = {c: v[~held] for c, v in done.items()}
         self.an.io_rows(iorows.concat([done, gone]))
 
     # -- failovers (docs/PROTOCOL.md#failover-from-the-wire) -------------------------
