@@ -21,7 +21,7 @@ import numpy as np
 
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
-from ..engine.distinct import distinct, runs
+from ..engine.distinct import distinct, group_runs, runs
 from . import iorows, rnbd, split
 from .growing import MICRO, Growing
 from .io import WRITE
@@ -65,8 +65,11 @@ class RnbdView:
         columns = {k: batch[k] for k in VIEW_COLUMNS}
         if self.keep_latencies:
             columns.update(("split_" + k, v) for k, v in split.parts_ns(batch).items())
-        # by path, each path's rows in capture order: one gather a column, a slice a path
-        order = np.lexsort((batch["frame"], batch["path"]))
+        # by path; in a path, its IO by device and op, then the rest, each in capture
+        # order: one gather a column, then a slice a path and one a device's op
+        io = batch["rnbd_type"] == RNBD_MSG_IO
+        order = np.lexsort((batch["frame"], batch["rnbd_op"], batch["device_id"], ~io,
+                            batch["path"]))
         columns = {k: v[order] for k, v in columns.items()}
         for pid, start, stop in runs(batch["path"][order]):
             self.of(paths[pid].session).add({k: v[start:stop] for k, v in columns.items()})
@@ -132,10 +135,11 @@ class _Ops:
         self.timings = Growing(times=True) if keep_latencies else None
         self.sizes = Counter()
 
-    def add(self, rows, mask):
-        self.count += int(np.count_nonzero(mask))
-        self.bytes += int(rows["bi_size"][mask].sum())
-        answered = mask & (rows["outcome"] == iorows.ANSWERED)
+    def add(self, rows):
+        """IO rows of this op (``VIEW_COLUMNS`` and the split's parts)."""
+        self.count += len(rows["bi_size"])
+        self.bytes += int(rows["bi_size"].sum())
+        answered = rows["outcome"] == iorows.ANSWERED
         self.errors += int(np.count_nonzero(answered & (rows["errno"] != 0)))
         if self.timings is not None:
             # split.parts_ns: only an answered IO has parts the capture can tell
@@ -143,7 +147,7 @@ class _Ops:
             timings = np.column_stack([rows["latency_ns"][answered]]
                                       + [np.where(p >= 0, p, UNKNOWN) for p in parts])
             self.timings.extend(timings.ravel())
-        sizes, counts = np.unique(rows["bi_size"][mask], return_counts=True)
+        sizes, counts = np.unique(rows["bi_size"], return_counts=True)
         self.sizes.update(dict(zip(sizes.tolist(), counts.tolist())))
 
     def merge(self, other):
@@ -204,11 +208,13 @@ class _Device:
         self.last_end = None       # the sector after the last IO (access pattern)
         self.io = self.sequential = self.aligned = 0
 
-    def add(self, rows, mask):
-        for code in distinct(rows["rnbd_op"][mask]).tolist():
-            name = rnbd_op_name(code)
-            self.ops.setdefault(name, _Ops(self.keep_latencies)).add(
-                rows, mask & (rows["rnbd_op"] == code))
+    def op(self, code):
+        """The figures of RNBD op ``code``."""
+        name = rnbd_op_name(code)
+        ops = self.ops.get(name)
+        if ops is None:
+            ops = self.ops[name] = _Ops(self.keep_latencies)
+        return ops
 
     def pattern(self, sectors, sizes):
         """Sequential: an IO that starts where the device's previous one ended; aligned:
@@ -280,9 +286,14 @@ class _SessionView:
         return device
 
     def add(self, rows):
+        """A path's IO rows of a batch: first its RNBD IO by device and op, each in
+        capture order (RnbdView.rows), then the rest."""
         io = rows["rnbd_type"] == RNBD_MSG_IO
-        for device_id in distinct(rows["device_id"][io]).tolist():
-            self.device(device_id).add(rows, io & (rows["device_id"] == device_id))
+        ios = int(np.count_nonzero(io))
+        device, op = rows["device_id"][:ios], rows["rnbd_op"][:ios]
+        for start, stop in group_runs(device, op):
+            self.device(int(device[start])).op(int(op[start])).add(
+                {k: v[start:stop] for k, v in rows.items()})
         failed = (rows["outcome"] == iorows.ANSWERED) & (rows["errno"] != 0)
         for code in distinct(rows["rnbd_type"][~io & (rows["rnbd_type"] >= 0)]).tolist():
             kind = rnbd.kind_name(code)

@@ -91,6 +91,15 @@ def places(keys, values):
 
 def runs(ordered):
     """(value, start, stop) of each run of equal values of a sorted integer array."""
-    cuts = (np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()
-    return [(int(ordered[start]), start, stop)
-            for start, stop in zip([0] + cuts, cuts + [len(ordered)])] if len(ordered) else []
+    return [(int(ordered[start]), start, stop) for start, stop in group_runs(ordered)]
+
+
+def group_runs(*columns):
+    """(start, stop) of each run of equal rows of columns sorted together (lexsort)."""
+    if not len(columns[0]):
+        return []
+    change = np.zeros(len(columns[0]) - 1, dtype=bool)
+    for column in columns:
+        change |= column[1:] != column[:-1]
+    cuts = (np.flatnonzero(change) + 1).tolist()
+    return list(zip([0] + cuts, cuts + [len(columns[0])]))
