@@ -6,27 +6,29 @@ thousand times on 3 M packets of load, where a Python loop over lists cost a ten
 of a second.
 
 Each key has a row of ``depth`` places, its items in the order they came; the
-keys are given rows in a dict, once per distinct key of a batch.
+keys seen are kept sorted beside their rows, and a batch's distinct keys are looked
+up among them at once (a dict looked up key by key cost 57 ms of the 3 M packets).
 """
 
 import numpy as np
 
 from ..capture.jit import compiled
-from .distinct import distinct_inverse
+from .distinct import distinct_inverse, places
 
 
 class Recent:
     """Per key, the last ``depth`` items added (older ones dropped)."""
 
     def __init__(self, depth=8, rows=64):
-        self.row_of = {}
+        self.keys = np.zeros(0, dtype=np.int64)        # the keys seen, sorted
+        self.key_rows = np.zeros(0, dtype=np.int64)    # the row of each
         self.frames = np.zeros((rows, depth), dtype=np.int64)
         self.values = np.zeros((rows, depth), dtype=np.int64)
         self.counts = np.zeros(rows, dtype=np.int64)
 
     def __len__(self):
         """The items held."""
-        return int(self.counts[:len(self.row_of)].sum())
+        return int(self.counts[:len(self.keys)].sum())
 
     def add(self, keys, frames, values):
         """Items (``frames``, ``values``) of ``keys``, in the order given."""
@@ -48,17 +50,19 @@ class Recent:
         if not len(keys):
             return np.empty(0, dtype=np.int64)
         distinct, inverse = distinct_inverse(keys)
-        row_of = self.row_of
-        rows = np.empty(len(distinct), dtype=np.int64)
-        for k, key in enumerate(distinct.tolist()):
-            row = row_of.get(key)
-            if row is None:
-                row = -1
-                if make:
-                    row = row_of[key] = len(row_of)
-            rows[k] = row
-        if len(row_of) > len(self.counts):
-            self._grow(len(row_of))
+        at = places(self.keys, distinct)
+        known = at >= 0
+        rows = np.full(len(distinct), -1, dtype=np.int64)
+        rows[known] = self.key_rows[at[known]]
+        if make and not known.all():
+            # new keys get the next rows, in the order of their values
+            fresh = distinct[~known]
+            rows[~known] = len(self.keys) + np.arange(len(fresh))
+            where = np.searchsorted(self.keys, fresh)
+            self.keys = np.insert(self.keys, where, fresh)
+            self.key_rows = np.insert(self.key_rows, where, rows[~known])
+            if len(self.keys) > len(self.counts):
+                self._grow(len(self.keys))
         return rows[inverse.reshape(-1)]
 
     def _grow(self, need):
