@@ -55,14 +55,21 @@ def path_columns(path_ids, names):
 def device_column(path_ids, device_ids, names):
     """Device names of rows (null without a device id), and the names used by
     (path id, device id)."""
-    keys = (path_ids.astype(np.int64) << 32) | (device_ids.astype(np.int64) & 0xFFFFFFFF)
+    paths, path_at = distinct_inverse(np.asarray(path_ids, dtype=np.int64))
+    devices, device_at = distinct_inverse(np.asarray(device_ids, dtype=np.int64))
+    # a (path, device) pair as one small number (a batch has a few): not a 64-bit key,
+    # whose distinct values would take a sort of every row
+    pair = path_at.reshape(-1) * len(devices) + device_at.reshape(-1)
 
-    def name(key):
-        device = key & 0xFFFFFFFF
-        return names.device(key >> 32, device) if device != 0xFFFFFFFF else None
-    column, named = by_key(keys, name)
-    return column, {(k >> 32, k & 0xFFFFFFFF): v for k, v in named.items()
-                    if k & 0xFFFFFFFF != 0xFFFFFFFF}
+    def key(k):
+        """(path id, device id as the wire's u32) of a pair."""
+        return int(paths[k // len(devices)]), int(devices[k % len(devices)]) & 0xFFFFFFFF
+
+    def name(k):
+        path, device = key(k)
+        return names.device(path, device) if device != 0xFFFFFFFF else None
+    column, named = by_key(pair, name)
+    return column, {key(k): v for k, v in named.items() if key(k)[1] != 0xFFFFFFFF}
 
 
 def arrow_rows(rows, capture, names):
