@@ -1,7 +1,8 @@
 """The distinct ids of a batch, by a count over their span, are numpy's own: the same
 values, order, type and inverse as ``np.unique`` for every integer type, wide and narrow
-spans, negative values and empty arrays; ``among`` is ``np.isin``, and ``runs`` cover a
-sorted array value by value, and ``places`` finds each value among sorted keys (hypothesis)."""
+spans, negative values and empty arrays; ``among`` is ``np.isin``, ``runs`` cover a
+sorted array value by value and ``group_runs`` columns sorted together pair by pair, and
+``places`` finds each value among sorted keys (hypothesis)."""
 
 import numpy as np
 from hypothesis import given, strategies as st
@@ -59,6 +60,21 @@ def test_runs_cover_a_sorted_array_value_by_value(values):
     assert [stop - start for _, start, stop in got] == \
         np.unique(values, return_counts=True)[1].tolist()
     assert all(ordered[start] == ordered[stop - 1] == value for value, start, stop in got)
+
+
+@given(hnp.arrays(np.int64, st.integers(0, 60), elements=st.integers(-3, 3)),
+       hnp.arrays(np.int64, st.integers(0, 60), elements=st.integers(-3, 3)))
+def test_group_runs_cover_rows_sorted_together_pair_by_pair(a, b):
+    n = min(len(a), len(b))
+    order = np.lexsort((b[:n], a[:n]))
+    a, b = a[:n][order], b[:n][order]
+    got = D.group_runs(a, b)
+    pairs = sorted(set(zip(a.tolist(), b.tolist())))
+    assert [(int(a[start]), int(b[start])) for start, _ in got] == pairs
+    assert all(len(set(zip(a[start:stop].tolist(), b[start:stop].tolist()))) == 1
+               for start, stop in got)
+    assert [start for start, _ in got[1:]] == [stop for _, stop in got[:-1]]
+    assert (got[0][0], got[-1][1]) == (0, n) if n else got == []
 
 
 @given(hnp.arrays(np.int64, st.integers(0, 40), elements=st.integers(-50, 50)),

@@ -200,6 +200,40 @@ def assert_device_timings_are_the_io_rows(capture):
     return sum(int(np.count_nonzero(answered & (values < 0))) for values in parts.values())
 
 
+def nearest_rank(values, pct):
+    """The nearest-rank percentile, in µs as the summary rounds it."""
+    ordered = np.sort(values)
+    return round(ordered[max(1, -(-pct * len(ordered) // 100)) - 1] / 1e3, 1)
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_session_timings_are_its_devices_io_rows_together(name):
+    """A session's op figures are its answered IO rows of that op, whatever device:
+    one device's own figures, or several devices' joined (errors and discard have
+    two)."""
+    batches = []
+    result = analyze(real_pcap(name), keep_messages=False, io_sink=batches.append)
+    rows = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    answered = (rows["outcome"] == iorows.ANSWERED) & (rows["failed_over"] == 0) \
+        & (rows["rnbd_type"] == R.RNBD_MSG_IO)
+    labels = {s.label: s for s in result.analyzer.sessions.values()}
+    checked = 0
+    for session in result.summary["sessions"]:
+        mine = answered & np.isin(rows["path"], [p.id for p in labels[session["label"]].paths])
+        for op, stats in session["rnbd"]["ops"].items():
+            ours = rows["latency_ns"][mine & (rows["rnbd_op"] == next(
+                k for k, v in OPS.items() if v == op))]
+            latency = stats["latency_us"]
+            assert latency["count"] == len(ours)
+            if len(ours):
+                assert (latency["min"], latency["max"]) == (round(ours.min() / 1e3, 1),
+                                                            round(ours.max() / 1e3, 1))
+                assert (latency["p50"], latency["p90"], latency["p99"]) == tuple(
+                    nearest_rank(ours, pct) for pct in (50, 90, 99))
+            checked += len(session["rnbd"]["devices"]) > 1
+    assert checked or name not in ("errors", "discard")
+
+
 @pytest.mark.parametrize("name", SMALL)
 def test_device_timings_are_the_io_rows(name):
     assert_device_timings_are_the_io_rows(real_pcap(name))
