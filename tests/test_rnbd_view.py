@@ -23,6 +23,7 @@ from rtrs_scapy.layers.rtrs_request import split_read
 
 SMALL = [name for name, _, truth in REAL_ALL if truth["pcap_stats"]["frames"] < 20000]
 OPS = {0: "read", 1: "write", 2: "flush", 3: "discard", 4: "secure_erase", 5: "write_zeroes"}
+OP_CODES = {name: code for code, name in OPS.items()}
 CONTROL = {R.RNBD_MSG_SESS_INFO: "sess_info", R.RNBD_MSG_OPEN: "open",
            R.RNBD_MSG_CLOSE: "close"}
 
@@ -168,24 +169,34 @@ def test_the_sector_filter_the_access_pattern_and_the_device_extent_use_it(secto
     assert extent.sectors == end
 
 
+def answered_io_of_sessions(capture):
+    """The IO rows of ``capture``, the mask of the answered RNBD IO ones (the copy of a
+    failed-over IO, not its original), and each summary session with that mask for
+    its own paths."""
+    batches = []
+    result = analyze(capture, keep_messages=False, io_sink=batches.append)
+    rows = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    answered = (rows["outcome"] == iorows.ANSWERED) & (rows["failed_over"] == 0) \
+        & (rows["rnbd_type"] == R.RNBD_MSG_IO)
+    labels = {s.label: s for s in result.analyzer.sessions.values()}
+    return rows, answered, [
+        (session, answered & np.isin(rows["path"],
+                                     [p.id for p in labels[session["label"]].paths]))
+        for session in result.summary["sessions"]]
+
+
 def assert_device_timings_are_the_io_rows(capture):
     """A device op's latencies and split parts are those of its answered IO rows, the
     parts the capture cannot tell left out (kept side by side in one array); how many
     parts were left out."""
-    batches = []
-    result = analyze(capture, keep_messages=False, io_sink=batches.append)
-    rows = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    rows, answered, sessions = answered_io_of_sessions(capture)
     parts = split.parts_ns(rows)
-    answered = (rows["outcome"] == iorows.ANSWERED) & (rows["failed_over"] == 0) \
-        & (rows["rnbd_type"] == R.RNBD_MSG_IO)
-    labels = {s.label: s for s in result.analyzer.sessions.values()}
     checked = 0
-    for session in result.summary["sessions"]:
-        mine = answered & np.isin(rows["path"], [p.id for p in labels[session["label"]].paths])
+    for session, mine in sessions:
         for device_id, device in session["rnbd"]["devices"].items():
             for op, stats in device["ops"].items():
                 ours = mine & (rows["device_id"] == int(device_id)) \
-                    & (rows["rnbd_op"] == next(k for k, v in OPS.items() if v == op))
+                    & (rows["rnbd_op"] == OP_CODES[op])
                 assert stats["latency_us"]["count"] == np.count_nonzero(ours)
                 if np.any(ours):
                     assert stats["latency_us"]["max"] == round(
@@ -211,18 +222,11 @@ def test_session_timings_are_its_devices_io_rows_together(name):
     """A session's op figures are its answered IO rows of that op, whatever device:
     one device's own figures, or several devices' joined (errors and discard have
     two)."""
-    batches = []
-    result = analyze(real_pcap(name), keep_messages=False, io_sink=batches.append)
-    rows = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
-    answered = (rows["outcome"] == iorows.ANSWERED) & (rows["failed_over"] == 0) \
-        & (rows["rnbd_type"] == R.RNBD_MSG_IO)
-    labels = {s.label: s for s in result.analyzer.sessions.values()}
+    rows, _, sessions = answered_io_of_sessions(real_pcap(name))
     checked = 0
-    for session in result.summary["sessions"]:
-        mine = answered & np.isin(rows["path"], [p.id for p in labels[session["label"]].paths])
+    for session, mine in sessions:
         for op, stats in session["rnbd"]["ops"].items():
-            ours = rows["latency_ns"][mine & (rows["rnbd_op"] == next(
-                k for k, v in OPS.items() if v == op))]
+            ours = rows["latency_ns"][mine & (rows["rnbd_op"] == OP_CODES[op])]
             latency = stats["latency_us"]
             assert latency["count"] == len(ours)
             if len(ours):
