@@ -102,7 +102,9 @@ def first_after_an_answer(keys, frames, answer_keys, answer_frames):
 class IoBatch:
     def __init__(self, an, rows, arena, req, rsp, path_id, record):
         self.an = an
-        req_rows = rows[req]        # each set of rows copied once (a batch's rows are wide)
+        # each set of rows copied once (a batch's rows are wide), by take: half the
+        # time of an index array's fancy indexing of a 2-D array
+        req_rows = rows.take(req, axis=0)
         reqs = D.requests(req_rows, arena)
         bad = reqs["op"] == 0
         for i in np.flatnonzero(bad).tolist():
@@ -115,7 +117,7 @@ class IoBatch:
         self.reqs = reqs
         self.req_rows = req_rows
         self.req_path = path_id[req]
-        self.rsp_rows = rows[rsp]
+        self.rsp_rows = rows.take(rsp, axis=0)
         self.rsps = D.responses(self.rsp_rows, arena)
         self.rsp_path = path_id[rsp]
         self.rsp_record = record[rsp] if record is not None else None
