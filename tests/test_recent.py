@@ -5,7 +5,7 @@ before its own (the first of equals) and removes it."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtrs_scapy.engine.recent import Recent
+from rtrs_scapy.engine.recent import SPREAD, Recent
 
 DEPTH = 3
 
@@ -52,3 +52,29 @@ def test_a_key_never_added_has_nothing():
     recent = Recent()
     recent.add([5], [10], [99])
     assert recent.take_latest([6, 5, 5], [20, 20, 20]).tolist() == [-1, 99, -1]
+
+
+many_keys = st.integers(0, 300).map(lambda k: k * 7919 - (1 << 20))
+many_adds = st.lists(st.tuples(many_keys, st.integers(0, 40), st.integers(0, 1 << 40)),
+                     min_size=1, max_size=40)
+many_takes = st.lists(st.tuples(many_keys, st.integers(0, 45)), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("add"), many_adds),
+                          st.tuples(st.just("take"), many_takes)), max_size=30))
+def test_keys_arriving_batch_after_batch_keep_the_rule_and_few_levels(steps):
+    """Hundreds of keys, new ones in most batches: the sorted levels they are kept in
+    split and merge, and a key is found in whichever holds it; each level is at least
+    SPREAD times the next, so they are few (a logarithm of the keys)."""
+    recent, out = Recent(depth=DEPTH, rows=1), []
+    for kind, batch in steps:
+        if kind == "add":
+            recent.add([k for k, _, _ in batch], [f for _, f, _ in batch],
+                       [v for _, _, v in batch])
+            sizes = [len(keys) for keys, _ in recent.levels]
+            assert sum(sizes) == recent.known
+            assert all(older >= SPREAD * newer for older, newer in zip(sizes, sizes[1:]))
+        else:
+            out += recent.take_latest([k for k, _ in batch], [f for _, f in batch]).tolist()
+    assert (out, len(recent)) == _by_lists(steps)
