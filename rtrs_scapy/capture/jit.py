@@ -35,9 +35,10 @@ belong to Python, which holds them for the whole call, and no compiled function 
 or returns a view of them.  So helpers are compiled without reference counting
 (numba's ``_nrt`` option), but for the few that make an array (``np.zeros``,
 ``.copy()``, ``np.argsort``: numba's allocator is part of the counting), marked
-``allocates=True``; the compiler refuses an allocation in the others.  The native
-module's entry points themselves count (``numba.pycc`` compiles them all with the
-runtime), which at a few hundred calls per million packets costs nothing measurable.
+``allocates=True``; the compiler refuses an allocation in the others.  Entry points
+likewise: under numba's JIT they are compiled so, and ``numba.pycc``, which compiles
+what it exports with the runtime, exports a call of each compiled as a helper
+(native.py): the transport's views of a stream's row counted 135 ns a packet, 105 not.
 """
 
 import functools
@@ -101,7 +102,7 @@ def helper(function=None, allocates=False):
     if function is None:
         return lambda function: helper(function, allocates)
     placeholder = functools.wraps(function)(lambda *args: function(*args))
-    return _defer(placeholder, lambda: _numba_helper(function, allocates))
+    return _defer(placeholder, lambda: as_helper(function, allocates))
 
 
 def read_only(array):
@@ -225,7 +226,8 @@ def _numba_cache(function):
     return SourcesKeyedCache(function)
 
 
-def _numba_helper(function, allocates):
+def as_helper(function, allocates):
+    """``function`` compiled by numba as a helper (numba is imported)."""
     from numba.core import types
     from numba.core.registry import CPUDispatcher
 
