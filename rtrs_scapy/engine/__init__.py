@@ -23,8 +23,10 @@ from ..capture import columns, ib
 from ..spec.limits import limit
 from . import transport as T
 
-ROWS = 1 << 14
-ARENA = 1 << 22
+#: the rows' room; a batch goes to the consumer at half of it (or half the arena's): the
+#: analysis costs about 2 ms a batch beyond its rows (docs/benchmarks.md)
+ROWS = 1 << 15
+ARENA = 1 << 23
 EVENTS = 1 << 12
 NONE_TOUCHED = (np.zeros(0, dtype=np.int64), np.zeros((0, T.S_COLUMNS), dtype=np.int64))
 
