@@ -26,10 +26,10 @@ def test_an_error_comes_out_after_the_items_before_it():
     assert got == list(range(5))
 
 
-def test_by_default_two_chunks_wait_ahead_of_the_consumer():
-    """Each chunk maps up to 8 MB of the file: the consumer's chunk, two queued and one
+def test_by_default_three_chunks_wait_ahead_of_the_consumer():
+    """Each chunk maps up to 8 MB of the file: the consumer's chunk, three queued and one
     in the making, no more, however long the consumer takes; ``behind`` gives a chunk
-    back once three later ones are queued."""
+    back once four later ones are queued."""
     made, given_back = [], []
 
     def source():
@@ -40,12 +40,12 @@ def test_by_default_two_chunks_wait_ahead_of_the_consumer():
     stream = ahead(source(), behind=given_back.append)
     first = next(stream)
     deadline = time.monotonic() + 5
-    while len(made) < 4 and time.monotonic() < deadline:
+    while len(made) < 5 and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.2)                     # room for a thread that would go further
-    assert first == 0 and made == [0, 1, 2, 3]
+    assert first == 0 and made == [0, 1, 2, 3, 4]
     assert list(stream) == list(range(1, 10))
-    assert given_back == list(range(7))    # the last three stay with the caller
+    assert given_back == list(range(6))    # the last four stay with the caller
 
 
 def _stopped_early(items, depth, error=None):

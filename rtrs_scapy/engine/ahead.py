@@ -4,12 +4,13 @@ Walking the records and decoding their headers (numba, without the GIL) and
 decompressing gzip (zlib, without the GIL) run in a thread of their own while
 the main thread runs the transport and the analysis on the chunks already
 read.  A bounded queue keeps at most ``depth`` chunks in memory, each up to 8 MB of
-the file mapped.  The reader's thread walks a chunk in about two thirds of the time
-the main thread takes over it on average, but the main thread's pace is uneven: most
-chunks only go through the transport, every few one also hands a batch of messages to
-the analysis, several times as long.  Two queued chunks let the reader bank what it
-walks during those batches (docs/benchmarks.md); with one, the main thread waited for
-chunks a seventh of its time.  Each more costs a chunk's memory for little.
+the file mapped.  The two threads take about as long over a chunk on average, but the
+main thread's pace is uneven: most chunks only go through the transport, every fifth or
+so also hands a batch of messages to the analysis, several times as long.  Three queued
+chunks let the reader bank what it walks during those batches (docs/benchmarks.md);
+with two, the main thread waited for chunks a fifth of its time.  A fourth saves a
+little more, but its 8 MB would take the largest export of many short sessions at 10 M
+packets past 300 MB.
 """
 
 import collections
@@ -19,7 +20,7 @@ import threading
 _END = object()
 
 
-def ahead(iterable, depth=2, behind=None):
+def ahead(iterable, depth=3, behind=None):
     """Iterate ``iterable`` in a background thread; items come out in order, an
     exception comes out where it happened.  Stopping early stops the thread.
 
