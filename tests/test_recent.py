@@ -67,13 +67,14 @@ def test_keys_arriving_batch_after_batch_keep_the_rule_and_few_levels(steps):
     """Hundreds of keys, new ones in most batches: the sorted levels they are kept in
     split and merge, and a key is found in whichever holds it; each level is at least
     SPREAD times the next, so they are few (a logarithm of the keys)."""
-    recent, out = Recent(depth=DEPTH, rows=1), []
+    recent, out, added = Recent(depth=DEPTH, rows=1), [], set()
     for kind, batch in steps:
         if kind == "add":
             recent.add([k for k, _, _ in batch], [f for _, f, _ in batch],
                        [v for _, _, v in batch])
+            added.update(k for k, _, _ in batch)
             sizes = [len(keys) for keys, _ in recent.levels]
-            assert sum(sizes) == recent.known
+            assert sum(sizes) == recent.known == len(added)
             assert all(older >= SPREAD * newer for older, newer in zip(sizes, sizes[1:]))
         else:
             out += recent.take_latest([k for k, _ in batch], [f for _, f in batch]).tolist()

@@ -122,10 +122,11 @@ def build(entries, sources):
 
 def _uncounted(entry):
     """What the module exports for ``entry``: a call of its function compiled as a
-    helper.  pycc compiles the functions it exports with reference counting, and
-    an entry point's per-packet views (a stream's state row, a slice of the packet)
-    would each be counted (an atomic increment and decrement); a helper counts only when it ``allocates`` (jit.py).
-    Measured on the transport: 135 → 105 ns a packet (docs/benchmarks.md)."""
+    helper.  pycc compiles the functions it exports with reference counting, and an
+    entry point's per-packet views (a stream's state row, a slice of the packet) would
+    each be counted (an atomic increment and decrement); a helper counts only when it
+    ``allocates`` (jit.py).  The transport: 118–139 → 99–121 ns a packet
+    (docs/benchmarks.md)."""
     from .jit import as_helper
     names = ", ".join(inspect.signature(entry.py_func).parameters)
     namespace = {"body": as_helper(entry.py_func, entry.allocates)}

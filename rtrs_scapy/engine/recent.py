@@ -26,7 +26,6 @@ class Recent:
 
     def __init__(self, depth=8, rows=64):
         self.levels = []        # (keys sorted, the row of each), the largest first
-        self.known = 0          # keys seen: the rows given
         self.frames = np.zeros((rows, depth), dtype=np.int64)
         self.values = np.zeros((rows, depth), dtype=np.int64)
         self.counts = np.zeros(rows, dtype=np.int64)
@@ -34,6 +33,11 @@ class Recent:
     def __len__(self):
         """The items held."""
         return int(self.counts[:self.known].sum())
+
+    @property
+    def known(self):
+        """The keys seen (their rows are 0 … known - 1)."""
+        return sum(len(keys) for keys, _ in self.levels)
 
     def add(self, keys, frames, values):
         """Items (``frames``, ``values``) of ``keys``, in the order given."""
@@ -74,7 +78,6 @@ class Recent:
         before while that one is less than ``SPREAD`` times as large: a key is merged
         a few times in all, and the levels stay few (two for the 1,019 keys of 3 M
         load packets)."""
-        self.known += len(keys)
         levels = self.levels
         levels.append((keys, rows))
         while len(levels) > 1 and len(levels[-2][0]) < SPREAD * len(levels[-1][0]):
