@@ -16,6 +16,7 @@ import pytest
 
 from conftest import REAL_PCAPS, real_pcap, real_truth
 from ib_decode import in_flight_at, write_cut
+from rtrs_scapy.engine.ahead import DEPTH
 from rtrs_scapy.watch.watcher import CM_EVENTS
 from watch_util import (OPS, RTRS_DISSECT, interval_totals, record_stamps, summary,
                         summary_totals, watch_jsonl, watch_jsonl_in_process)
@@ -325,7 +326,8 @@ def test_a_file_is_walked_ahead_on_the_other_thread(monkeypatch):
 
     ahead, walked, threads, given_back = intervals()
     assert threads == {"rtrs-read-ahead"} and len(walked) > 30
-    assert given_back == walked[:-4]        # the last ones go with the capture
+    # the consumer's chunk and those queued ahead of it go with the capture
+    assert given_back == walked[:-(DEPTH + 1)]
     monkeypatch.setattr(pacing, "ahead", lambda chunks, behind: chunks)
     alone, _, threads, _ = intervals()
     assert threads == {threading.current_thread().name}

@@ -18,9 +18,11 @@ import queue
 import threading
 
 _END = object()
+#: chunks queued ahead of the consumer (the module's docstring says why three)
+DEPTH = 3
 
 
-def ahead(iterable, depth=3, behind=None):
+def ahead(iterable, depth=DEPTH, behind=None):
     """Iterate ``iterable`` in a background thread; items come out in order, an
     exception comes out where it happened.  Stopping early stops the thread.
 
