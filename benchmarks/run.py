@@ -211,6 +211,47 @@ def command_table(path, packets, repeat):
     sys.stdout.flush()
 
 
+def read_afresh(path):
+    """Drop the capture from the page cache and read it back once, as a first read does;
+    returns the MiB of it the kernel then holds in 2 MiB pages.
+
+    How the page cache holds a file decides what mapping it costs: read ahead into large
+    folios, the 3 M-packet load capture's summary takes 0.7 s (0.1 s of it the kernel's),
+    held in 4 KiB pages 1.0-1.2 s (0.3-0.4 s); ``cat`` 0.19 against 0.38 s
+    (docs/benchmarks.md, "The page cache's layout").  Which one a file gets depends on how
+    it was read and how fragmented memory was then, so every workload is read afresh before
+    it is timed, and the share in 2 MiB pages (``FileHugePages``, the whole machine's, before
+    and after) is printed beside the figures."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    before = file_huge_pages_kib()
+    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
+    return max(0, file_huge_pages_kib() - before) / 1024
+
+
+def file_huge_pages_kib():
+    """The page cache's file data in 2 MiB pages, KiB (0 where the kernel does not say)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("FileHugePages:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def page_cache_note(path):
+    """Read ``path`` afresh and say how the page cache holds it."""
+    huge = read_afresh(path)
+    print("%s read afresh into the page cache: %.0f of its %.0f MiB in 2 MiB pages"
+          % (path.name, huge, path.stat().st_size / 2 ** 20))
+
+
 def tshark_sample(path, packets):
     sample = OUT / ("%s_tshark_%d.pcap" % (path.stem, packets))
     if not sample.exists():
@@ -233,10 +274,14 @@ def workload(name, args):
     if args.commands_only:
         packets = args.packets[0]
         print("\n%s, %s packets" % (name, "{:,}".format(packets)))
+        page_cache_note(capture(name, packets))
         command_table(capture(name, packets), packets, args.repeat)
         return
     print("\n%s (%s)\n" % (name, ", ".join("%s packets: %.0f MiB" % (
         "{:,}".format(n), capture(name, n).stat().st_size / 2 ** 20) for n in args.packets)))
+    for packets in args.packets:
+        page_cache_note(capture(name, packets))
+    print()
     print("| tool | packets | time | rate | peak RSS | rtrs-dissect is faster by |")
     print("|---|---|---|---|---|---|")
     for packets in args.packets:
@@ -300,7 +345,9 @@ def main():
                         help="the commands' table alone (no summary rows, peers, stages)")
     parser.add_argument("--dissect", nargs="+", default=None, metavar="ARGV",
                         help="what runs rtrs-dissect in the commands' table, e.g. another "
-                             "checkout's: env PYTHONPATH=DIR python -m rtrs_scapy.cli")
+                             "checkout's: env PYTHONPATH=DIR python -P -m rtrs_scapy.cli "
+                             "(-P: without it, -m finds the package in the current folder "
+                             "first)")
     args = parser.parse_args()
     if args.dissect:
         DISSECT_COMMAND[:] = args.dissect
