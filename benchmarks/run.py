@@ -222,12 +222,13 @@ def read_afresh(path):
     it was read and how fragmented memory was then, so every workload is read afresh before
     it is timed, and the share in 2 MiB pages (``FileHugePages``, the whole machine's, before
     and after) is printed beside the figures."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    if hasattr(os, "posix_fadvise"):        # else (macOS) read as it is
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
     before = file_huge_pages_kib()
     subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
     return max(0, file_huge_pages_kib() - before) / 1024
