@@ -303,7 +303,7 @@ def test_uncompressed_pcap_is_mmapped(tmp_path):
 
 @pytest.mark.parametrize("ng", [False, True])
 def test_mmap_release_keeps_offsets_valid(tmp_path, monkeypatch, ng):
-    monkeypatch.setattr(sources, "RELEASE_EVERY", 1)          # release after every frame
+    monkeypatch.setattr(sources, "RELEASE_EVERY", 1)          # release after every chunk
     payloads = [os.urandom(3000) for _ in range(50)]
     if ng:
         data = shb() + idb(1) + b"".join(epb(0, i, d) for i, d in enumerate(payloads))
@@ -311,8 +311,12 @@ def test_mmap_release_keeps_offsets_valid(tmp_path, monkeypatch, ng):
         data = pcap_bytes([(0, i, d) for i, d in enumerate(payloads)])
     seen = []
     with open_capture(write(tmp_path, "a.cap", data)) as cap:
-        for n, ts, buf, s, e, lt in cap:
-            seen.append((buf, s, e))
+        for chunk in cap.chunks(4):                           # 13 chunks, 13 releases
+            seen += [(chunk.data, int(o), int(o + n))
+                     for o, n in zip(chunk.offs, chunk.caplens)]
+            cap.done(chunk)
+        released = cap._src._released
+        assert cap._src._can_release and released > len(data) - 4 * 3100 - 4096
         assert [bytes(b[s:e]) for b, s, e in seen] == payloads   # re-read after release
 
 
