@@ -215,13 +215,12 @@ def read_afresh(path):
     """Drop the capture from the page cache and read it back once, as a first read does;
     returns the MiB of it the kernel then holds in 2 MiB pages.
 
-    How the page cache holds a file decides what mapping it costs: read ahead into large
-    folios, the 3 M-packet load capture's summary takes 0.7 s (0.1 s of it the kernel's),
-    held in 4 KiB pages 1.0-1.2 s (0.3-0.4 s); ``cat`` 0.19 against 0.38 s
-    (docs/benchmarks.md, "The page cache's layout").  Which one a file gets depends on how
-    it was read and how fragmented memory was then, so every workload is read afresh before
-    it is timed, and the share in 2 MiB pages (``FileHugePages``, the whole machine's, before
-    and after) is printed beside the figures."""
+    How the page cache holds a file (4 KiB pages or large folios) decides what mapping it
+    costs the reader's thread in kernel time (docs/benchmarks.md, "The page cache's
+    layout").  Which one a file gets depends on how it was read and how fragmented memory
+    was then, so every workload is read afresh before it is timed, and the share in 2 MiB
+    pages (``FileHugePages``, the whole machine's, before and after) is printed beside the
+    figures."""
     if hasattr(os, "posix_fadvise"):        # else (macOS) read as it is
         fd = os.open(path, os.O_RDONLY)
         try:

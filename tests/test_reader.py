@@ -315,8 +315,8 @@ def test_mmap_release_keeps_offsets_valid(tmp_path, monkeypatch, ng):
             seen += [(chunk.data, int(o), int(o + n))
                      for o, n in zip(chunk.offs, chunk.caplens)]
             cap.done(chunk)
-        released = cap._src._released
-        assert cap._src._can_release and released > len(data) - 4 * 3100 - 4096
+        # released up to the last chunk's end (to the page), not stopped by a failure
+        assert cap._src._can_release and cap._src._released > len(data) - 2 * 3100 - 4096
         assert [bytes(b[s:e]) for b, s, e in seen] == payloads   # re-read after release
 
 
