@@ -13,6 +13,7 @@ from collections import defaultdict
 import pytest
 
 from conftest import real_pcap
+from rtrs_scapy import engine
 from rtrs_scapy.analysis import analyze
 from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
 
@@ -75,3 +76,12 @@ def test_a_capture_cut_mid_session_leaves_only_the_reads_before_the_cut(tmp_path
     subprocess.run(["editcap", "-F", "pcap", "-r", str(real_pcap("load")), str(cut),
                     "50000-100000"], check=True, capture_output=True)
     assert check_links(cut)     # some READs are before frame 50,000: their invalidations left
+
+
+def test_the_links_are_the_same_whatever_rows_a_batch_holds(monkeypatch):
+    """The load capture's READs reuse a key more often in a large batch than a key
+    keeps recent reads (eight): the reads and invalidations of a batch go together in
+    frame order, so its links do not depend on where the batches end."""
+    links = read_links(real_pcap("load"))
+    monkeypatch.setattr(engine, "ROWS", 1 << 18)
+    assert read_links(real_pcap("load")) == links

@@ -79,3 +79,43 @@ def test_keys_arriving_batch_after_batch_keep_the_rule_and_few_levels(steps):
         else:
             out += recent.take_latest([k for k, _ in batch], [f for _, f in batch]).tolist()
     assert (out, len(recent)) == _by_lists(steps)
+
+
+def _played_by_lists(items, takes):
+    """Recent.play's rule with lists: each take after the items of earlier frames."""
+    held, out, pending = {}, [], list(items)
+    for key, frame in takes:
+        while pending and pending[0][1] < frame:
+            item_key, item_frame, value = pending.pop(0)
+            held.setdefault(item_key, []).append((item_frame, value))
+            del held[item_key][:-DEPTH]
+        latest = max((item for item in held.get(key, ()) if item[0] < frame),
+                     key=lambda item: item[0], default=None)
+        if latest is not None:
+            held[key].remove(latest)
+        out.append(-1 if latest is None else latest[1])
+    for item_key, item_frame, value in pending:
+        held.setdefault(item_key, []).append((item_frame, value))
+        del held[item_key][:-DEPTH]
+    return out, sum(len(items) for items in held.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(adds.map(lambda items: sorted(items, key=lambda item: item[1])),
+       takes.map(lambda batch: sorted(batch, key=lambda take: take[1])))
+def test_items_and_takes_played_together_go_in_frame_order(items, batch):
+    """A batch's READs and invalidations together: a key read more than ``depth`` times
+    in the batch keeps the reads its takes are for."""
+    recent = Recent(depth=DEPTH, rows=1)
+    out = recent.play([k for k, _, _ in items], [f for _, f, _ in items],
+                      [v for _, _, v in items], [k for k, _ in batch], [f for _, f in batch])
+    assert (out.tolist(), len(recent)) == _played_by_lists(items, batch)
+
+
+def test_a_take_finds_its_read_among_later_reads_of_its_key():
+    """Ten reads of one key, each invalidated before the next: all found, though a row
+    holds three."""
+    recent = Recent(depth=DEPTH, rows=1)
+    out = recent.play([5] * 10, list(range(0, 100, 10)), list(range(10)),
+                      [5] * 10, list(range(5, 105, 10)))
+    assert out.tolist() == list(range(10)) and len(recent) == 0

@@ -112,6 +112,7 @@ class Records:
         self.replies = {}         # record -> rnbd_reply
         self.extras = {}          # record -> fields it gained late, in order
         self.reads = Recent(depth=8)    # desc key -> the recent READ requests' (frame, record)
+        self.new_reads = []       # (desc keys, frames, records): READs since the last invalidate
         self.pathless = []    # (record, slot, gen, src, dst) of records whose path came later
         self.order = None     # the records in frame order, once closed
         self._marks = None    # the frame of every MARK-th record of ``order``
@@ -374,7 +375,9 @@ class Records:
                 del self.extras[record]
         # a client buffer's key comes back: the recent reads of each are kept
         read = at[desc]
-        self.reads.add(desc_key[mine][desc], self.cols.take(("frame",), read)["frame"], read)
+        if len(read):
+            self.new_reads.append((desc_key[mine][desc],
+                                   self.cols.take(("frame",), read)["frame"], read))
 
     def responses(self, index, msg_id, errno, with_invalidate, rkey_rsp, rkey_buf_id, rkey):
         """The responses of a batch: ``index`` their records (-1: none), the rest their
@@ -426,8 +429,15 @@ class Records:
     def invalidate(self, rkeys, frames):
         """The server's SEND WITH INVALIDATE of reads' client buffers (a batch, in frame
         order): of each, the latest read with that key before it that is not invalidated
-        yet (whatever the batching)."""
-        read = self.reads.take_latest(rkeys, frames)
+        yet, the reads settled since the last batch played in frame order with them
+        (engine/recent.py: a key read more than ``depth`` times in one batch)."""
+        keys = read_frames = reads = np.zeros(0, dtype=np.int64)
+        if self.new_reads:
+            keys, read_frames, reads = (np.concatenate(c) for c in zip(*self.new_reads))
+            order = np.argsort(read_frames, kind="stable")
+            keys, read_frames, reads = keys[order], read_frames[order], reads[order]
+            self.new_reads = []
+        read = self.reads.play(keys, read_frames, reads, rkeys, frames)
         found = read >= 0
         hit, at = read[found], np.asarray(frames, dtype=np.int64)[found]
         if len(hit):

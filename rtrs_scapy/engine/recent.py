@@ -5,6 +5,11 @@ buffer is invalidated by the server's SEND WITH INVALIDATE of its key
 thousand times on 3 M packets of load, where a Python loop over lists cost a tenth
 of a second.
 
+Items and takes given together are played in frame order (:meth:`Recent.play`): a
+key's row keeps only its last ``depth`` items, so a batch's items all added before its
+takes would push out, beyond ``depth`` reads of one key in the batch, the ones its
+takes are for.
+
 Each key has a row of ``depth`` places, its items in the order they came.  The
 keys seen are kept sorted beside their rows in a few levels, each at least eight times
 the next, and a batch's distinct keys are looked up in each at once (a dict
@@ -14,7 +19,7 @@ batch's new keys are inserted into is copied whole each time, quadratic in the k
 
 import numpy as np
 
-from ..capture.jit import compiled
+from ..capture.jit import compiled, helper
 from .distinct import distinct_inverse, places
 
 #: each level of keys at least this many times the next
@@ -41,16 +46,23 @@ class Recent:
 
     def add(self, keys, frames, values):
         """Items (``frames``, ``values``) of ``keys``, in the order given."""
-        rows = self._rows(keys, make=True)
-        add_items(rows, _int64(frames), _int64(values), self.frames, self.values,
-                  self.counts)
+        self.play(keys, frames, values, (), ())
 
     def take_latest(self, keys, frames):
         """For each key in turn, the value of its latest item before that frame, taken
         out; -1 where it has none."""
-        rows = self._rows(keys, make=False)
-        out = np.empty(len(rows), dtype=np.int64)
-        take_latest(rows, _int64(frames), self.frames, self.values, self.counts, out)
+        return self.play((), (), (), keys, frames)
+
+    def play(self, keys, frames, values, take_keys, take_frames):
+        """Items (``keys``, ``frames``, ``values``) and takes (``take_keys``,
+        ``take_frames``: as :meth:`take_latest`'s, whose values it returns), each in
+        frame order, merged by frame: an item is added before the takes of later
+        frames, after those of its own (a take finds only earlier frames)."""
+        rows = self._rows(keys, make=True)
+        take_rows = self._rows(take_keys, make=False)
+        out = np.empty(len(take_rows), dtype=np.int64)
+        play(rows, _int64(frames), _int64(values), take_rows, _int64(take_frames),
+             self.frames, self.values, self.counts, out)
         return out
 
     def _rows(self, keys, make):
@@ -100,39 +112,49 @@ def _int64(values):
 
 
 @compiled
-def add_items(rows, frames, values, row_frames, row_values, counts):
-    """Each item appended to its row, the oldest dropped from a full one."""
+def play(rows, frames, values, take_rows, take_frames, row_frames, row_values, counts, out):
+    """Items (``rows``, ``frames``, ``values``) appended to their rows, the oldest dropped
+    from a full one, and takes (``take_rows``, ``take_frames``), merged by frame: of
+    each take, the row's item of the latest frame before it (the first of equals) into
+    ``out`` and out of the row; -1 where none."""
+    i = 0
+    for t in range(take_rows.shape[0]):
+        while i < rows.shape[0] and frames[i] < take_frames[t]:
+            _add(rows[i], frames[i], values[i], row_frames, row_values, counts)
+            i += 1
+        out[t] = _take(take_rows[t], take_frames[t], row_frames, row_values, counts)
+    while i < rows.shape[0]:
+        _add(rows[i], frames[i], values[i], row_frames, row_values, counts)
+        i += 1
+
+
+@helper
+def _add(row, frame, value, row_frames, row_values, counts):
     depth = row_frames.shape[1]
-    for i in range(rows.shape[0]):
-        row, count = rows[i], counts[rows[i]]
-        if count == depth:
-            for k in range(1, depth):
-                row_frames[row, k - 1] = row_frames[row, k]
-                row_values[row, k - 1] = row_values[row, k]
-            count -= 1
-        row_frames[row, count] = frames[i]
-        row_values[row, count] = values[i]
-        counts[row] = count + 1
-
-
-@compiled
-def take_latest(rows, frames, row_frames, row_values, counts, out):
-    """For each row in turn, its item of the latest frame before ``frames[i]`` (the
-    first of equals) into ``out[i]`` and out of the row; -1 where none."""
-    for i in range(rows.shape[0]):
-        out[i] = -1
-        row = rows[i]
-        if row < 0:
-            continue
-        best = -1
-        for k in range(counts[row]):
-            if row_frames[row, k] < frames[i] and (
-                    best < 0 or row_frames[row, k] > row_frames[row, best]):
-                best = k
-        if best < 0:
-            continue
-        out[i] = row_values[row, best]
-        for k in range(best + 1, counts[row]):
+    count = counts[row]
+    if count == depth:
+        for k in range(1, depth):
             row_frames[row, k - 1] = row_frames[row, k]
             row_values[row, k - 1] = row_values[row, k]
-        counts[row] -= 1
+        count -= 1
+    row_frames[row, count] = frame
+    row_values[row, count] = value
+    counts[row] = count + 1
+
+
+@helper
+def _take(row, frame, row_frames, row_values, counts):
+    if row < 0:
+        return -1
+    best = -1
+    for k in range(counts[row]):
+        if row_frames[row, k] < frame and (best < 0 or row_frames[row, k] > row_frames[row, best]):
+            best = k
+    if best < 0:
+        return -1
+    value = row_values[row, best]
+    for k in range(best + 1, counts[row]):
+        row_frames[row, k - 1] = row_frames[row, k]
+        row_values[row, k - 1] = row_values[row, k]
+    counts[row] -= 1
+    return value
