@@ -3,13 +3,14 @@
 summary, message lines and iostat, read with batches of 256 rows, of the default, and
 of 131,072 rows (each real capture in one batch between its handshakes), are the same
 byte for byte, and so are its exported tables, but the ``ios`` table's order: its rows
-go out as their fate becomes known (docs/export.md), the same rows."""
+go out as their fate becomes known (docs/export.md), the same rows.  The crafted
+corpus's outputs (its hostile files' errors among them) are the same too."""
 
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from conftest import REAL_NAMES, real_pcap
+from conftest import PROJECT_PCAPS, REAL_NAMES, real_pcap
 from rtrs_scapy import engine
 from rtrs_scapy.cli import main
 
@@ -42,6 +43,13 @@ def test_the_outputs_are_the_same_whatever_rows_a_batch_holds(monkeypatch, name)
     pcap = real_pcap(name)
     made = outputs(monkeypatch, engine.ROWS, pcap)
     assert all(code == 0 for code, _ in made)
+    assert outputs(monkeypatch, 1 << 9, pcap) == made
+    assert outputs(monkeypatch, 1 << 18, pcap) == made
+
+
+@pytest.mark.parametrize("pcap", sorted(PROJECT_PCAPS.glob("*.pcap")), ids=lambda p: p.stem)
+def test_the_crafted_outputs_are_the_same_whatever_rows_a_batch_holds(monkeypatch, pcap):
+    made = outputs(monkeypatch, engine.ROWS, pcap)
     assert outputs(monkeypatch, 1 << 9, pcap) == made
     assert outputs(monkeypatch, 1 << 18, pcap) == made
 
