@@ -41,17 +41,18 @@ def test_recent_keeps_the_rule_of_lists(steps):
     recent, out = Recent(depth=DEPTH, rows=1), []
     for kind, batch in steps:
         if kind == "add":
-            recent.add([k for k, _, _ in batch], [f for _, f, _ in batch],
-                       [v for _, _, v in batch])
+            recent.play([k for k, _, _ in batch], [f for _, f, _ in batch],
+                        [v for _, _, v in batch], (), ())
         else:
-            out += recent.take_latest([k for k, _ in batch], [f for _, f in batch]).tolist()
+            out += recent.play((), (), (), [k for k, _ in batch],
+                               [f for _, f in batch]).tolist()
     assert (out, len(recent)) == _by_lists(steps)
 
 
 def test_a_key_never_added_has_nothing():
     recent = Recent()
-    recent.add([5], [10], [99])
-    assert recent.take_latest([6, 5, 5], [20, 20, 20]).tolist() == [-1, 99, -1]
+    recent.play([5], [10], [99], (), ())
+    assert recent.play((), (), (), [6, 5, 5], [20, 20, 20]).tolist() == [-1, 99, -1]
 
 
 many_keys = st.integers(0, 300).map(lambda k: k * 7919 - (1 << 20))
@@ -70,14 +71,15 @@ def test_keys_arriving_batch_after_batch_keep_the_rule_and_few_levels(steps):
     recent, out, added = Recent(depth=DEPTH, rows=1), [], set()
     for kind, batch in steps:
         if kind == "add":
-            recent.add([k for k, _, _ in batch], [f for _, f, _ in batch],
-                       [v for _, _, v in batch])
+            recent.play([k for k, _, _ in batch], [f for _, f, _ in batch],
+                        [v for _, _, v in batch], (), ())
             added.update(k for k, _, _ in batch)
             sizes = [len(keys) for keys, _ in recent.levels]
             assert sum(sizes) == recent.known == len(added)
             assert all(older >= SPREAD * newer for older, newer in zip(sizes, sizes[1:]))
         else:
-            out += recent.take_latest([k for k, _ in batch], [f for _, f in batch]).tolist()
+            out += recent.play((), (), (), [k for k, _ in batch],
+                               [f for _, f in batch]).tolist()
     assert (out, len(recent)) == _by_lists(steps)
 
 

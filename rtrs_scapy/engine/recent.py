@@ -44,20 +44,12 @@ class Recent:
         """The keys seen (their rows are 0 … known - 1)."""
         return sum(len(keys) for keys, _ in self.levels)
 
-    def add(self, keys, frames, values):
-        """Items (``frames``, ``values``) of ``keys``, in the order given."""
-        self.play(keys, frames, values, (), ())
-
-    def take_latest(self, keys, frames):
-        """For each key in turn, the value of its latest item before that frame, taken
-        out; -1 where it has none."""
-        return self.play((), (), (), keys, frames)
-
     def play(self, keys, frames, values, take_keys, take_frames):
-        """Items (``keys``, ``frames``, ``values``) and takes (``take_keys``,
-        ``take_frames``: as :meth:`take_latest`'s, whose values it returns), each in
-        frame order, merged by frame: an item is added before the takes of later
-        frames, after those of its own (a take finds only earlier frames)."""
+        """Items (``keys``, ``frames``, ``values``) added, and takes (``take_keys``,
+        ``take_frames``): for each take in turn, the value of its key's latest item
+        before that frame, taken out (-1 where none), returned.  Both in frame order,
+        merged by frame: an item goes in before the takes of later frames, after those
+        of its own (a take finds only earlier frames)."""
         rows = self._rows(keys, make=True)
         take_rows = self._rows(take_keys, make=False)
         out = np.empty(len(take_rows), dtype=np.int64)
@@ -130,6 +122,7 @@ def play(rows, frames, values, take_rows, take_frames, row_frames, row_values, c
 
 @helper
 def _add(row, frame, value, row_frames, row_values, counts):
+    """An item appended to its row, the oldest dropped from a full one."""
     depth = row_frames.shape[1]
     count = counts[row]
     if count == depth:
@@ -144,6 +137,8 @@ def _add(row, frame, value, row_frames, row_values, counts):
 
 @helper
 def _take(row, frame, row_frames, row_values, counts):
+    """The row's item of the latest frame before ``frame`` (the first of equals), out of
+    the row; -1 where none."""
     if row < 0:
         return -1
     best = -1
