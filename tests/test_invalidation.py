@@ -13,6 +13,7 @@ from collections import defaultdict
 import pytest
 
 from conftest import real_pcap
+from ib_decode import write_cut
 from rtrs_scapy import engine
 from rtrs_scapy.analysis import analyze
 from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
@@ -85,3 +86,14 @@ def test_the_links_are_the_same_whatever_rows_a_batch_holds(monkeypatch):
     links = read_links(real_pcap("load"))
     monkeypatch.setattr(engine, "ROWS", 1 << 18)
     assert read_links(real_pcap("load")) == links
+
+
+@pytest.mark.parametrize("name, first", [("failover", 69404), ("multipath", 402),
+                                         ("basic_noinval", 155), ("jumbo", 219)])
+def test_a_capture_cut_before_a_handshake_links_reads_held_for_their_queue_depth(
+        tmp_path, name, first):
+    """A capture from a frame in the middle of its IO on: no handshake, so the first
+    READs wait for their path's queue depth rule (settling.py) while their invalidations
+    arrive; the invalidations wait for them, and every one after its READ is claimed."""
+    cut = write_cut(real_pcap(name), first, tmp_path / ("%s_cut.pcap" % name))
+    check_links(cut)      # its own checks: a link each READ may make, none missing

@@ -476,6 +476,8 @@ class Analyzer:
         if self.records is not None:
             inv = np.flatnonzero(kind == D.K_INVALIDATE)
             self.records.invalidate(rows[inv, T.R_IETH], rows[inv, T.R_LAST_FRAME])
+            if not self.settle_queue.batches:   # every READ before them is settled
+                self.records.match_invalidations()
 
     def _resolve(self, rows, arena, kind):
         """Path id and direction of every row; -1 where no path can be told yet (or
@@ -685,6 +687,8 @@ class Analyzer:
                 path.inference.finish()
                 self.decided(path)
         self.settle_queue.drain()
+        if self.records is not None:
+            self.records.match_invalidations()
         self.traffic()
         self._tie_heartbeat_streams()
         self._harvest()

@@ -112,7 +112,8 @@ class Records:
         self.replies = {}         # record -> rnbd_reply
         self.extras = {}          # record -> fields it gained late, in order
         self.reads = Recent(depth=8)    # desc key -> the recent READ requests' (frame, record)
-        self.new_reads = []       # (desc keys, frames, records): READs since the last invalidate
+        self.new_reads = []       # (desc keys, frames, records): READs since the last match
+        self.new_invalidations = []     # (rkeys, frames): invalidations not matched yet
         self.pathless = []    # (record, slot, gen, src, dst) of records whose path came later
         self.order = None     # the records in frame order, once closed
         self._marks = None    # the frame of every MARK-th record of ``order``
@@ -428,18 +429,24 @@ class Records:
 
     def invalidate(self, rkeys, frames):
         """The server's SEND WITH INVALIDATE of reads' client buffers (a batch, in frame
-        order): of each, the latest read with that key before it that is not invalidated
-        yet, the reads settled since the last batch played in frame order with them
-        (engine/recent.py: a key read more than ``depth`` times in one batch)."""
-        keys = read_frames = reads = np.zeros(0, dtype=np.int64)
-        if self.new_reads:
-            keys, read_frames, reads = (np.concatenate(c) for c in zip(*self.new_reads))
-            order = np.argsort(read_frames, kind="stable")
-            keys, read_frames, reads = keys[order], read_frames[order], reads[order]
-            self.new_reads = []
-        read = self.reads.play(keys, read_frames, reads, rkeys, frames)
+        order), held until :meth:`match_invalidations`."""
+        self.new_invalidations.append((np.asarray(rkeys, dtype=np.int64),
+                                       np.asarray(frames, dtype=np.int64)))
+
+    def match_invalidations(self):
+        """The invalidations held, each to the latest read with its key before it that is
+        not invalidated yet: the reads settled since the last match and the
+        invalidations played together in frame order (engine/recent.py: a key read more
+        than ``depth`` times in one batch).  The analyzer matches once the reads before
+        them are settled (settling.py: a batch waiting for a queue depth rule holds its
+        READs back)."""
+        reads = _joined(self.new_reads, 3)
+        order = np.argsort(reads[1], kind="stable")
+        rkeys, frames = _joined(self.new_invalidations, 2)
+        self.new_reads, self.new_invalidations = [], []
+        read = self.reads.play(*(column[order] for column in reads), rkeys, frames)
         found = read >= 0
-        hit, at = read[found], np.asarray(frames, dtype=np.int64)[found]
+        hit, at = read[found], frames[found]
         if len(hit):
             self.cols.put("inv", hit, at)
             self.cols.put("inv_at", hit, _late_counts(self.extras, hit))
@@ -689,6 +696,13 @@ def _lookup(keys, values, queries):
         at = places(keys, queries[start:start + SCAN])
         out[start:start + SCAN] = np.where(at >= 0, values[at], -1)
     return out
+
+
+def _joined(parts, columns):
+    """The int64 columns of ``parts`` (tuples of ``columns`` arrays) joined end to end."""
+    if not parts:
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(columns))
+    return tuple(np.concatenate(column) for column in zip(*parts))
 
 
 def _late_counts(extras, records):
