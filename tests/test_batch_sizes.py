@@ -16,18 +16,15 @@ from ib_decode import write_cut
 from rtrs_scapy import engine
 from rtrs_scapy.cli import main
 
-COMMANDS = (("--format", "json"), ("messages", "--format", "json"), ("iostat", "--format", "json"))
+COMMANDS = ("summary", "messages", "iostat")
 
 
 def outputs(monkeypatch, rows, pcap):
+    """(exit code, JSON output) of each command, with batches of ``rows`` // 2 rows."""
     monkeypatch.setattr(engine, "ROWS", rows)
-    made = []
-    for command in COMMANDS:
-        args = [*command[:1], str(pcap), *command[1:]] if command[0] != "--format" \
-            else [str(pcap), *command]
-        result = CliRunner().invoke(main, args)
-        made.append((result.exit_code, result.output))
-    return made
+    results = [CliRunner().invoke(main, [command, "--format", "json", str(pcap)])
+               for command in COMMANDS]
+    return [(result.exit_code, result.output) for result in results]
 
 
 def exported(monkeypatch, rows, pcap, folder):

@@ -14,23 +14,34 @@ adds = st.lists(st.tuples(keys, st.integers(0, 40), st.integers(0, 1 << 40)), ma
 takes = st.lists(st.tuples(keys, st.integers(0, 45)), max_size=12)
 
 
+def _hold(held, key, frame, value):
+    """The rule with lists: an item appended to its key's, the oldest beyond DEPTH gone."""
+    items = held.setdefault(key, [])
+    items.append((frame, value))
+    del items[:-DEPTH]
+
+
+def _take(held, key, frame):
+    """The rule with lists: the value of the key's latest item before ``frame`` (the
+    first of equals), taken out; -1 where none."""
+    latest = None
+    for item in held.get(key, ()):
+        if item[0] < frame and (latest is None or item[0] > latest[0]):
+            latest = item
+    if latest is None:
+        return -1
+    held[key].remove(latest)
+    return latest[1]
+
+
 def _by_lists(steps):
     held, out = {}, []
     for kind, batch in steps:
         if kind == "add":
-            for key, frame, value in batch:
-                items = held.setdefault(key, [])
-                items.append((frame, value))
-                del items[:-DEPTH]
+            for item in batch:
+                _hold(held, *item)
         else:
-            for key, frame in batch:
-                latest = None
-                for item in held.get(key, ()):
-                    if item[0] < frame and (latest is None or item[0] > latest[0]):
-                        latest = item
-                if latest is not None:
-                    held[key].remove(latest)
-                out.append(-1 if latest is None else latest[1])
+            out += [_take(held, key, frame) for key, frame in batch]
     return out, sum(len(items) for items in held.values())
 
 
@@ -88,17 +99,10 @@ def _played_by_lists(items, takes):
     held, out, pending = {}, [], list(items)
     for key, frame in takes:
         while pending and pending[0][1] < frame:
-            item_key, item_frame, value = pending.pop(0)
-            held.setdefault(item_key, []).append((item_frame, value))
-            del held[item_key][:-DEPTH]
-        latest = max((item for item in held.get(key, ()) if item[0] < frame),
-                     key=lambda item: item[0], default=None)
-        if latest is not None:
-            held[key].remove(latest)
-        out.append(-1 if latest is None else latest[1])
-    for item_key, item_frame, value in pending:
-        held.setdefault(item_key, []).append((item_frame, value))
-        del held[item_key][:-DEPTH]
+            _hold(held, *pending.pop(0))
+        out.append(_take(held, key, frame))
+    for item in pending:
+        _hold(held, *item)
     return out, sum(len(items) for items in held.values())
 
 
