@@ -476,7 +476,7 @@ class Analyzer:
         if self.records is not None:
             inv = np.flatnonzero(kind == D.K_INVALIDATE)
             self.records.invalidate(rows[inv, T.R_IETH], rows[inv, T.R_LAST_FRAME])
-            if not self.settle_queue.batches:   # every READ before them is settled
+            if self.settle_queue.idle:     # the READs before them are settled
                 self.records.match_invalidations()
 
     def _resolve(self, rows, arena, kind):

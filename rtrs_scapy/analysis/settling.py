@@ -28,6 +28,12 @@ class SettleQueue:
         self.batches = deque()
         self.held = 0
 
+    @property
+    def idle(self):
+        """No batch waits in order: every request and response so far is settled, or
+        waits on its path alone beyond HOLD."""
+        return not self.batches
+
     def add(self, batch):
         self.batches.append(batch)
         self.held += batch.size
