@@ -1,14 +1,16 @@
 """numpy columns as Arrow arrays, for the tables built from columns (``ios``,
 ``messages``): no Python per row, only per distinct value.  A column of a few
-distinct texts (names, operations, errnos) is written by the compiled line writer
-(engine/text.py) from the index of each row's text: a third of the time of Arrow's
-``take`` of strings (0.18 against 0.58 ms for 16,384 rows of a path's uuid)."""
+distinct texts (names, operations, errnos) is an Arrow dictionary array: each row's
+index into the texts, which Parquet's writer takes with their dictionary as they are
+(encoding.py), rather than a text per row that it hashes again."""
 
 import numpy as np
 import pyarrow as pa
 
 from ..engine.distinct import distinct_inverse
-from ..engine.text import Pool, Template
+
+#: the type of a column of a few distinct texts: each row an index into them
+TEXTS = pa.dictionary(pa.int32(), pa.string())
 
 
 def nullable(values, missing):
@@ -16,46 +18,62 @@ def nullable(values, missing):
     return pa.array(values, mask=missing)
 
 
-def lookup(table, codes):
-    """``table[codes]`` as an Arrow array."""
-    return table.take(pa.array(codes))
+def lookup(texts, codes):
+    """``texts[codes]`` (an Arrow string array; codes in range) as a column of texts."""
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), texts)
+
+
+def repeated(text, rows):
+    """``text`` on each of ``rows`` rows."""
+    return lookup(pa.array([text], pa.string()), np.zeros(rows, dtype=np.int32))
 
 
 def by_key(keys, name, missing=None):
-    """``name(key)`` per row as an Arrow string array, computed once per distinct
-    key; null where ``missing``.  Also the names by key."""
+    """``name(key)`` per row as a column of texts, computed once per distinct key;
+    null where ``missing``.  Also the names by key."""
     uniq, inverse = distinct_inverse(keys)
     values = [name(k) for k in uniq.tolist()]
     return taken(values, inverse.reshape(-1), missing), dict(zip(uniq.tolist(), values))
 
 
 def taken(texts, index, missing=None):
-    """``pa.array(texts, pa.string()).take(index)``: each row the text its index
-    names, null where that text is None or where ``missing``."""
+    """Each row the text of ``texts`` its index names, null where that text is None
+    or where ``missing``."""
     return Texts(texts).take(index, missing)
+
+
+#: texts beyond which a column's dictionary keeps only the texts its rows name: Parquet
+#: writes a row group's dictionary whole, and of thousands of sessions' names a row
+#: group names a few
+WHOLE_DICTIONARY = 256
 
 
 class Texts:
     """Texts (None: a null) that rows name by index, made once for many batches."""
 
     def __init__(self, texts):
-        pool = Pool()
-        self.entries = np.array([-1 if text is None else pool.add(text) for text in texts],
-                                dtype=np.int64)
-        self.template = Template(pool).text_of("text")
-        self.template.line_room = int(np.diff(pool.bounds).max(initial=0)) + 1  # the longest
+        distinct = {}
+        self.codes = np.array([-1 if text is None else distinct.setdefault(text, len(distinct))
+                               for text in texts], dtype=np.int32)
+        self.dictionary = pa.array(list(distinct), pa.string())
 
     def take(self, index, missing=None):
         """The column of rows naming these texts by ``index``."""
-        chosen = self.entries[index]
-        valid = chosen >= 0 if missing is None else (chosen >= 0) & ~missing
-        whole = np.full(len(chosen), -1, dtype=np.int64)
-        return strings(self.template.texts({"text": chosen}, whole, []), valid)
+        chosen = self.codes[index]
+        null = chosen < 0 if missing is None else (chosen < 0) | missing
+        dictionary = self.dictionary
+        if len(dictionary) > WHOLE_DICTIONARY:
+            used = np.flatnonzero(np.bincount(chosen[~null], minlength=len(dictionary)))
+            place = np.zeros(len(dictionary), dtype=np.int32)
+            place[used] = np.arange(len(used), dtype=np.int32)
+            chosen, dictionary = place[np.maximum(chosen, 0)], dictionary.take(pa.array(used))
+        return pa.DictionaryArray.from_arrays(pa.array(chosen, mask=null if null.any() else None),
+                                              dictionary)
 
 
 def strings(written, valid=None):
-    """The line writer's texts of a batch (its bytes and where each row ends) as an
-    Arrow string array, null where not ``valid``."""
+    """The line writer's texts of a batch (engine/text.py: its bytes and where each
+    row ends) as an Arrow string array, null where not ``valid``."""
     data, ends = written
     validity = None if valid is None or valid.all() else \
         pa.py_buffer(np.packbits(valid, bitorder="little"))

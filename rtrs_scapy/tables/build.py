@@ -149,17 +149,21 @@ def path_ids(analyzer):
 
 
 def messages_tables(result, capture, rows_per_table=MESSAGE_ROWS, summary=None):
-    """The ``messages`` table in pieces of ``rows_per_table`` records (row groups);
-    ``summary`` names the sessions (default: the whole one)."""
-    yield from message_pieces(result.messages, capture,
-                              result.summary if summary is None else summary,
-                              path_ids(result.analyzer), rows_per_table)
+    """The ``messages`` table in pieces of ``rows_per_table`` records (row groups) of
+    the table's schema, as its file reads (its texts as strings); ``summary`` names the
+    sessions (default: the whole one)."""
+    table_schema = schema("messages")
+    for piece in message_pieces(result.messages, capture,
+                                result.summary if summary is None else summary,
+                                path_ids(result.analyzer), rows_per_table):
+        yield piece.cast(table_schema)
 
 
 def message_pieces(records, capture, summary, path_ids, rows_per_table=MESSAGE_ROWS):
     """The ``messages`` table of the message ``records`` (``result.messages``), named
     by ``summary`` (its sessions' identities suffice) and ``path_ids``: what an export
-    keeps of the analysis once it has let go of the rest."""
+    keeps of the analysis once it has let go of the rest.  Made from columns, its
+    texts of a few distinct values come as dictionaries (arrays.py)."""
     view = MessageView(summary, records)
     table_schema = schema("messages")
     if isinstance(records, RecordList) and records.records.order is not None:

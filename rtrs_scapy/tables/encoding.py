@@ -3,39 +3,67 @@ Parquet's encoding and Arrow's compute run without the GIL, so the thread that m
 the rows (the analysis, or the ``messages`` table from the records) does not wait
 for them.  One row group is in writing at a time: memory holds two at most."""
 
+import base64
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .arrays import TEXTS
 from .schema import schema
 
+#: the file's key-value metadata entry where Arrow keeps a file's Arrow schema
+ARROW_SCHEMA = b"ARROW:schema"
 
-def parquet_writer(path, table):
-    """A Parquet writer of ``table`` (schema.py) into ``path``.  Dictionary encoding
-    only for its strings and narrow numbers: the 64-bit columns (frames, times,
-    sectors, latencies) have nearly every value distinct, and trying a dictionary on
-    them cost a quarter of the encoding and made the file larger (docs/export.md)."""
+
+def arriving(fields, dictionaries):
+    """The schema ``fields`` with the columns ``dictionaries`` of dictionary type
+    (arrays.TEXTS): the schema of a table's pieces as its builder makes them."""
+    return pa.schema([field.with_type(TEXTS) if field.name in dictionaries else field
+                      for field in fields])
+
+
+def parquet_writer(path, table, pieces=None):
+    """A Parquet writer of ``table`` (schema.py) into ``path``, taking Arrow tables of
+    the schema ``pieces`` (default: the table's; its texts may be dictionaries).
+
+    The file's Arrow schema is the table's whatever the pieces were: readers get
+    strings, not dictionaries, and the file is the one plain strings would have made.
+    Dictionary encoding only for its strings and narrow numbers: the 64-bit columns
+    (frames, times, sectors, latencies) have nearly every value distinct, and trying a
+    dictionary on them cost a quarter of the encoding and made the file larger
+    (docs/export.md)."""
     fields = schema(table)
+    pieces = fields if pieces is None else pieces
     wide = [pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type)
             or pa.types.is_floating(f.type) for f in fields]
-    return pq.ParquetWriter(path, fields, use_dictionary=[
+    writer = pq.ParquetWriter(path, pieces.remove_metadata(), store_schema=False, use_dictionary=[
         f.name for f, is_wide in zip(fields, wide) if not is_wide])
+    writer.add_key_value_metadata({
+        ARROW_SCHEMA: base64.b64encode(fields.serialize().to_pybytes()), **fields.metadata})
+    return writer
 
 
 class Encoder:
-    """Writes Arrow tables with ``writer`` (a ``pq.ParquetWriter``) in the background;
-    ``after()`` runs on that thread after each.  An error of a write comes out of the
-    next call."""
+    """Writes Arrow tables into the Parquet file ``path`` of ``table`` in the
+    background; ``after()`` runs on that thread after each.  The first table's schema
+    is the one of every table after it (a table of another is cast to it).  An error
+    of a write comes out of the next call."""
 
-    def __init__(self, writer, after=None):
-        self.writer = writer
+    def __init__(self, path, table, after=None):
+        self.path = path
+        self.table = table
+        self.writer = None
         self.after = after
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="rtrs-parquet")
         self.writing = None
 
     def write(self, table, **options):
         self.wait()
+        if self.writer is None:
+            self.writer = parquet_writer(self.path, self.table, table.schema)
+        elif not table.schema.equals(self.writer.schema):
+            table = table.cast(self.writer.schema)
         self.writing = self.pool.submit(self._write, table, options)
 
     def _write(self, table, options):
@@ -50,9 +78,12 @@ class Encoder:
             writing.result()
 
     def close(self):
-        """The last row group written, the file closed."""
+        """The last row group written, the file closed (a file of no rows when none
+        was written)."""
         try:
             self.wait()
         finally:
             self.pool.shutdown()
+            if self.writer is None:
+                self.writer = parquet_writer(self.path, self.table)
             self.writer.close()

@@ -15,7 +15,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 from . import build
-from .encoding import Encoder, parquet_writer
+from .encoding import Encoder
 from .ios import IoWriter
 from .names import KnownNames
 from .schema import TABLES
@@ -119,8 +119,7 @@ def _write(path, table, pieces):
     """Arrow tables into one Parquet file (a row group each, encoded while the next is
     made: encoding.py); the row count."""
     rows = 0
-    encoder = Encoder(parquet_writer(path + ".partial", table),
-                      after=lambda: _trim_heap(0))
+    encoder = Encoder(path + ".partial", table, after=lambda: _trim_heap(0))
     try:
         for piece in pieces:
             encoder.write(piece)

@@ -23,8 +23,8 @@ from ..analysis import iorows, split
 from ..analysis.rnbd import kind_name
 from ..engine.distinct import distinct_inverse
 from ..spec.constants import RNBD_OP_FLUSH, errno_name, rnbd_op_name
-from .arrays import by_key, lookup, nullable, taken
-from .encoding import Encoder, parquet_writer
+from .arrays import by_key, lookup, nullable, repeated, taken
+from .encoding import Encoder, arriving
 from .names import PATH_COLUMNS, Names
 from .schema import TIME, schema
 
@@ -39,6 +39,10 @@ HELD_GROUPS = 1
 GATHER = 64
 _OPS = pa.array(["read", "write"])            # iorows op 1, 2
 _OUTCOMES = pa.array(list(iorows.OUTCOMES))
+#: the columns made as dictionaries of their few texts (arrays.py)
+DICTIONARIES = ("capture", *PATH_COLUMNS, "op", "rnbd_msg", "rnbd_op", "device", "outcome",
+                "errno_name")
+_PIECES = arriving(schema("ios"), DICTIONARIES)
 
 
 def path_columns(path_ids, names):
@@ -89,7 +93,7 @@ def arrow_rows(rows, capture, names):
     errno = rows["errno"]
     response = rows["response_frame"] >= 0
     columns = {
-        "capture": pa.array([capture], pa.string()).take(pa.array(np.zeros(n, dtype=np.int64))),
+        "capture": repeated(capture, n),
         "frame": pa.array(rows["frame"]),
         "first_frame": nullable(rows["first_frame"], rows["first_frame"] < 0),
         "time": pa.array(rows["time_ns"], TIME),
@@ -119,7 +123,7 @@ def arrow_rows(rows, capture, names):
     }
     for part, values in split.parts_ns(rows).items():
         columns[part + "_us"] = nullable(values / 1e3, values < 0)
-    return pa.Table.from_pydict(columns, schema=schema("ios")), used
+    return pa.Table.from_pydict(columns, schema=_PIECES), used
 
 
 class IoWriter:
@@ -140,7 +144,7 @@ class IoWriter:
         self.pending_rows = 0
         self.rows = 0
         self.used = {}           # name key -> set of the names written for it
-        self.writer = Encoder(parquet_writer(self.path, "ios"))
+        self.writer = Encoder(self.path, "ios")
 
     def bind_analyzer(self, analyzer):
         self.names = Names(analyzer)
@@ -209,10 +213,13 @@ class IoWriter:
         """Rewrite the file with the final names, one row group at a time."""
         source = pq.ParquetFile(self.path)
         fresh = self.path + ".renamed"
-        with parquet_writer(fresh, "ios") as writer:
+        writer = Encoder(fresh, "ios")
+        try:
             for group in range(source.num_row_groups):
                 table = source.read_row_group(group)
-                writer.write_table(_renamed(table, names), row_group_size=self.row_group_rows)
+                writer.write(_renamed(table, names), row_group_size=self.row_group_rows)
+        finally:
+            writer.close()
         source.close()
         os.replace(fresh, self.path)
 
@@ -228,6 +235,5 @@ def _renamed(table, names):
     columns["device"], _ = device_column(
         path, table.column("device_id").fill_null(-1).to_numpy(), names)
     for column, values in columns.items():
-        index = table.schema.get_field_index(column)
-        table = table.set_column(index, table.schema.field(index), values)
+        table = table.set_column(table.schema.get_field_index(column), column, values)
     return table

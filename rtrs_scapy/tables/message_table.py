@@ -18,10 +18,15 @@ from ..engine.text import Pool, Template
 from ..report.messages import _path_key
 from ..report.words import errno_text, rounded
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
-from .arrays import Texts, by_key, strings
+from .arrays import Texts, by_key, repeated, strings
+from .encoding import arriving
+from .names import PATH_COLUMNS
 from .schema import TIME
 
 _dumps = json.dumps
+#: the columns made as dictionaries of their few texts (arrays.py)
+DICTIONARIES = ("capture", *PATH_COLUMNS, "src", "dst", "msg", "rnbd_msg", "rnbd_op")
+_IO = Texts(["io"])
 
 
 def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_table, row_of):
@@ -44,6 +49,7 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
     take = records.cols.take
     order = records.order
     json_columns = _JsonColumns()
+    pieces = arriving(table_schema, DICTIONARIES)
     special = None      # per record: fields gained late, an RNBD header or a reply kept apart
     if records.extras or records.rnbd or records.replies:
         special = np.zeros(len(records.cols), dtype=bool)
@@ -64,7 +70,7 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
         rw = h["rw"]
         sector_known = has_header & ((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH)
         out = {
-            "capture": pa.repeat(pa.scalar(capture, pa.string()), n),
+            "capture": repeated(capture, n),
             "frame": pa.array(col["frame"], pa.int64()),
             "time": pa.array(np.rint(col["time"] * 1e6).astype(np.int64) * 1000, TIME),
             **{k: texts.take(col["names"]) for k, texts in per_names.items()},
@@ -75,7 +81,7 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
             "msg": msgs.take(col["msg"]),
             "buf_id": _column(col["buf_id"], pa.int32(), ~io),
             "errno": _column(col["errno"], pa.int32(), ~response),
-            "rnbd_msg": pc.if_else(pa.array(has_header), "io", pa.scalar(None, pa.string())),
+            "rnbd_msg": _IO.take(np.zeros(n, dtype=np.int64), ~has_header),
             "rnbd_op": _texts_by_value(rw, rnbd_op_name, ~has_header),
             "device_id": _column(h["device_id"], pa.int32(), ~has_header),
             "sector": _column(h["sector"], pa.int64(), ~sector_known),
@@ -92,13 +98,21 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
         if rows:
             mask, at = pa.array(slow), pa.array(np.flatnonzero(slow))
             for field in table_schema:
-                if field.name in _JsonColumns.NAMES:
-                    continue
-                rich = _wrapped(own[field.name], field.type)
-                # most columns of a rich record are what the columns already hold
-                if not out[field.name].take(at).equals(rich):
-                    out[field.name] = pc.replace_with_mask(out[field.name], mask, rich)
-        yield pa.Table.from_arrays([out[f.name] for f in table_schema], schema=table_schema)
+                if field.name not in _JsonColumns.NAMES:
+                    out[field.name] = _with_rich(out[field.name], mask, at,
+                                                 _wrapped(own[field.name], field.type))
+        yield pa.Table.from_arrays([out[f.name] for f in pieces], schema=pieces)
+
+
+def _with_rich(column, mask, at, rich):
+    """``column`` with the rich records' values ``rich`` (plain) at ``mask`` (their
+    rows ``at``); most are what the column already holds."""
+    texts = pa.types.is_dictionary(column.type)
+    held = column.take(at)
+    if (held.dictionary_decode() if texts else held).equals(rich):
+        return column
+    replaced = pc.replace_with_mask(column.dictionary_decode() if texts else column, mask, rich)
+    return replaced.dictionary_encode() if texts else replaced
 
 
 def _column(values, kind, missing=None):
