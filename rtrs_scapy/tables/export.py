@@ -7,7 +7,6 @@ up (the ``capture`` column tells them apart; exporting a capture again replaces
 its own files).
 """
 
-import ctypes
 import gc
 import hashlib
 import os
@@ -100,26 +99,11 @@ def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progr
     return done
 
 
-def _heap_trimmer():
-    """glibc's ``malloc_trim``, else a no-op.  A row group's buffers are freed to
-    the C allocator (docs/export.md#memory), whose heap they leave in holes that
-    glibc keeps resident: given back after each row group, ``messages`` stays at
-    the memory it had when rows were Python lists (for about 4 ms of system CPU a
-    row group, the pages being taken again)."""
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError, TypeError):
-        return lambda pad: 0
-
-
-_trim_heap = _heap_trimmer()
-
-
 def _write(path, table, pieces):
     """Arrow tables into one Parquet file (a row group each, encoded while the next is
     made: encoding.py); the row count."""
     rows = 0
-    encoder = Encoder(path + ".partial", table, after=lambda: _trim_heap(0))
+    encoder = Encoder(path + ".partial", table)
     try:
         for piece in pieces:
             encoder.write(piece)
