@@ -8,6 +8,7 @@ import weakref
 from collections import Counter
 
 import duckdb  # noqa: F401  (the SQL tests need it installed, not skipped)
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -410,3 +411,24 @@ def test_io_rows_handed_one_at_a_time_make_the_same_row_groups(tmp_path, monkeyp
         groups = pq.ParquetFile(writer.path).metadata
         sizes = [groups.row_group(k).num_rows for k in range(groups.num_row_groups)]
         assert set(sizes[:-1]) == {16} and 0 < sizes[-1] <= 16
+
+
+def test_rows_that_wait_stay_as_they_came(tmp_path, monkeypatch):
+    """A row group is joined from the batches its rows are in; the rows still waiting
+    are those batches, or their tails, not copies (joining all that waited, then
+    copying what stayed, set the analysis' peak at 10 M short-session packets)."""
+    monkeypatch.setattr(ios, "GATHER", 1)
+    pcap = str(real_pcap("errors"))
+    writer = IoWriter(tmp_path / "ios.parquet", pcap, row_group_rows=16)
+    came, written = [], []
+
+    def sink(batch):
+        came.append(batch)
+        rows = writer.rows
+        writer(batch)
+        written.append(writer.rows - rows)
+        for waiting in writer.pending:
+            assert any(np.shares_memory(waiting["frame"], batch["frame"]) for batch in came)
+    names = Names(analyze(pcap, keep_messages=False, io_sink=sink).analyzer)
+    assert sum(written) > 0      # row groups were written while rows waited
+    assert writer.close(names) == real_truth("errors")["checks"]["pcap_io_req"]
