@@ -1,0 +1,41 @@
+"""tables/encoding.py: pieces whose texts are dictionaries (arrays.py) or plain, written
+into one Parquet file that reads as the table's schema, the heap trimmed after each
+row group."""
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conftest import real_pcap
+from rtrs_scapy.tables import encoding
+from rtrs_scapy.tables.encoding import Encoder, arriving
+from rtrs_scapy.tables.export import export
+from rtrs_scapy.tables.message_table import DICTIONARIES
+from rtrs_scapy.tables.schema import schema
+
+
+def test_pieces_of_dictionaries_and_of_strings_make_one_file_of_the_tables_schema(
+        tmp_path, monkeypatch):
+    done = export(str(real_pcap("basic_inval")), str(tmp_path / "tables"),
+                  tables=("messages",))
+    rows = pq.read_table(done.files["messages"])
+    first, second = rows.slice(0, 100), rows.slice(100, 50)
+    as_made = first.cast(arriving(schema("messages"), DICTIONARIES))
+    assert pa.types.is_dictionary(as_made.schema.field("src").type)
+    trims = []
+    monkeypatch.setattr(encoding, "_trim_heap", trims.append)
+    encoder = Encoder(str(tmp_path / "again.parquet"), "messages")
+    encoder.write(as_made)
+    encoder.write(second)       # plain strings after dictionaries: cast to them
+    encoder.close()
+    again = pq.ParquetFile(tmp_path / "again.parquet")
+    assert again.schema_arrow.equals(schema("messages"), check_metadata=True)
+    assert again.read().equals(pa.concat_tables([first, second]))
+    assert again.metadata.num_row_groups == 2 and trims == [0, 0]
+    assert again.metadata.metadata == pq.ParquetFile(done.files["messages"]).metadata.metadata
+
+
+def test_no_piece_makes_a_file_of_no_rows(tmp_path):
+    encoder = Encoder(str(tmp_path / "none.parquet"), "events")
+    encoder.close()
+    empty = pq.read_table(tmp_path / "none.parquet")
+    assert empty.num_rows == 0 and empty.schema.equals(schema("events"), check_metadata=True)
