@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from conftest import PROJECT_PCAPS, REAL_NAMES, real_pcap
 from ib_decode import write_cut
-from rtrs_scapy import engine
+from rtrs_scapy import analysis, engine
 from rtrs_scapy.cli import main
 
 COMMANDS = ("summary", "messages", "iostat")
@@ -72,3 +72,23 @@ def test_the_exported_tables_are_the_same_whatever_rows_a_batch_holds(monkeypatc
     assert code == 0 and len(tables) > 1 and tables["ios"]
     assert exported(monkeypatch, 1 << 9, pcap, tmp_path / "small") == (code, tables)
     assert exported(monkeypatch, 1 << 18, pcap, tmp_path / "large") == (code, tables)
+
+
+def _waiting_every_chunk(iterable, behind=None, idle=None):
+    """engine/ahead.py's ``ahead`` as if no chunk were ever ready: its ``idle`` (the
+    engine's batch handed early) before each."""
+    for item in iterable:
+        idle()
+        yield item
+
+
+@pytest.mark.parametrize("name", REAL_NAMES)
+def test_batches_handed_while_waiting_for_a_chunk_change_nothing(monkeypatch, name):
+    """The main thread hands its batch to the analysis early when the reader has no
+    chunk ready (``Engine.flush_waiting``), which depends on the threads' pace: as if
+    it never had one, with batches of 128 rows and more ending at chunks' ends, the
+    outputs are the same (the late fields in records.LATE's order, not learnt order)."""
+    pcap = real_pcap(name)
+    made = outputs(monkeypatch, engine.ROWS, pcap)
+    monkeypatch.setattr(analysis, "ahead", _waiting_every_chunk)
+    assert outputs(monkeypatch, 1 << 9, pcap) == made

@@ -328,7 +328,7 @@ def test_a_file_is_walked_ahead_on_the_other_thread(monkeypatch):
     assert threads == {"rtrs-read-ahead"} and len(walked) > 30
     # the consumer's chunk and those queued ahead of it go with the capture
     assert given_back == walked[:-(DEPTH + 1)]
-    monkeypatch.setattr(pacing, "ahead", lambda chunks, behind: chunks)
+    monkeypatch.setattr(pacing, "ahead", lambda chunks, behind, idle: chunks)
     alone, _, threads, _ = intervals()
     assert threads == {threading.current_thread().name}
     assert ahead == alone

@@ -117,7 +117,8 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
     engine = Engine(analyzer, **({"max_streams": limits["streams"]}
                                  if limits and "streams" in limits else {}))
     with open_inputs(path) as capture, _no_cyclic_gc():
-        for chunk in ahead(capture.chunks(chunk_records), behind=capture.done):
+        for chunk in ahead(capture.chunks(chunk_records), behind=capture.done,
+                           idle=engine.flush_waiting):
             engine.feed(chunk)
             if progress is not None:
                 progress(capture.position(), capture.bytes_total)

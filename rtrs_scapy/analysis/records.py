@@ -65,11 +65,17 @@ SPEC = {
     "usr_len": (_I64, 0), "data_len": (_I64, 0), "sg_cnt": (np.int8, 0),
     "first_frame": (_I64, 0), "desc_addr": (_I64, 0), "desc_key": (_U32, 0),
     "desc_len": (_U32, 0), "errno": (_I32, 0), "rkey_buf_id": (_U32, 0), "rkey": (_U32, 0),
-    "inv": (_I64, -1), "inv_at": (np.int8, 0),
+    "inv": (_I64, -1),
     "device_id": (_U32, 0), "sector": (np.uint64, 0), "rw": (_U32, 0),
     "bi_size": (_U32, 0), "prio": (np.uint16, 0),
 }
 
+
+#: the fields a record gains late, in the order its lines give them, whenever each was
+#: learnt: that order would depend on where the analysis' batches end
+LATE = ("reply_frame", "failover_from", "failed_over_to", "invalidate_frame",
+        "not_delivered", "failover_unseen")
+_LATE_PLACE = {name: k for k, name in enumerate(LATE)}
 
 #: one frame kept per MARK records of the frame order, to find a frame's records
 MARK = 256
@@ -406,12 +412,16 @@ class Records:
 
     def mark(self, index, key, value):
         """A field a record gains late (failover_from, failed_over_to, not_delivered,
-        failover_unseen, reply_frame)."""
+        failover_unseen, reply_frame: LATE)."""
+        if key not in _LATE_PLACE:
+            raise ValueError("%s is not a field a record gains late" % key)
         rich = self.cols.get("rich", index)
         if rich >= 0:
             fields, rnbd = self.rich[rich]
             fields = self._unpacked(fields)
             fields[key] = value
+            fields = dict([item for item in fields.items() if item[0] not in _LATE_PLACE]
+                          + late_fields(fields, -1))
             self.rich[rich] = (self._pack(fields), rnbd)
         else:
             self.extras.setdefault(index, {})[key] = value
@@ -449,7 +459,6 @@ class Records:
         hit, at = read[found], frames[found]
         if len(hit):
             self.cols.put("inv", hit, at)
-            self.cols.put("inv_at", hit, _late_counts(self.extras, hit))
 
     def partners(self):
         """(request_of, response_of) of the closed records, as ``messages`` pairs them
@@ -536,13 +545,7 @@ class Records:
                                    "rkey": int(data["rkey"])}
         else:
             out = {}
-        extras = self.extras.get(i, {})
-        inv = int(data["inv"])
-        if inv >= 0:
-            items = list(extras.items())
-            items.insert(int(data["inv_at"]), ("invalidate_frame", inv))
-            extras = dict(items)
-        out.update(extras)
+        out.update(late_fields(self.extras.get(i), int(data["inv"])))
         return out
 
     def rnbd_of(self, i):
@@ -705,10 +708,10 @@ def _joined(parts, columns):
     return tuple(np.concatenate(column) for column in zip(*parts))
 
 
-def _late_counts(extras, records):
-    """How many late fields each of ``records`` has gained so far (most: none)."""
-    counts = np.zeros(len(records), dtype=np.int64)
-    if extras:
-        for record in extras.keys() & set(records.tolist()):
-            counts[records == record] = len(extras[record])
-    return counts
+def late_fields(fields, inv):
+    """[(name, value)] of the fields among ``fields`` a record gained late, and its
+    invalidate_frame ``inv`` (-1: none), in LATE's order."""
+    items = [(name, value) for name, value in (fields or {}).items() if name in _LATE_PLACE]
+    if inv >= 0:
+        items.append(("invalidate_frame", inv))
+    return sorted(items, key=lambda item: _LATE_PLACE[item[0]])

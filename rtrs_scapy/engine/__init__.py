@@ -23,8 +23,9 @@ from ..capture import columns, ib
 from ..spec.limits import limit
 from . import transport as T
 
-#: the rows' room; a batch goes to the consumer at half of it (or half the arena's): the
-#: analysis costs about 2 ms a batch beyond its rows (docs/benchmarks.md)
+#: the rows' room; a batch goes to the consumer at half of it (or half the arena's), or
+#: at a quarter while the reader has no chunk ready (flush_waiting): the analysis costs
+#: about 2 ms a batch beyond its rows (docs/benchmarks.md)
 ROWS = 1 << 15
 ARENA = 1 << 23
 EVENTS = 1 << 12
@@ -67,6 +68,13 @@ class Engine:
                 start = end
         # the slots offered so far: the table's rows beyond them were never used
         T.materialize(chunk.buf, st.state[:st.counters[T.G_ROOM]], st.ring, st.tail)
+
+    def flush_waiting(self):
+        """Hand the rows gathered so far to the consumer if they are a quarter of the
+        room: called while the reader has no chunk ready, in time the next chunk would
+        not have used (where a batch ends changes no result: records.LATE)."""
+        if self.nr >= ROWS // 4:
+            self.flush()
 
     def flush(self):
         """Hand the rows and events gathered so far to the consumer."""

@@ -10,7 +10,10 @@ so also hands a batch of messages to the analysis, several times as long.  Three
 chunks let the reader bank what it walks during those batches (docs/benchmarks.md);
 with two, the main thread waited for chunks a fifth of its time.  A fourth saves a
 little more, but its 8 MB would take the largest export of many short sessions at 10 M
-packets past 300 MB.
+packets past 300 MB.  With three the main thread still waited for chunks a fifth of the
+analysis, and the reader for room as long: when no chunk is ready the main thread hands
+its batch of messages to the analysis early (``idle``), in time that waiting would
+have taken.
 """
 
 import collections
@@ -22,13 +25,15 @@ _END = object()
 DEPTH = 3
 
 
-def ahead(iterable, depth=DEPTH, behind=None):
+def ahead(iterable, depth=DEPTH, behind=None, idle=None):
     """Iterate ``iterable`` in a background thread; items come out in order, an
     exception comes out where it happened.  Stopping early stops the thread.
 
     ``behind(item)`` is called in the background thread on each item the consumer
     is through with: once ``depth`` later items are queued, the consumer has asked
-    for the next one (releasing a mapped file's pages costs the main thread nothing)."""
+    for the next one (releasing a mapped file's pages costs the main thread nothing).
+    ``idle()`` is called in the consumer's thread before it waits for an item that
+    is not ready yet."""
     items = queue.Queue(maxsize=depth)
     stop = threading.Event()
     handed = collections.deque()
@@ -62,6 +67,8 @@ def ahead(iterable, depth=DEPTH, behind=None):
     thread.start()
     try:
         while True:
+            if idle is not None and items.empty():
+                idle()
             item, exc = items.get()
             if exc is not None:
                 raise exc

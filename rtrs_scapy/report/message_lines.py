@@ -30,7 +30,7 @@ _dumps = json.dumps
 COLUMNS = ("frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired", "latency",
            "rich", "flags", "buf_id", "offset", "usr_len", "data_len", "sg_cnt",
            "first_frame", "desc_addr", "desc_key", "desc_len", "errno", "rkey_buf_id", "rkey",
-           "inv", "inv_at", "device_id", "sector", "rw", "bi_size", "prio")
+           "inv", "device_id", "sector", "rw", "bi_size", "prio")
 
 
 class MessageLines:
@@ -298,12 +298,12 @@ class MessageLines:
         extra = np.zeros(len(idx), dtype=bool)
         other = np.full(len(idx), -1, dtype=np.int64)
         if records.extras:
-            inv, inv_at = c["inv"], c["inv_at"]
+            inv = c["inv"]
             for k in np.flatnonzero(self._in(idx, "extras")).tolist():
                 extras = records.extras[int(idx[k])]
                 extra[k] = True
                 if req[k] or rsp[k]:
-                    late[k] = text(k, _extras_json(extras, int(inv[k]), int(inv_at[k])))
+                    late[k] = text(k, _extras_json(extras, int(inv[k])))
                 elif extras:
                     other[k] = text(k, _dumps(json_fields(records.msg_names[c["msg"][k]],
                                                           extras)))
@@ -439,12 +439,11 @@ def _iso_parts(times, per_value):
 _POWERS = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
-def _extras_json(extras, inv, inv_at):
-    """The fields a record gained late, invalidate_frame among them where it came."""
-    items = list(extras.items()) if extras else []
-    if inv >= 0:
-        items.insert(inv_at, ("invalidate_frame", inv))
-    return "".join(', %s: %s' % (_dumps(key), _dumps(value)) for key, value in items)
+def _extras_json(extras, inv):
+    """The fields a record gained late, invalidate_frame among them (records.LATE's
+    order)."""
+    return "".join(', %s: %s' % (_dumps(key), _dumps(value))
+                   for key, value in R.late_fields(extras, inv))
 
 
 def fast(view):

@@ -56,7 +56,8 @@ def capture_intervals(capture, watcher, seconds, speed=None, stop=None, records=
 
     try:
         # the records walked and decoded on the other core, as the analysis reads them
-        for chunk in ahead(capture.chunks(records), behind=capture.done):
+        for chunk in ahead(capture.chunks(records), behind=capture.done,
+                           idle=watcher.engine.flush_waiting):
             stamps = chunk.stamps
             start, n = 0, len(chunk)
             while start < n:
