@@ -306,7 +306,7 @@ class MessageLines:
                     late[k] = text(k, _extras_json(extras, int(inv[k])))
                 elif extras:
                     other[k] = text(k, _dumps(json_fields(records.msg_names[c["msg"][k]],
-                                                          extras)))
+                                                          dict(R.late_fields(extras, -1)))))
         cols["late"], cols["other"] = late, other
         cols["late_inv"] = (req | rsp) & ~extra & (c["inv"] >= 0)
         cols["other_empty"] = ~req & ~rsp & (other < 0)

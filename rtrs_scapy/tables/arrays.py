@@ -23,9 +23,9 @@ def lookup(texts, codes):
     return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), texts)
 
 
-def repeated(text, rows):
-    """``text`` on each of ``rows`` rows."""
-    return lookup(pa.array([text], pa.string()), np.zeros(rows, dtype=np.int32))
+def repeated(text, rows, missing=None):
+    """``text`` on each of ``rows`` rows, null where ``missing``."""
+    return Texts([text]).take(np.zeros(rows, dtype=np.int64), missing)
 
 
 def by_key(keys, name, missing=None):

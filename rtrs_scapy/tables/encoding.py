@@ -17,10 +17,10 @@ from .schema import schema
 ARROW_SCHEMA = b"ARROW:schema"
 
 
-def arriving(fields, dictionaries):
-    """The schema ``fields`` with the columns ``dictionaries`` of dictionary type
-    (arrays.TEXTS): the schema of a table's pieces as its builder makes them."""
-    return pa.schema([field.with_type(TEXTS) if field.name in dictionaries else field
+def arriving(fields, columns):
+    """The schema ``fields`` of a piece made of ``columns`` (name -> Arrow array): a
+    column its builder made as texts by index (arrays.TEXTS) is of that type."""
+    return pa.schema([field.with_type(TEXTS) if columns[field.name].type == TEXTS else field
                       for field in fields])
 
 

@@ -39,10 +39,7 @@ HELD_GROUPS = 1
 GATHER = 64
 _OPS = pa.array(["read", "write"])            # iorows op 1, 2
 _OUTCOMES = pa.array(list(iorows.OUTCOMES))
-#: the columns made as dictionaries of their few texts (arrays.py)
-DICTIONARIES = ("capture", *PATH_COLUMNS, "op", "rnbd_msg", "rnbd_op", "device", "outcome",
-                "errno_name")
-_PIECES = arriving(schema("ios"), DICTIONARIES)
+_SCHEMA = schema("ios")
 
 
 def path_columns(path_ids, names):
@@ -123,7 +120,7 @@ def arrow_rows(rows, capture, names):
     }
     for part, values in split.parts_ns(rows).items():
         columns[part + "_us"] = nullable(values / 1e3, values < 0)
-    return pa.Table.from_pydict(columns, schema=_PIECES), used
+    return pa.Table.from_pydict(columns, schema=arriving(_SCHEMA, columns)), used
 
 
 class IoWriter:

@@ -20,13 +20,9 @@ from ..report.words import errno_text, rounded
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
 from .arrays import Texts, by_key, repeated, strings
 from .encoding import arriving
-from .names import PATH_COLUMNS
 from .schema import TIME
 
 _dumps = json.dumps
-#: the columns made as dictionaries of their few texts (arrays.py)
-DICTIONARIES = ("capture", *PATH_COLUMNS, "src", "dst", "msg", "rnbd_msg", "rnbd_op")
-_IO = Texts(["io"])
 
 
 def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_table, row_of):
@@ -49,7 +45,6 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
     take = records.cols.take
     order = records.order
     json_columns = _JsonColumns()
-    pieces = arriving(table_schema, DICTIONARIES)
     special = None      # per record: fields gained late, an RNBD header or a reply kept apart
     if records.extras or records.rnbd or records.replies:
         special = np.zeros(len(records.cols), dtype=bool)
@@ -81,7 +76,7 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
             "msg": msgs.take(col["msg"]),
             "buf_id": _column(col["buf_id"], pa.int32(), ~io),
             "errno": _column(col["errno"], pa.int32(), ~response),
-            "rnbd_msg": _IO.take(np.zeros(n, dtype=np.int64), ~has_header),
+            "rnbd_msg": repeated("io", n, ~has_header),
             "rnbd_op": _texts_by_value(rw, rnbd_op_name, ~has_header),
             "device_id": _column(h["device_id"], pa.int32(), ~has_header),
             "sector": _column(h["sector"], pa.int64(), ~sector_known),
@@ -101,6 +96,7 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
                 if field.name not in _JsonColumns.NAMES:
                     out[field.name] = _with_rich(out[field.name], mask, at,
                                                  _wrapped(own[field.name], field.type))
+        pieces = arriving(table_schema, out)
         yield pa.Table.from_arrays([out[f.name] for f in pieces], schema=pieces)
 
 
