@@ -92,3 +92,15 @@ def test_batches_handed_while_waiting_for_a_chunk_change_nothing(monkeypatch, na
     made = outputs(monkeypatch, engine.ROWS, pcap)
     monkeypatch.setattr(analysis, "ahead", _waiting_every_chunk)
     assert outputs(monkeypatch, 1 << 9, pcap) == made
+
+
+@pytest.mark.parametrize("name, first", [("failover", 69404), ("failover", 155690),
+                                         ("load", 50000), ("multipath", 500)])
+def test_batches_handed_while_waiting_change_nothing_on_a_cut_capture(monkeypatch, tmp_path,
+                                                                      name, first):
+    """The same, on real captures cut mid-session: no handshake, the first IO waiting
+    for its queue depth rule (settling.py) while batches end at chunks' ends."""
+    pcap = write_cut(real_pcap(name), first, tmp_path / ("%s_cut.pcap" % name))
+    made = outputs(monkeypatch, engine.ROWS, pcap)
+    monkeypatch.setattr(analysis, "ahead", _waiting_every_chunk)
+    assert outputs(monkeypatch, 1 << 9, pcap) == made
