@@ -38,7 +38,7 @@ keeps the memory of the streams alive, not of every stream it ever had.
 
 import numpy as np
 
-from ..capture.jit import compiled, copy_into, helper
+from ..capture.jit import compiled, copy_into, helper, prefetch
 from ..layout import wire
 from ..capture.columns import (
     P_DMALEN, P_DST_HI, P_DST_LO, P_IETH, P_IMM, P_KIND, P_OPCODE, P_PSN, P_QPN, P_RKEY,
@@ -57,6 +57,8 @@ HALF_PSN = 0x800000
 HEAD_SEND = 1024     # info_req (272 B), rkey_rsp, the start of info_rsp
 HEAD_WRITE = 64      # RNBD replies at the start of READ data (open_rsp: 56 B)
 TAIL_CAP = 512       # a request's user header and trailer (RNBD OPEN: 264 + 4 B)
+FETCH_AHEAD = 8      # packets ahead whose last byte's line is asked for: a message's
+                     # tail is copied from there, a line the walk fetched on the other core
 RING = 4             # packet locations kept per stream before their bytes are copied
 SENT = 64            # (psn + 1, frame, stamp) of the last packets sent per stream, by psn
                      # (0: none, so that the table starts as zeros the system maps lazily)
@@ -469,6 +471,8 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         if nr >= row_room or ne >= event_room or na >= arena_room or counters[G_RETIRED]:
             return i, STOP_FULL, nr, na, ne, nfree
         packet_seq[i] = -1
+        if i + FETCH_AHEAD < n:
+            prefetch(buf, packets[i + FETCH_AHEAD, P_STOP] - 1)
         if packets[i, P_KIND] == 0:
             continue
         frame = first_frame + i
