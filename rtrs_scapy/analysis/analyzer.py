@@ -300,12 +300,14 @@ class Analyzer:
     def release_acknowledged(self, at_end=False):
         """Held rows whose answer the client has acknowledged since go out delivered, in
         one batch in frame order; at the end all go out, as acknowledged or not by then."""
-        state = self.engine.streams.state
-        rows = []
-        for frame, (_, response) in sorted(self.failover_state.held_rows.items()):
-            known = acknowledged(state, *response)
-            if known == 1 or at_end:
-                rows.append(self._unheld(frame, {"delivered": known}))
+        held = self.failover_state.held_rows
+        if not held:
+            return
+        frames = sorted(held)
+        responses = np.array([held[frame][1] for frame in frames], dtype=np.int64)
+        known = acknowledged(self.engine.streams.state, *responses.T).tolist()
+        rows = [self._unheld(frame, {"delivered": k}) for frame, k in zip(frames, known)
+                if k == 1 or at_end]
         if rows:
             self.io_rows(iorows.concat(rows))
 

@@ -60,8 +60,8 @@ class Growing:
         if self.base:
             values = values - self.base
         if self.unit != 1:
-            whole, rest = np.divmod(values, self.unit)
-            if rest.any():
+            whole = values // self.unit     # (np.divmod: twice the time)
+            if np.any(whole * self.unit != values):
                 self._exact()
             else:
                 values = whole
