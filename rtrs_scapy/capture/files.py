@@ -113,9 +113,10 @@ class Chunk:
 
     def counts(self):
         """(records with IB headers, distinct link types, distinct mirror codes), counted
-        once where the chunk is made: in the reader's thread, while its rows are in the
-        processor's cache (read there later, each row was a cache miss: 15 % of a
-        summary's time)."""
+        once, where first asked for: by the analysis, in its thread, before the transport
+        reads the same rows.  (Counted in the reader's thread, they took a third of
+        the time it spent outside the walk, and the summary 5 % more: the reader's
+        thread, not the main one, is what the summary waits for, docs/benchmarks.md.)"""
         if self.counted is None:
             packets = self.decoded().packets
             self.counted = (int(np.count_nonzero(packets[:, columns.P_KIND])),
@@ -334,7 +335,6 @@ class Capture:
         chunk = Chunk(data, buf, self.frames + 1, offs, caplens, stamps, links, packets,
                       origlens)
         self.cut.add(chunk.caplens, chunk.origlens)
-        chunk.counts()
         self.frames += n
         self._pos = base + int(offs[n - 1] + caplens[n - 1])
         return chunk
