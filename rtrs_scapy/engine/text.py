@@ -104,6 +104,8 @@ class Template:
         self.guard = ()
         self.both = {}      # a guard column made of several: its columns
         self.guards = set()
+        self.nesting = []   # per step, the guards around it, outermost first
+        self.table = None   # the steps as an array (_steps_table)
         self.line_room = FIRST_LINE_ROOM     # room per line of the next batch (bytes)
 
     @contextlib.contextmanager
@@ -129,6 +131,7 @@ class Template:
             self.both[name] = guards
             guard = self._column(name)
         self.steps.append((kind, a, b, guard))
+        self.nesting.append(guards)
         return self
 
     def _column(self, name):
@@ -162,6 +165,24 @@ class Template:
         -1; ``texts``: the batch's own texts (``text_of(..., batch=True)``, ``whole``)."""
         return self.texts(columns, whole, texts)[0].tobytes()
 
+    def _steps_table(self):
+        """The steps as rows (kind, a, b, guard, past): ``past`` is the first step after
+        it that its guard does not hold, where a row that fails the guard goes on (the
+        steps in between are inside it: their guards hold it and more)."""
+        if self.table is None or len(self.table) != len(self.steps):
+            nesting, past = self.nesting, []
+            for s, guards in enumerate(nesting):
+                after = s + 1
+                while guards and after < len(nesting) and \
+                        nesting[after][:len(guards)] == guards:
+                    after += 1
+                past.append(after)
+            table = np.zeros((len(self.steps), 5), dtype=np.int64)
+            table[:, :4] = np.array(self.steps, dtype=np.int64).reshape(-1, 4)
+            table[:, 4] = past
+            self.table = table
+        return self.table
+
     def texts(self, columns, whole, texts):
         """:meth:`write`'s bytes (a uint8 array of its own, written in place: no copy
         of a batch's text), and where each row's text ends in them (a string column's
@@ -177,7 +198,7 @@ class Template:
         for name, k in self.columns.items():
             table[k] = functools.reduce(np.logical_and, (columns[c] for c in self.both[name])) \
                 if name in self.both else columns[name]     # (guards: boolean, checked above)
-        steps = np.array(self.steps, dtype=np.int64).reshape(-1, 4)
+        steps = self._steps_table()
         pool, bounds = self.pool.arrays()
         batch, batch_bounds = texts_arrays(texts)
         whole = np.ascontiguousarray(whole, dtype=np.int64)
@@ -242,20 +263,20 @@ def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, r
     columns, a row each (``columns[k, row]``).  (One loop, its copies
     written out: a helper call that takes the arrays costs more than the bytes it
     writes.)"""
-    at, size = 0, out.shape[0]
+    at, size, last = 0, out.shape[0], steps.shape[0]
     while row < whole.shape[0]:
         start, w = at, whole[row]
-        for s in range(-1, steps.shape[0]):     # -1: the batch's whole line, if any
+        s = -1 if w >= 0 else 0     # -1: the batch's whole line
+        while s < last:
             if s < 0:
-                if w < 0:
-                    continue
                 src, first, end = batch, batch_bounds[w], batch_bounds[w + 1]
+                s = last
             else:
-                if w >= 0:
-                    break
                 kind, a, b, guard = steps[s, 0], steps[s, 1], steps[s, 2], steps[s, 3]
                 if guard >= 0 and columns[guard, row] == 0:
+                    s = steps[s, 4]         # past the steps inside the guard
                     continue
+                s += 1
                 if kind != TEXT and kind != TEXT_OF:
                     if at + NUMBER_ROOM > size:
                         return row, start
