@@ -16,7 +16,7 @@ is non-zero (every row when it has none):
   with every decimal, ``%.{places}f`` of the float where :func:`fixed_decimals` says so.
 
 Steps added inside ``with template.where(column):`` blocks take every guard around
-them.  A row whose ``whole`` entry is not negative is that text of the batch, the template
+them; a row that fails a guard skips the steps inside it at once.  A row whose ``whole`` entry is not negative is that text of the batch, the template
 skipped (the rows the caller formats in Python).
 
 The loops that write bytes index with unsigned integers: numba gives a signed index
@@ -39,6 +39,10 @@ ALWAYS = -1
 #: a text_of step's texts: the template's pool or the batch's own
 POOL, BATCH = 0, 1
 _NULL = np.frombuffer(b"null", dtype=np.uint8)
+#: 10**k for k = 0…19 (a 64-bit unsigned number has up to 20 digits)
+_TENS = np.array([10 ** k for k in range(20)], dtype=np.uint64)
+#: "00" to "99": the two digits of each number below a hundred
+_PAIRS = np.frombuffer("".join("%02d" % k for k in range(100)).encode(), dtype=np.uint8)
 #: the most a number step writes: a sign, 20 digits, a point and up to 18 decimals (or a
 #: width of as many)
 NUMBER_ROOM = 48
@@ -320,18 +324,31 @@ def _number(out, at, kind, value, b):
 
 @helper
 def _digits(out, at, value, width):
-    """``value`` in decimal, at least ``width`` digits (zeros before)."""
-    count, rest = 1, value // np.uint64(10)
-    while rest:
+    """``value`` in decimal, at least ``width`` digits (zeros before): its digits
+    counted against the powers of ten, then written two at a division."""
+    count = 1
+    while count < _TENS.shape[0] and value >= _TENS[count]:
         count += 1
-        rest //= np.uint64(10)
     count = max(count, width)
     first = k = np.uint64(at)
     k += np.uint64(count)
-    while k > first:        # unsigned indices (module docstring)
+    two = np.uint64(2)
+    while value >= np.uint64(100):      # unsigned indices (module docstring)
+        pair = value % np.uint64(100) * two
+        value //= np.uint64(100)
+        k -= two
+        out[k] = _PAIRS[pair]
+        out[k + np.uint64(1)] = _PAIRS[pair + np.uint64(1)]
+    if value >= np.uint64(10):
+        k -= two
+        out[k] = _PAIRS[value * two]
+        out[k + np.uint64(1)] = _PAIRS[value * two + np.uint64(1)]
+    else:
         k -= np.uint64(1)
-        out[k] = 48 + value % np.uint64(10)
-        value //= np.uint64(10)
+        out[k] = 48 + value
+    while k > first:                    # the zeros of a padded number
+        k -= np.uint64(1)
+        out[k] = 48
     return at + count
 
 
