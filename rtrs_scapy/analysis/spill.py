@@ -16,6 +16,7 @@ The folder is made in ``tempfile``'s default place (TMPDIR) on the first spill
 and deleted when the records go, at exit, also after an error or Ctrl-C.
 """
 
+import mmap
 import os
 import pickle
 import tempfile
@@ -59,9 +60,14 @@ class ChunkFiles:
         self.count += 1
 
     def _save(self, chunk, arrays):
-        with _writing(self.folder, self._path(chunk)) as out:
+        """The chunk's file, written anew beside and renamed over the old one: a chunk
+        read back maps its file (``load``), whose mapping a file cut short in place
+        would leave without its pages."""
+        path = self._path(chunk)
+        with _writing(self.folder, path + ".new") as out:
             for name in self.spec:
                 out.write(np.ascontiguousarray(arrays[name]).data)
+        os.replace(path + ".new", path)
 
     def patch(self, name, rows, values):
         """Writes to rows already written (``rows``: row numbers from the first chunk's)."""
@@ -83,9 +89,9 @@ class ChunkFiles:
             self.cache.move_to_end(chunk)
             return cached
         with open(self._path(chunk), "rb") as stored:
-            if names is None:
-                raw = bytearray(self.size)
-                stored.readinto(raw)
+            if names is None:     # mapped (copy on write: the patches), not read: the
+                # system maps the cached pages, a copy into fresh memory faulted each in
+                raw = mmap.mmap(stored.fileno(), 0, access=mmap.ACCESS_COPY)
                 arrays = {name: np.frombuffer(raw, dtype, self.rows, self.offsets[name])
                           for name, (dtype, _) in self.spec.items()}
             else:
