@@ -2,6 +2,8 @@
 into one Parquet file that reads as the table's schema, the heap trimmed after each
 row group."""
 
+import os
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -27,7 +29,7 @@ def test_pieces_of_dictionaries_and_of_strings_make_one_file_of_the_tables_schem
     assert pa.types.is_dictionary(as_made.schema.field("src").type)
     assert not pa.types.is_dictionary(as_made.schema.field("fields").type)
     trims = []
-    monkeypatch.setattr(encoding, "_trim_heap", trims.append)
+    monkeypatch.setattr(encoding, "_trim_heap", lambda: trims.append(0))
     encoder = Encoder(str(tmp_path / "again.parquet"), "messages")
     encoder.write(as_made)
     encoder.write(second)       # plain strings after dictionaries: cast to them
@@ -44,3 +46,16 @@ def test_no_piece_makes_a_file_of_no_rows(tmp_path):
     encoder.close()
     empty = pq.read_table(tmp_path / "none.parquet")
     assert empty.num_rows == 0 and empty.schema.equals(schema("events"), check_metadata=True)
+
+
+def test_the_heap_is_trimmed_only_above_its_bound(monkeypatch):
+    """The C heap's free pages go back to the system after a row group only while the
+    process holds more than TRIM_ABOVE: below it they are kept for the next row group,
+    which would fault every page in again."""
+    trim_heap = encoding._heap_trimmer()
+    with open("/proc/self/statm", "rb") as statm:
+        resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    monkeypatch.setattr(encoding, "TRIM_ABOVE", resident * 4)
+    assert trim_heap() is False
+    monkeypatch.setattr(encoding, "TRIM_ABOVE", 0)
+    assert trim_heap() is True
