@@ -11,7 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import REAL_ALL
+from conftest import PROJECT_PCAPS, REAL_ALL
 from encap_wrap import (
     ENCAPSULATIONS, GENEVE_OPTIONS, ether, geneve, gre, ipv4, ipv6, mpls, plain_capture,
     read_frames, strip_ethernet, tagged, udp, vxlan, wrap_capture, wrapper, write_frames,
@@ -20,7 +20,9 @@ from test_wireshark_diff import LUA, tshark_fields
 from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.parts import map_file, reduce_parts
+from rtrs_scapy.capture import open_capture
 from rtrs_scapy.capture.columns import P_KIND, P_MIRROR
+from rtrs_scapy.capture.files import Chunk
 from rtrs_scapy.capture.ib import decode_chunk
 from rtrs_scapy.capture.links import mirror_entry
 from rtrs_scapy.report import html
@@ -247,3 +249,28 @@ def test_cut_outer_headers_locate_nothing_and_never_crash(plain):
         kinds, _ = _located([wrapped[:cut] for cut in range(len(wrapped) - len(frame) + 60)])
         assert set(kinds) == {0}, encapsulation
         assert _located([wrapped])[0] == [1]
+
+
+
+def test_the_walk_counts_each_chunk_as_its_columns_do(tmp_path):
+    """A chunk's counts come from the walk's tally (capture/records.py ``_tally``): the
+    records with IB headers and the mirror codes, chunk by chunk, are those its packet
+    columns give, frames wrapped and plain mixed, in pcap and pcapng."""
+    _, path = CAPTURES[0]
+    erspan2 = wrapper(*ENCAPSULATIONS["erspan2"][:3])
+    mixed = write_frames(tmp_path / "mixed.pcap", *read_frames(path),
+                         lambda frame, n: erspan2(frame, n) if n % 3 == 0 and n > 300 else frame)
+    counted = {}
+    for capture in (mixed, PROJECT_PCAPS / "basic_inval.pcapng"):
+        counted[capture] = []
+        with open_capture(str(capture)) as cap:
+            for chunk in cap.chunks(128):
+                assert chunk.tally is not None
+                from_columns = Chunk(chunk.data, chunk.buf, chunk.first_frame, chunk.offs,
+                                     chunk.caplens, chunk.stamps, chunk.links,
+                                     chunk.packets, chunk.origlens)
+                assert chunk.counts() == from_columns.counts()
+                counted[capture].append(chunk.counts())
+    mirrored = [mirrors for _, _, mirrors in counted[mixed]]
+    assert not mirrored[0] and any(mirrored)      # plain first, wrapped from frame 301
+    assert all(ib > 0 for ib, _, _ in counted[PROJECT_PCAPS / "basic_inval.pcapng"])

@@ -18,6 +18,7 @@ into a refill or a problem (see files.py).
 
 import numpy as np
 
+from .columns import P_KIND, P_MIRROR
 from .jit import compiled, helper, prefetch
 
 from .ib import decode_one
@@ -84,10 +85,11 @@ def _pcap_header(buf, p):
 
 @compiled
 def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, origlens, stamps,
-              links, packets, geometry, optable, fields):
+              links, packets, tally, geometry, optable, fields):
     """pcap records from ``pos`` (a chunk ends past ``stop``): returns (count, position,
-    why, value)."""
+    why, value); ``tally``: see _tally."""
     n = 0
+    tally[:] = 0
     room = offs.shape[0]
     scale = 1 if nano else 1000
     fetched = pos
@@ -109,9 +111,21 @@ def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, origle
         links[n] = link
         packets[n, :] = 0
         decode_one(buf, pos + 16, incl, origlens[n], link, geometry, optable, fields, packets, n)
+        _tally(packets, n, tally)
         pos += 16 + incl
         n += 1
     return n, pos, FULL, 0
+
+
+@helper
+def _tally(packets, n, tally):
+    """Count record ``n`` as it is decoded: ``tally[0]`` the records with IB headers,
+    ``tally[1]`` those a mirror carried (files.Chunk.counts, without a pass over the
+    chunk's rows)."""
+    if packets[n, P_KIND] != 0:
+        tally[0] += 1
+    if packets[n, P_MIRROR] != 0:
+        tally[1] += 1
 
 
 @helper
@@ -131,11 +145,12 @@ def _stamp(units, mode, exp, offset_ns):
 
 @compiled
 def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, if_snap, n_if,
-                last_stamp, offs, caplens, origlens, stamps, links, packets, geometry, optable,
-                fields):
+                last_stamp, offs, caplens, origlens, stamps, links, packets, tally, geometry,
+                optable, fields):
     """pcapng packet blocks from ``pos`` (a chunk ends past ``stop``); returns (count,
-    position, why, value, last_stamp)."""
+    position, why, value, last_stamp); ``tally``: see _tally."""
     n = 0
+    tally[:] = 0
     room = offs.shape[0]
     fetched = pos
     while n < room and pos < stop:
@@ -175,6 +190,7 @@ def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, i
             packets[n, :] = 0
             decode_one(buf, pos + 28, caplen, origlens[n], links[n], geometry, optable, fields,
                        packets, n)
+            _tally(packets, n, tally)
             n += 1
         elif btype == 3:                              # simple packet block
             if blen < 16:
@@ -193,6 +209,7 @@ def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, i
             packets[n, :] = 0
             decode_one(buf, pos + 12, caplen, origlens[n], links[n], geometry, optable, fields,
                        packets, n)
+            _tally(packets, n, tally)
             n += 1
         elif btype == 1:
             return n, pos, INTERFACE, 0, last_stamp
