@@ -112,26 +112,26 @@ class InFlight:
                 known = index[id(owner)] = len(owners) - 1
             paths_of[known].append(pid)
         # the steps of a session of one path are its path's, and those of a device that
-        # has all of them its session's (the same IOs in the same order): made once
+        # has every IO of its session the session's (the same IOs in the same order)
         out = {("path", pid): {} for pid in by_path}
         devices = {}
         for sid, pids in enumerate(paths_of):
-            if len(pids) > 1:
+            if len(pids) > 1:   # (before the session's steps: one set of steps at a time)
                 for pid in pids:
                     out[("path", pid)]["max_in_flight"] = peak(
                         _levels(end, length, by_path[pid])[1])
             at = np.concatenate([by_path[pid] for pid in pids])
-            time, count = _levels(end, length, at)
-            if len(pids) == 1:
-                out[("path", pids[0])]["max_in_flight"] = peak(count)
+            session = _levels(end, length, at)
             for pid in pids:
-                out[("path", pid)]["queue_full_s"] = round(at_least(time, count,
+                if len(pids) == 1:
+                    out[("path", pid)]["max_in_flight"] = peak(session[1])
+                out[("path", pid)]["queue_full_s"] = round(at_least(*session,
                                                                     depth_of(pid) or 0), 6)
             depth = min(depth_of(pid) or 0 for pid in pids)   # the smallest of its paths
             io = at[is_io[at] != 0]
             for key, mine in slices(device[io].astype(np.int64) & 0xFFFFFFFF):
-                if len(mine) < len(at):
-                    time, count = _levels(end, length, io[mine])
+                time, count = session if len(mine) == len(at) else \
+                    _levels(end, length, io[mine])
                 devices[("device", owners[sid], key)] = {
                     "max_in_flight": peak(count),
                     "queue_full_s": round(at_least(time, count, depth), 6)}

@@ -16,8 +16,9 @@ is non-zero (every row when it has none):
   with every decimal, ``%.{places}f`` of the float where :func:`fixed_decimals` says so.
 
 Steps added inside ``with template.where(column):`` blocks take every guard around
-them; a row that fails a guard skips the steps inside it at once.  A row whose ``whole`` entry is not negative is that text of the batch, the template
-skipped (the rows the caller formats in Python).
+them; a row that fails a guard skips the steps inside it at once.  A row whose ``whole``
+entry is not negative is that text of the batch, the template skipped (the rows the
+caller formats in Python).
 
 The loops that write bytes index with unsigned integers: numba gives a signed index
 Python's meaning (a negative one counts from the end), a test on every byte that also
@@ -109,7 +110,7 @@ class Template:
         self.both = {}      # a guard column made of several: its columns
         self.guards = set()
         self.nesting = []   # per step, the guards around it, outermost first
-        self.table = None   # the steps as an array (_steps_table)
+        self.step_rows = None   # the steps as an array (_steps_table)
         self.line_room = FIRST_LINE_ROOM     # room per line of the next batch (bytes)
 
     @contextlib.contextmanager
@@ -173,7 +174,7 @@ class Template:
         """The steps as rows (kind, a, b, guard, past): ``past`` is the first step after
         it that its guard does not hold, where a row that fails the guard goes on (the
         steps in between are inside it: their guards hold it and more)."""
-        if self.table is None or len(self.table) != len(self.steps):
+        if self.step_rows is None or len(self.step_rows) != len(self.steps):
             nesting, past = self.nesting, []
             for s, guards in enumerate(nesting):
                 after = s + 1
@@ -184,8 +185,8 @@ class Template:
             table = np.zeros((len(self.steps), 5), dtype=np.int64)
             table[:, :4] = np.array(self.steps, dtype=np.int64).reshape(-1, 4)
             table[:, 4] = past
-            self.table = table
-        return self.table
+            self.step_rows = table
+        return self.step_rows
 
     def texts(self, columns, whole, texts):
         """:meth:`write`'s bytes (a uint8 array of its own, written in place: no copy
