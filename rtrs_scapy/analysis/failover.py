@@ -27,7 +27,7 @@ import numpy as np
 from ..spec.constants import RNBD_MSG_IO
 from ..spec.limits import limit
 
-from .growing import Growing
+from .growing import Gathered, Growing
 from .io import HEADER, count_failover, failover_record
 from .linking import merge_sessions
 
@@ -76,13 +76,16 @@ class FailoverState:
 
 class RequestLog:
     """The last KEEP IO rows (whole batches), the columns the rules at the end read,
-    each one growing array; ``table()`` sorts them by frame once, in place."""
+    each one growing array, the batches gathered before they go in (growing.py);
+    ``table()`` sorts them by frame once, in place."""
 
     def __init__(self):
         self.columns = {c: Growing(times=c in ("time_ns", "response_after_ns"),
                                    instants=c == "time_ns") for c in KEPT}
+        self.gathered = Gathered(self.columns)
         self.lengths = deque()      # the rows of each batch kept, oldest first
         self.size = 0
+        self.dropped = 0            # of the oldest rows, those to drop once gathered
         self.ordered = False
 
     def add(self, batch):
@@ -92,21 +95,29 @@ class RequestLog:
                                                0),
                     response_after=np.where(answered, batch["response_frame"] - batch["frame"],
                                             0))
-        for c in KEPT:
-            self.columns[c].extend(kept[c])
+        self.gathered.extend({c: kept[c] for c in KEPT})
         self.lengths.append(len(batch["frame"]))
         self.size += self.lengths[-1]
         self.ordered = False
         while self.size - self.lengths[0] >= KEEP:
             gone = self.lengths.popleft()
             self.size -= gone
-            for column in self.columns.values():
-                column.drop(gone)
+            self.dropped += gone
+        if not self.gathered.waiting:
+            self._drop()
+
+    def _drop(self):
+        """The rows beyond the KEEP last dropped, once they are in the arrays."""
+        for column in self.columns.values():
+            column.drop(self.dropped)
+        self.dropped = 0
 
     def table(self):
         """The columns the rules match on (frame, path, buf_id, HEADER), in frame
         order (sorted once, in place), in their narrowed types; a row's instants:
         ``time_ns(k)``, ``response(k)``."""
+        self.gathered.flush()
+        self._drop()
         if not self.ordered:
             order = np.argsort(self.columns["frame"].values(), kind="stable")
             for column in self.columns.values():
@@ -115,6 +126,7 @@ class RequestLog:
         return {c: self.columns[c].values() for c in ("frame", "path", "buf_id") + HEADER}
 
     def time_ns(self, k):
+        """The instant of row ``k`` of ``table()``."""
         return self.columns["time_ns"].at(k)
 
     def response(self, k):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.distinct import runs
-from .growing import Growing
+from .growing import Gathered, Growing
 from .iorows import ANSWERED
 
 
@@ -81,15 +81,17 @@ class InFlight:
 
     def __init__(self):
         # per answered IO: path id, device id, an RNBD IO or not, its end and its
-        # length (the start is the end minus the length), each one growing array
-        self.kept = (Growing(), Growing(), Growing(), Growing(times=True, instants=True),
-                     Growing(times=True))
+        # length (the start is the end minus the length), each one growing array, the
+        # batches gathered before they go in
+        self.kept = {"path": Growing(), "device": Growing(), "io": Growing(),
+                     "end": Growing(times=True, instants=True), "length": Growing(times=True)}
+        self.gathered = Gathered(self.kept)
 
     def add(self, rows):
         mask, start, end = spans(rows)
-        for kept, column in zip(self.kept, (rows["path"], rows["device_id"],
-                                            rows["rnbd_op"] >= 0, end, end - start)):
-            kept.extend(column[mask])
+        self.gathered.extend({"path": rows["path"][mask], "device": rows["device_id"][mask],
+                              "io": rows["rnbd_op"][mask] >= 0, "end": end[mask],
+                              "length": (end - start)[mask]})
 
     def figures(self, session_of, depth_of):
         """{("path", path id) | ("device", session, device id): {"max_in_flight",
@@ -97,8 +99,10 @@ class InFlight:
         permits were all taken (the permits are the session's: ``session_of(path
         id)``, ``depth_of(path id)``); a device's deepest queue, and the time its own
         IOs held all the permits."""
-        path, device, is_io = (kept.values() for kept in self.kept[:3])
-        end, length = self.kept[3:]
+        self.gathered.flush()
+        kept = self.kept
+        path, device, is_io = (kept[c].values() for c in ("path", "device", "io"))
+        end, length = kept["end"], kept["length"]
         if not len(path):
             return {}
         by_path = dict(slices(path))        # path id -> positions of its IOs

@@ -37,8 +37,7 @@ def rtrs_op_of(name):
 
 
 #: the columns of the IO rows (iorows.py) that a session's view reads
-VIEW_COLUMNS = ("frame", "rnbd_type", "rnbd_op", "device_id", "outcome", "errno", "bi_size",
-                "latency_ns")
+VIEW_COLUMNS = ("frame", "rnbd_type", "rnbd_op", "device_id", "outcome", "errno", "bi_size")
 
 
 class RnbdView:
@@ -62,17 +61,17 @@ class RnbdView:
             for pid in distinct(batch["path"][batch["failed_over"] == 1]).tolist():
                 self.of(paths[pid].session).failed_over(batch, batch["path"] == pid)
             batch = {k: v[batch["failed_over"] == 0] for k, v in batch.items()}
-        columns = {k: batch[k] for k in VIEW_COLUMNS}
-        if self.keep_latencies:
-            columns.update(("split_" + k, v) for k, v in split.parts_ns(batch).items())
-        # by path; in a path, its IO by device and op, then the rest, each in capture
-        # order: one gather a column, then a slice a path and one a device's op
+        # by path; in a path, its IO by device, op and size, then the rest: one gather a
+        # column, then a slice a path and one a device's op, whose sizes are then runs
+        # (what an op keeps of its IOs does not depend on their order)
         io = batch["rnbd_type"] == RNBD_MSG_IO
-        order = np.lexsort((batch["frame"], batch["rnbd_op"], batch["device_id"], ~io,
+        order = np.lexsort((batch["bi_size"], batch["rnbd_op"], batch["device_id"], ~io,
                             batch["path"]))
-        columns = {k: v[order] for k, v in columns.items()}
+        columns = {k: batch[k][order] for k in VIEW_COLUMNS}
+        timings = _timings(batch)[order] if self.keep_latencies else None
         for pid, start, stop in runs(batch["path"][order]):
-            self.of(paths[pid].session).add({k: v[start:stop] for k, v in columns.items()})
+            self.of(paths[pid].session).add({k: v[start:stop] for k, v in columns.items()},
+                                            None if timings is None else timings[start:stop])
 
     def requests(self, session, reqs, order):
         """Requests as they are settled, in capture order: the access pattern."""
@@ -121,6 +120,16 @@ TIMINGS = ("latency",) + split.PARTS
 UNKNOWN = -MICRO
 
 
+def _timings(rows):
+    """The TIMINGS of a batch of IO rows, a row each: its latency, then the split's
+    parts (split.parts_ns), UNKNOWN where the capture cannot tell one."""
+    out = np.empty((len(rows["latency_ns"]), len(TIMINGS)), dtype=np.int64)
+    out[:, 0] = rows["latency_ns"]
+    for k, part in enumerate(split.parts_ns(rows).values(), 1):
+        out[:, k] = np.where(part >= 0, part, UNKNOWN)
+    return out
+
+
 class _Ops:
     """count, bytes (bi_size), errors, latencies and sizes of one RNBD operation; the
     latencies and the split's parts as ns, in one growing array (TIMINGS).  A
@@ -135,20 +144,16 @@ class _Ops:
         self.timings = Growing(times=True) if keep_latencies else None
         self.sizes = Counter()
 
-    def add(self, rows):
-        """IO rows of this op (``VIEW_COLUMNS`` and the split's parts)."""
-        self.count += len(rows["bi_size"])
-        self.bytes += int(rows["bi_size"].sum())
-        answered = rows["outcome"] == iorows.ANSWERED
-        self.errors += int(np.count_nonzero(answered & (rows["errno"] != 0)))
+    def add(self, sizes, failed, timings):
+        """IOs of this op: their ``sizes`` (bi_size, sorted), whether each failed, and
+        the TIMINGS rows of the answered ones."""
+        self.count += len(sizes)
+        self.bytes += int(sizes.sum())
+        self.errors += int(np.count_nonzero(failed))
         if self.timings is not None:
-            # split.parts_ns: only an answered IO has parts the capture can tell
-            parts = [rows["split_" + part][answered] for part in split.PARTS]
-            timings = np.column_stack([rows["latency_ns"][answered]]
-                                      + [np.where(p >= 0, p, UNKNOWN) for p in parts])
             self.timings.extend(timings.ravel())
-        sizes, counts = np.unique(rows["bi_size"], return_counts=True)
-        self.sizes.update(dict(zip(sizes.tolist(), counts.tolist())))
+        for size, start, stop in runs(sizes):
+            self.sizes[size] += stop - start
 
     def merge(self, other):
         self.count += other.count
@@ -285,16 +290,19 @@ class _SessionView:
             device = self.devices[device_id] = _Device(self.keep_latencies)
         return device
 
-    def add(self, rows):
-        """A path's IO rows of a batch: first its RNBD IO by device and op, each in
-        capture order (RnbdView.rows), then the rest."""
+    def add(self, rows, timings):
+        """A path's IO rows of a batch: first its RNBD IO by device, op and size
+        (RnbdView.rows), then the rest; ``timings``: their TIMINGS rows (``_timings``)."""
         io = rows["rnbd_type"] == RNBD_MSG_IO
         ios = int(np.count_nonzero(io))
-        device, op = rows["device_id"][:ios], rows["rnbd_op"][:ios]
+        device, op, sizes = rows["device_id"][:ios], rows["rnbd_op"][:ios], rows["bi_size"][:ios]
+        answered = rows["outcome"] == iorows.ANSWERED
+        failed = answered & (rows["errno"] != 0)
         for start, stop in group_runs(device, op):
+            told = answered[start:stop]
             self.device(int(device[start])).op(int(op[start])).add(
-                {k: v[start:stop] for k, v in rows.items()})
-        failed = (rows["outcome"] == iorows.ANSWERED) & (rows["errno"] != 0)
+                sizes[start:stop], failed[start:stop],
+                None if timings is None else timings[start:stop][told])
         for code in distinct(rows["rnbd_type"][~io & (rows["rnbd_type"] >= 0)]).tolist():
             kind = rnbd.kind_name(code)
             if kind in CONTROL:
