@@ -19,7 +19,6 @@ and deleted when the records go, at exit, also after an error or Ctrl-C.
 import mmap
 import os
 import pickle
-import tempfile
 from collections import OrderedDict
 from contextlib import contextmanager
 
@@ -167,6 +166,7 @@ class SpilledList:
 
 def _folder():
     """The temporary folder of what a command keeps on disk (deleted when it goes)."""
+    import tempfile     # (only where something is kept on disk: it costs a start 7 ms)
     return tempfile.TemporaryDirectory(prefix="rtrs-spill-")
 
 

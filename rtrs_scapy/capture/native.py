@@ -15,7 +15,6 @@ import importlib
 import inspect
 import json
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -85,6 +84,7 @@ def _argument(numba_type):
 def build(entries, sources):
     """Build the module, and its manifest, into this package from the entry points
     numba has compiled (one signature each); returns the module's path."""
+    import tempfile
     from numba.core.compiler import Flags
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

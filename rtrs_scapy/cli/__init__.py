@@ -11,7 +11,6 @@ and is registered here by name; its module is imported when it runs, so that
 """
 
 import atexit
-import difflib
 import gc
 import importlib
 import os
@@ -86,6 +85,7 @@ def _no_misspelt_command(ctx, word):
     is a usage error that names the command, not a missing capture."""
     if word.startswith("-") or os.path.exists(word):
         return
+    import difflib     # (not at every start: a few ms)
     close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.75)
     if close:
         raise click.UsageError("no such command or file: %s (did you mean %s?)"
