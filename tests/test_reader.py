@@ -7,6 +7,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -205,6 +206,24 @@ def test_pcapng(tmp_path):
     assert cap.fmt == "pcapng"
     check_pcapng_sample(cap, frames)
     assert cap.position() == cap.bytes_total
+
+
+@pytest.mark.parametrize("records", [1, 2, 100])
+def test_the_walk_tallies_link_types_and_cut_records_as_the_columns_do(tmp_path, records):
+    """A chunk's link types and the records the snaplen cut come from the walk's tally
+    (capture/records.py ``_tally``): the same as the chunk's columns say, with two
+    interfaces of different link types in one chunk and a simple packet block cut."""
+    data = pcapng_sample()[:-len(shb(">") + idb(113, 0, bo=">") + epb(0, 3_000_001, b"sll",
+                                                                     bo=">"))]
+    data += shb() + idb(1, 4) + spb(b"abcdefgh") + spb(b"ab")
+    cut = links = 0
+    with open_capture(write(tmp_path, "a.pcapng", data)) as cap:
+        for chunk in cap.chunks(records):
+            assert chunk.counts()[1] == np.unique(chunk.links).tolist()
+            cut += int(np.count_nonzero(chunk.caplens < chunk.origlens))
+            links += len(chunk.counts()[1]) > 1
+        assert (cap.cut.records, cap.cut.caplen) == (cut, 4) and cut == 1
+    assert (links > 0) == (records > 1)       # one chunk holds both link types
 
 
 def test_pcapng_big_endian_first(tmp_path):

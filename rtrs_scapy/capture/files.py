@@ -101,7 +101,8 @@ class Chunk:
     packets: np.ndarray = None
     origlens: np.ndarray = None
     counted: tuple = None
-    tally: tuple = None         # (records with IB headers, any mirrored), by the walk
+    tally: tuple = None         # (records with IB headers, any mirrored, several link
+    #                             types), by the walk
 
     def __len__(self):
         return len(self.offs)
@@ -122,10 +123,10 @@ class Chunk:
             packets = self.decoded().packets
             if self.tally is None:
                 ib_frames = int(np.count_nonzero(packets[:, columns.P_KIND]))
-                mirrored = True
+                mirrored = mixed = True
             else:
-                ib_frames, mirrored = self.tally
-            self.counted = (ib_frames, _distinct(self.links),
+                ib_frames, mirrored, mixed = self.tally
+            self.counted = (ib_frames, _distinct(self.links) if mixed else [int(self.links[0])],
                             mirror_codes(packets[:, columns.P_MIRROR]) if mirrored else [])
         return self.counted
 
@@ -338,10 +339,10 @@ class Capture:
         """A chunk of the first ``n`` records the walk put in ``columns``: the chunk
         keeps them (the walk goes on in fresh ones, see _columns), not a copy."""
         offs, caplens, origlens, stamps, links, packets = (column[:n] for column in columns[:6])
-        ib_frames, mirrored = columns[6].tolist()
+        ib_frames, mirrored, mixed, cut, cut_caplen = columns[6].tolist()
         chunk = Chunk(data, buf, self.frames + 1, offs, caplens, stamps, links, packets,
-                      origlens, tally=(ib_frames, mirrored > 0))
-        self.cut.add(chunk.caplens, chunk.origlens)
+                      origlens, tally=(ib_frames, mirrored > 0, mixed > 0))
+        self.cut.count(cut, cut_caplen)
         self.frames += n
         self._pos = base + int(offs[n - 1] + caplens[n - 1])
         return chunk
@@ -522,7 +523,7 @@ def _columns(records):
     while the analysis reads this one, and handing them over costs nothing (copying the
     packet columns out of one reused set was 6 % of the reader's time)."""
     return tuple(np.empty(records, np.int64) for _ in range(5)) + (
-        np.empty((records, columns.P_COLUMNS), np.int64), np.zeros(2, np.int64))
+        np.empty((records, columns.P_COLUMNS), np.int64), np.zeros(5, np.int64))
 
 
 class CutRecords:
@@ -533,12 +534,10 @@ class CutRecords:
         self.records = 0
         self.caplen = 0
 
-    def add(self, caplens, origlens):
-        cut = caplens < origlens
-        count = int(np.count_nonzero(cut))
-        if count:
-            self.records += count
-            self.caplen = max(self.caplen, int(caplens[cut].max()))
+    def count(self, records, caplen):
+        """``records`` more, the longest of them ``caplen`` bytes."""
+        self.records += records
+        self.caplen = max(self.caplen, caplen)
 
     def merge(self, other):
         self.records += other.records

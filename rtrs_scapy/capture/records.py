@@ -111,21 +111,28 @@ def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, origle
         links[n] = link
         packets[n, :] = 0
         decode_one(buf, pos + 16, incl, origlens[n], link, geometry, optable, fields, packets, n)
-        _tally(packets, n, tally)
+        _tally(n, packets, links, caplens, origlens, tally)
         pos += 16 + incl
         n += 1
     return n, pos, FULL, 0
 
 
 @helper
-def _tally(packets, n, tally):
-    """Count record ``n`` as it is decoded: ``tally[0]`` the records with IB headers,
-    ``tally[1]`` those a mirror carried (files.Chunk.counts, without a pass over the
-    chunk's rows)."""
+def _tally(n, packets, links, caplens, origlens, tally):
+    """Count record ``n`` as it is decoded, so that no pass over a chunk's columns is
+    made for it after (files.Chunk.counts, files.CutRecords): ``tally[0]`` the records
+    with IB headers, ``tally[1]`` those a mirror carried, ``tally[2]`` those of another
+    link type than the chunk's first, ``tally[3]`` those the snaplen cut and
+    ``tally[4]`` the longest captured length of these."""
     if packets[n, P_KIND] != 0:
         tally[0] += 1
     if packets[n, P_MIRROR] != 0:
         tally[1] += 1
+    if links[n] != links[0]:
+        tally[2] += 1
+    if caplens[n] < origlens[n]:
+        tally[3] += 1
+        tally[4] = max(tally[4], caplens[n])
 
 
 @helper
@@ -190,7 +197,7 @@ def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, i
             packets[n, :] = 0
             decode_one(buf, pos + 28, caplen, origlens[n], links[n], geometry, optable, fields,
                        packets, n)
-            _tally(packets, n, tally)
+            _tally(n, packets, links, caplens, origlens, tally)
             n += 1
         elif btype == 3:                              # simple packet block
             if blen < 16:
@@ -209,7 +216,7 @@ def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, i
             packets[n, :] = 0
             decode_one(buf, pos + 12, caplen, origlens[n], links[n], geometry, optable, fields,
                        packets, n)
-            _tally(packets, n, tally)
+            _tally(n, packets, links, caplens, origlens, tally)
             n += 1
         elif btype == 1:
             return n, pos, INTERFACE, 0, last_stamp
