@@ -38,14 +38,29 @@ def rtrs_op_of(name):
 
 #: the columns of the IO rows (iorows.py) that a session's view reads
 VIEW_COLUMNS = ("frame", "rnbd_type", "rnbd_op", "device_id", "outcome", "errno", "bi_size")
+#: those it gathers: with the path and what failovers (_SessionView.failed_over) and the
+#: split (split.parts_ns) read
+WAITING_COLUMNS = VIEW_COLUMNS + ("path", "failed_over", "op", "latency_ns", "time_ns",
+                                  "request_first_ns", "response_first_ns", "response_ns",
+                                  "data_first_ns", "data_last_ns", "desc_key")
+
+
+#: IO rows gathered before the view takes them in: a batch costs its two dozen numpy
+#: calls whatever its length (analysis/growing.py's Gathered, for the same reason)
+GATHER = 1 << 14
 
 
 class RnbdView:
-    """Per session: IO by operation and device, control messages, devices."""
+    """Per session: IO by operation and device, control messages, devices.  The IO
+    rows are taken in a block of GATHER rows at a time, each row for the session its
+    path had when it came; what reads the view, or changes what the rows would
+    change, takes in the rows gathered so far first (``flush``)."""
 
     def __init__(self, keep_latencies=True):
         self.sessions = {}      # session -> _SessionView
         self.keep_latencies = keep_latencies    # False: no latency lists (watch)
+        self.waiting = []       # (the rows' columns, the session of each of their paths)
+        self.waiting_rows = 0
 
     def of(self, session):
         view = self.sessions.get(session)
@@ -53,25 +68,55 @@ class RnbdView:
             view = self.sessions[session] = _SessionView(self.keep_latencies)
         return view
 
+    def seen(self):
+        """The sessions of the view."""
+        self.flush()
+        return list(self.sessions)
+
     def rows(self, batch, paths):
-        """A batch of IO rows (iorows.py) of the analyzer's ``paths``.  A request that
-        was failed over is the same block IO as its copy: only the copy counts; a write
-        the server answered before the client re-sent it ran twice on the server."""
+        """A batch of IO rows (iorows.py) of the analyzer's ``paths``."""
+        if not len(batch["path"]):
+            return
+        pids = distinct(batch["path"]).tolist()
+        self.waiting.append(({k: batch[k] for k in WAITING_COLUMNS},
+                             {pid: paths[pid].session for pid in pids}))
+        self.waiting_rows += len(batch["path"])
+        if self.waiting_rows >= GATHER:
+            self.flush()
+
+    def flush(self):
+        """The rows gathered so far taken in.  A request that was failed over is the
+        same block IO as its copy: only the copy counts; a write the server answered
+        before the client re-sent it ran twice on the server."""
+        if not self.waiting:
+            return
+        waiting, self.waiting, self.waiting_rows = self.waiting, [], 0
+        owners, index = [], {}          # the sessions, and each one's place among them
+        for _, sessions in waiting:
+            for session in sessions.values():
+                if id(session) not in index:
+                    index[id(session)] = len(owners)
+                    owners.append(session)
+        batch = iorows.concat([columns for columns, _ in waiting]) if len(waiting) > 1 \
+            else dict(waiting[0][0])
+        batch["owner"] = np.concatenate([
+            _owners(columns["path"], {pid: index[id(s)] for pid, s in sessions.items()})
+            for columns, sessions in waiting])
         if batch["failed_over"].any():
-            for pid in distinct(batch["path"][batch["failed_over"] == 1]).tolist():
-                self.of(paths[pid].session).failed_over(batch, batch["path"] == pid)
+            for k in distinct(batch["owner"][batch["failed_over"] == 1]).tolist():
+                self.of(owners[k]).failed_over(batch, batch["owner"] == k)
             batch = {k: v[batch["failed_over"] == 0] for k, v in batch.items()}
-        # by path; in a path, its IO by device, op and size, then the rest: one gather a
-        # column, then a slice a path and one a device's op, whose sizes are then runs
-        # (what an op keeps of its IOs does not depend on their order)
+        # by session; in a session, its IO by device, op and size, then the rest: one
+        # gather a column, then a slice a session and one a device's op, whose sizes
+        # are then runs (what an op keeps of its IOs does not depend on their order)
         io = batch["rnbd_type"] == RNBD_MSG_IO
         order = np.lexsort((batch["bi_size"], batch["rnbd_op"], batch["device_id"], ~io,
-                            batch["path"]))
+                            batch["owner"]))
         columns = {k: batch[k][order] for k in VIEW_COLUMNS}
         timings = _timings(batch)[order] if self.keep_latencies else None
-        for pid, start, stop in runs(batch["path"][order]):
-            self.of(paths[pid].session).add({k: v[start:stop] for k, v in columns.items()},
-                                            None if timings is None else timings[start:stop])
+        for k, start, stop in runs(batch["owner"][order]):
+            self.of(owners[k]).add({c: v[start:stop] for c, v in columns.items()},
+                                   None if timings is None else timings[start:stop])
 
     def requests(self, session, reqs, order):
         """Requests as they are settled, in capture order: the access pattern."""
@@ -90,10 +135,12 @@ class RnbdView:
         failovers["original_not_on_wire"] += 1
 
     def opened(self, session, request, reply, frame, time):
-        """An OPEN answered by its OPEN_RSP."""
+        """An OPEN answered by its OPEN_RSP (after the rows before it: a CLOSE's)."""
+        self.flush()
         self.of(session).opened(request, reply, frame, time)
 
     def summary(self, session):
+        self.flush()
         return self.sessions.get(session, _SessionView()).summary()
 
     def header_only(self, session, op, count):
@@ -102,11 +149,13 @@ class RnbdView:
             self.of(session).blind[op] += count
 
     def device_ids(self, session):
+        self.flush()
         view = self.sessions.get(session)
         return list(view.devices) if view is not None else []
 
     def merge(self, old, new):
         """``old``'s view into ``new``'s: one session seen under two identities."""
+        self.flush()
         view = self.sessions.pop(old, None)
         if view is not None:
             self.of(new).merge(view)
@@ -118,6 +167,16 @@ class RnbdView:
 TIMINGS = ("latency",) + split.PARTS
 #: ns; a negative whole number of µs, so it leaves the array in µs (growing.py)
 UNKNOWN = -MICRO
+
+
+def _owners(path, owner_of):
+    """The owner of each row, by its path (``owner_of``: path id -> owner)."""
+    if len(owner_of) == 1:
+        return np.full(len(path), next(iter(owner_of.values())), dtype=np.int64)
+    out = np.empty(len(path), dtype=np.int64)
+    for pid, owner in owner_of.items():
+        out[path == pid] = owner
+    return out
 
 
 def _timings(rows):

@@ -257,7 +257,7 @@ class Watcher:
         """The summary's RNBD view so far: IO per session, device and operation
         ((count, bi_size bytes, errors), sessions of the same name added up)."""
         view, totals = self.analyzer.rnbd_view, {}
-        for session in view.sessions:
+        for session in view.seen():
             label = session_label(session)
             for device_id, device in view.summary(session)["devices"].items():
                 for op, stats in device["ops"].items():
