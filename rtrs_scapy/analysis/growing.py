@@ -91,6 +91,11 @@ class Growing:
         """The values held (a view when they are kept as they are, else an int64 copy)."""
         return self._widen(self._raw())
 
+    def kept(self):
+        """The values as kept, and the ns (or unit) each stands for: kept × unit are
+        the values appended (of a Growing that is not of instants)."""
+        return self._raw(), self.unit
+
     def take(self, at):
         """The values at positions ``at``."""
         return self._widen(self._raw()[at])

@@ -22,14 +22,25 @@ def spans(rows):
     return answered, end - rows["latency_ns"], end
 
 
+#: the instants (ns) a step's key holds: twice one, and a bit, fit 64 bits
+KEYED = 1 << 62
+
+
 def levels(start, end):
     """(time, count): the event times in order and the IOs in flight from each on
-    (at a tie the ends go first); a flag a step and one copy of the times at a time."""
+    (at a tie the ends go first).  Each event is one integer, its time doubled and a
+    start's bit added, and the events are sorted as those (numpy's vectorized sort of
+    one column: a fifth of the time of a sort by time, then by start or end)."""
     time = np.concatenate((start, end))
-    delta = np.concatenate((np.ones(len(start), np.int8), -np.ones(len(end), np.int8)))
-    order = np.lexsort((delta, time))
-    time = time[order]
-    return time, np.cumsum(delta[order], dtype=np.int64)
+    if time.dtype.kind != "i" or not len(time) or time.min() < -KEYED \
+            or time.max() >= KEYED:     # (not integers, none, or a hostile file's instants)
+        delta = np.concatenate((np.ones(len(start), np.int8), -np.ones(len(end), np.int8)))
+        order = np.lexsort((delta, time))
+        return time[order], np.cumsum(delta[order], dtype=np.int64)
+    keys = time.astype(np.int64) << 1
+    keys[:len(start)] += 1
+    keys.sort()
+    return keys >> 1, np.cumsum((keys & 1) * 2 - 1)
 
 
 def peak(count):

@@ -228,9 +228,10 @@ class _Ops:
         if self.timings is None:
             out["latency_us"] = latency_stats(())
             return out
-        timings = self.timings.values().reshape(-1, len(TIMINGS))
-        out["latency_us"] = latency_stats(timings[:, 0] / 1e9)
-        out["split_us"] = {part: latency_stats(known[known >= 0] / 1e9)
+        kept, unit_ns = self.timings.kept()
+        timings = kept.reshape(-1, len(TIMINGS))
+        out["latency_us"] = latency_stats(timings[:, 0], unit_ns)
+        out["split_us"] = {part: latency_stats(known[known >= 0], unit_ns)
                            for part, known in zip(split.PARTS, timings[:, 1:].T)}
         return out
 
