@@ -18,6 +18,9 @@ from .analyzer import Analyzer
 from .records import CHUNK as MESSAGE_CHUNK
 from .summary import session_summaries, summarize, summary_head
 
+#: ``keep_latencies`` of a command that shows the paths' latency percentiles alone
+PATH_LATENCIES = "paths"
+
 __all__ = ["Analysis", "Analyzer", "CaptureError", "analyze"]
 
 
@@ -108,7 +111,9 @@ def analyze(path, keep_messages=True, queue_depth=None, progress=None,
     IO rows (one per request, see iorows.py) in batches as their fate is known.
     ``limits`` overrides bounds of rtrs_scapy/spec/limits.py by name.  ``keep_latencies``
     False: the summary without its percentiles and queue figures, for a command whose
-    IO rows carry what it shows (iostat): none of their per-IO arrays are kept.
+    IO rows carry what it shows (iostat): none of their per-IO arrays are kept;
+    PATH_LATENCIES: the paths' latencies only, not the RNBD view's latencies and split
+    nor the queue figures (export's tables hold none of them).
     ``message_chunk``: message records per chunk kept on disk beyond the newest
     two (records.py; None: all in memory), changes the memory, never the result."""
     analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth,

@@ -103,12 +103,14 @@ class Analyzer:
         self.bounds = Bounds(limits)    # rtrs_scapy/spec/limits.py, and what reaching them cost
         self.io_sink = io_sink      # called with batches of IO rows (iorows.py), or None
         # False: no per-path latency lists (the summary's percentiles stay empty); a
-        # stream watched for hours keeps constant memory, the IO rows carry latencies
+        # stream watched for hours keeps constant memory, the IO rows carry latencies.
+        # PATH_LATENCIES: the paths' only, not the RNBD view's nor the queues' figures
         self.keep_latencies = keep_latencies
+        every_figure = keep_latencies is True
         if hasattr(io_sink, "bind_analyzer"):   # a sink that names its rows (tables/ios.py)
             io_sink.bind_analyzer(self)
-        self.rnbd_view = RnbdView(keep_latencies)
-        self.in_flight = InFlight() if keep_latencies else None    # the summary's queues
+        self.rnbd_view = RnbdView(every_figure)
+        self.in_flight = InFlight() if every_figure else None    # the summary's queues
         self.io_spans = iorows.IoSpans()    # per path: its first and last IO
         self.records = Records(self, None if keep_messages is True else keep_messages,
                                message_chunk) if keep_messages else None

@@ -29,7 +29,8 @@ def follow_each_other(parts):
 
 
 class Runner:
-    """``analyze(inputs, keep_messages, queue_depth, io_sink, progress)`` that maps
+    """``analyze(inputs, keep_messages, queue_depth, io_sink, progress, until_frame,
+    keep_latencies)`` that maps
     the files of ``inputs`` with ``map_many(files) -> parts`` and reduces here.
 
     One file, or standard input, is analysed here directly: nothing to split."""
@@ -40,11 +41,11 @@ class Runner:
         self.mapped = 0          # files mapped in parallel by the last call
 
     def __call__(self, inputs, keep_messages=True, queue_depth=None, io_sink=None,
-                 progress=None, until_frame=None):
+                 progress=None, until_frame=None, keep_latencies=True):
         from . import analyze
         self.mapped = 0
         whole = dict(keep_messages=keep_messages, queue_depth=queue_depth, io_sink=io_sink,
-                     progress=progress, until_frame=until_frame)
+                     progress=progress, until_frame=until_frame, keep_latencies=keep_latencies)
         single = isinstance(inputs, (str, os.PathLike))
         if single and (inputs == "-" or not os.path.isdir(inputs)) or until_frame is not None:
             return analyze(inputs, **whole)
@@ -60,7 +61,7 @@ class Runner:
             return analyze(files, **whole)
         self.mapped = len(files)
         return reduce_parts(parts, keep_messages=keep_messages, queue_depth=queue_depth,
-                            io_sink=io_sink)
+                            io_sink=io_sink, keep_latencies=keep_latencies)
 
 
 def _map_file(path):

@@ -213,15 +213,17 @@ class _Binder:
         return slots, streams.state[slots]
 
 
-def reduce_parts(parts, keep_messages=True, queue_depth=None, io_sink=None):
+def reduce_parts(parts, keep_messages=True, queue_depth=None, io_sink=None,
+                 keep_latencies=True):
     """The analysis of parts in time order: an Analysis equal to ``analyze(files)``
     (which it runs instead when a boundary cannot be stitched, see above)."""
     from . import Analysis, analyze
     parts = sorted(parts, key=lambda p: (p.first_stamp is None, p.first_stamp or 0))
     if not _stitchable(parts) or _retransmitted(parts):
         return analyze([p.path for p in parts], keep_messages=keep_messages,
-                       queue_depth=queue_depth, io_sink=io_sink)
-    analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth, io_sink=io_sink)
+                       queue_depth=queue_depth, io_sink=io_sink, keep_latencies=keep_latencies)
+    analyzer = Analyzer(keep_messages=keep_messages, queue_depth=queue_depth, io_sink=io_sink,
+                        keep_latencies=keep_latencies)
     binder = _Binder()
     analyzer.attach(binder)
     reducer = _Reducer(analyzer, binder)

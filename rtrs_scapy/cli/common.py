@@ -81,13 +81,14 @@ def echo_batches(pieces, size=1000):
 
 
 def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame=None,
-                    analyze=None, io_sink=None):
+                    analyze=None, io_sink=None, **options):
     """Run the analyzer with a progress bar on a terminal; one-line errors, exit 1.
 
     ``capture``: a path, or several (files, ``-``, directories: one capture merged
     in time order).  ``until_frame``: stop reading soon after that frame.
     ``analyze``: what runs the analysis (default ``analysis.analyze``; the parallel
-    runners of rtrs_scapy/analysis/parallel.py), ``io_sink``: its IO rows (tables/ios.py)."""
+    runners of rtrs_scapy/analysis/parallel.py), ``io_sink``: its IO rows (tables/ios.py);
+    ``options`` go to it as they are (``keep_latencies``)."""
     from ..analysis import CaptureError
     from ..capture import SUPPORTED_LINK_TYPES, link_name
     if analyze is None:
@@ -97,7 +98,8 @@ def analyze_capture(capture, quiet, keep_messages, queue_depth=None, until_frame
     bar = _Progress(quiet)
     try:
         result = analyze(capture, keep_messages=keep_messages, queue_depth=queue_depth,
-                         until_frame=until_frame, progress=bar.update, io_sink=io_sink)
+                         until_frame=until_frame, progress=bar.update, io_sink=io_sink,
+                         **options)
     except CaptureError as exc:
         raise click.ClickException(str(exc)) from None
     finally:

@@ -48,7 +48,7 @@ def write_tables(captures, out_dir, tables, quiet, queue_depth, jobs, dask):
     inputs = captures[0] if len(captures) == 1 else captures
 
     with analysis_runner(jobs, dask) as run:
-        def analyze(inputs, keep_messages, queue_depth, io_sink, progress=None):
+        def analyze(inputs, keep_messages, queue_depth, io_sink, progress=None, **options):
             return analyze_capture(inputs, quiet, keep_messages, queue_depth=queue_depth,
-                                   analyze=run, io_sink=io_sink)
+                                   analyze=run, io_sink=io_sink, **options)
         return write(inputs, out_dir, tables=tables, analyze=analyze, queue_depth=queue_depth)

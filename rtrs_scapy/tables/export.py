@@ -54,9 +54,11 @@ def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progr
     """Write ``tables`` of the capture ``inputs`` (a path, or several: one capture)
     into ``out_dir``; returns an :class:`Export`.
 
-    ``analyze(inputs, keep_messages, queue_depth, io_sink, progress)`` runs the
-    analysis (default: ``rtrs_scapy.analysis.analyze``; the parallel runners of
-    ``rtrs_scapy.analysis.parallel`` fit here)."""
+    ``analyze(inputs, keep_messages, queue_depth, io_sink, progress, keep_latencies)``
+    runs the analysis (default: ``rtrs_scapy.analysis.analyze``; the parallel runners
+    of ``rtrs_scapy.analysis.parallel`` fit here): of the latencies, the paths' only,
+    as the tables hold no RNBD view's latency and no queue figure."""
+    from ..analysis import PATH_LATENCIES
     if analyze is None:
         from ..analysis import analyze
     capture = capture_name(inputs)
@@ -68,7 +70,7 @@ def export(inputs, out_dir, tables=TABLES, analyze=None, queue_depth=None, progr
     writer = IoWriter(target["ios"] + ".partial", capture) if "ios" in tables else None
     try:
         result = analyze(inputs, keep_messages="messages" in tables, queue_depth=queue_depth,
-                         io_sink=writer, progress=progress)
+                         io_sink=writer, progress=progress, keep_latencies=PATH_LATENCIES)
     except BaseException:
         if writer is not None:
             writer.abandon()
