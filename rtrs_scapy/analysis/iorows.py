@@ -71,7 +71,12 @@ def from_requests(table, index, outcome):
 
 
 def concat(batches):
-    """One batch from several (the columns of the first)."""
+    """One batch from several (the columns of the first); where one holds every row, its
+    columns themselves (a batch's arrays are not written to once it is made: most
+    batches of answered IO come with no row replaced)."""
+    full = [b for b in batches if len(next(iter(b.values())))]
+    if len(full) == 1:
+        return {name: full[0][name] for name in batches[0]}
     return {name: np.concatenate([b[name] for b in batches]) for name in batches[0]}
 
 
