@@ -10,21 +10,25 @@ from .common import analyze_capture, captures_argument, echo_batches, format_opt
 from .scale import analysis_runner, run_options
 
 
-def write_summary_json(head, sessions, out, piece=1 << 16):
+def write_summary_json(head, sessions, out, piece=1 << 20):
     """The summary as indented JSON (``json.dump(indent=1)`` of it, byte for byte): the
     ``head`` (analysis.Analysis.summary_parts) with ``sessions`` written in place of
-    its empty list, each encoded as it comes; written in pieces, so that neither the
-    text nor the summary of thousands of sessions is ever whole in memory."""
+    its empty list, each encoded as it comes; written out every ``piece`` characters,
+    so that neither the text nor the summary of thousands of sessions is ever whole in
+    memory.  A value's text is indented to its level at once (a replace per piece of
+    the encoder's took 4 ms of a 3 M-packet summary)."""
     encoder = json.JSONEncoder(indent=1)
     pieces = []
+    held = [0]
 
     def write(value, level):
-        margin = "\n" + " " * level
-        for text in encoder.iterencode(value):
-            pieces.append(text.replace("\n", margin))
-            if len(pieces) >= piece:
-                out.write("".join(pieces))
-                pieces.clear()
+        text = "".join(encoder.iterencode(value)).replace("\n", "\n" + " " * level)
+        pieces.append(text)
+        held[0] += len(text)
+        if held[0] >= piece:
+            out.write("".join(pieces))
+            pieces.clear()
+            held[0] = 0
 
     pieces.append("{")
     for i, (key, value) in enumerate(head.items()):
