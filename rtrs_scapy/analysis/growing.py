@@ -115,7 +115,8 @@ class Growing:
         self.start, self.stop = 0, len(self.data)
 
 
-#: the rows of batches gathered before a Gathered's arrays are extended with them
+#: the rows of batches gathered before a Gathered's arrays are extended with them (and
+#: before the RNBD view takes them in, rnbd_view.py)
 GATHER = 1 << 14
 
 

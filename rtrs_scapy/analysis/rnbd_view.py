@@ -23,7 +23,7 @@ from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SE
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
 from ..engine.distinct import distinct, group_runs, runs
 from . import iorows, rnbd, split
-from .growing import MICRO, Growing
+from .growing import GATHER, MICRO, Growing
 from .io import WRITE
 from .summary import latency_stats
 
@@ -45,14 +45,10 @@ WAITING_COLUMNS = VIEW_COLUMNS + ("path", "failed_over", "op", "latency_ns", "ti
                                   "data_first_ns", "data_last_ns", "desc_key")
 
 
-#: IO rows gathered before the view takes them in: a batch costs its two dozen numpy
-#: calls whatever its length (analysis/growing.py's Gathered, for the same reason)
-GATHER = 1 << 14
-
-
 class RnbdView:
     """Per session: IO by operation and device, control messages, devices.  The IO
-    rows are taken in a block of GATHER rows at a time, each row for the session its
+    rows are taken in a block of GATHER rows at a time (growing.py: a batch costs its
+    two dozen numpy calls whatever its length), each row for the session its
     path had when it came; what reads the view, or changes what the rows would
     change, takes in the rows gathered so far first (``flush``)."""
 

@@ -19,16 +19,17 @@ def write_summary_json(head, sessions, out, piece=1 << 20):
     the encoder's took 4 ms of a 3 M-packet summary)."""
     encoder = json.JSONEncoder(indent=1)
     pieces = []
-    held = [0]
+    held = 0        # characters in pieces
 
     def write(value, level):
+        nonlocal held
         text = "".join(encoder.iterencode(value)).replace("\n", "\n" + " " * level)
         pieces.append(text)
-        held[0] += len(text)
-        if held[0] >= piece:
+        held += len(text)
+        if held >= piece:
             out.write("".join(pieces))
             pieces.clear()
-            held[0] = 0
+            held = 0
 
     pieces.append("{")
     for i, (key, value) in enumerate(head.items()):
