@@ -83,3 +83,45 @@ def test_places_are_the_index_of_each_value_among_sorted_keys(keys, values):
     keys = np.unique(keys)
     where = {int(k): i for i, k in enumerate(keys)}
     assert D.places(keys, values).tolist() == [where.get(int(v), -1) for v in values]
+
+
+
+@st.composite
+def sort_keys(draw):
+    """One to four keys of a length, each of any integer type and span, or bools."""
+    size = draw(st.sampled_from([0, 1, 7, D.FEW, 2 * D.FEW + 3]))
+    keys = []
+    for _ in range(draw(st.integers(1, 4))):
+        if draw(st.booleans()):
+            keys.append(draw(hnp.arrays(np.bool_, size)))
+            continue
+        kind = np.dtype(draw(KINDS))
+        info = np.iinfo(kind)
+        low = draw(st.integers(info.min, info.max))
+        high = min(info.max, low + draw(st.sampled_from([1, 3, 50, 5000, 1 << 40])))
+        keys.append(draw(hnp.arrays(kind, size, elements=st.integers(low, high))))
+    return tuple(keys)
+
+
+@given(sort_keys())
+def test_lexsort_is_numpys(keys):
+    """Keys of every integer type and span, with ties and bools, packed or not: the order
+    of np.lexsort, ties in their order."""
+    assert np.array_equal(D.lexsort(keys), np.lexsort(keys))
+
+
+def test_a_batchs_keys_are_sorted_as_one_packed_integer():
+    """Session, buf_id and frame of a batch's requests and responses span few enough
+    values to be one integer: one vectorized sort, not np.lexsort."""
+    rng = np.random.default_rng(7)
+    frame = rng.permutation(9000) + 2_000_000
+    keys = (frame, rng.integers(0, 512, 9000), np.zeros(9000, dtype=np.int64))
+    packed = []
+    real_argsort = np.argsort
+    try:
+        np.argsort = lambda values, *args, **kwargs: packed.append(values) or real_argsort(
+            values, *args, **kwargs)
+        order = D.lexsort(keys)
+    finally:
+        np.argsort = real_argsort
+    assert len(packed) == 1 and np.array_equal(order, np.lexsort(keys))

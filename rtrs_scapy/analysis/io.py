@@ -11,7 +11,7 @@ import numpy as np
 
 from ..spec.constants import RNBD_MSG_IO, errno_name, rnbd_op_name
 from ..engine import transport as T
-from ..engine.distinct import among, distinct, distinct_inverse, places
+from ..engine.distinct import among, distinct, distinct_inverse, lexsort, places
 from ..engine.io_fields import READ, WRITE
 from ..spec.imm import IMM_PAYLOAD_MASK
 from . import decode as D
@@ -90,7 +90,7 @@ def first_after_an_answer(keys, frames, answer_keys, answer_frames):
     permit is reused by request after request); one before it is earlier IO."""
     every_key = np.concatenate((answer_keys, keys))
     is_answer = np.arange(len(every_key)) < len(answer_keys)
-    order = np.lexsort((~is_answer, np.concatenate((answer_frames, frames)), every_key))
+    order = lexsort((~is_answer, np.concatenate((answer_frames, frames)), every_key))
     key, answer = every_key[order], is_answer[order]
     first = np.zeros(len(order), dtype=bool)
     first[1:] = answer[:-1] & ~answer[1:] & (key[1:] == key[:-1])

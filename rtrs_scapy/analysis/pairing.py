@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.distinct import lexsort
+
 #: the columns a request carries while it waits for its answer
 REQUEST_COLUMNS = ("sess", "key", "frame", "stamp", "first_frame", "first_stamp", "path", "op",
                    "cid", "bytes", "partial", "request_first",
@@ -77,7 +79,7 @@ def pair(requests, rsp_sess, rsp_key, rsp_frame):
     key = np.concatenate((requests["key"], rsp_key))
     frame = np.concatenate((requests["frame"], rsp_frame))
     is_req = np.arange(n_req + n_rsp) < n_req
-    order = np.lexsort((frame, key, sess))
+    order = lexsort((frame, key, sess))
     s_sess, s_key, s_req = sess[order], key[order], is_req[order]
     same = np.zeros(len(order), dtype=bool)
     same[1:] = (s_sess[1:] == s_sess[:-1]) & (s_key[1:] == s_key[:-1])

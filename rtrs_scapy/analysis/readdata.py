@@ -14,6 +14,8 @@ response pairs, which is soon.  It is the analyzer's ``read_data`` part
 
 import numpy as np
 
+from ..engine.distinct import lexsort
+
 _FIELDS = ("key", "first_ns", "last_ns", "frame")
 
 
@@ -68,7 +70,7 @@ class ReadData:
         key = np.concatenate((self.table["key"], keys))
         frame = np.concatenate((self.table["frame"], frames))
         is_read = np.arange(stored + n) >= stored
-        order = np.lexsort((is_read, frame, key))
+        order = lexsort((is_read, frame, key))
         reads = is_read[order]
         latest = np.maximum.accumulate(np.where(reads, -1, np.arange(len(order))))
         found = np.empty(n, dtype=np.int64)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..spec.constants import RNBD_MSG_CLOSE, RNBD_MSG_IO, RNBD_SECTOR_SIZE as SECTOR, \
     rnbd_access_mode, rnbd_end_sector, rnbd_op_name, short_name
-from ..engine.distinct import distinct, group_runs, runs
+from ..engine.distinct import distinct, group_runs, lexsort, runs
 from . import iorows, rnbd, split
 from .growing import GATHER, MICRO, Growing
 from .io import WRITE
@@ -106,7 +106,7 @@ class RnbdView:
         # gather a column, then a slice a session and one a device's op, whose sizes
         # are then runs (what an op keeps of its IOs does not depend on their order)
         io = batch["rnbd_type"] == RNBD_MSG_IO
-        order = np.lexsort((batch["bi_size"], batch["rnbd_op"], batch["device_id"], ~io,
+        order = lexsort((batch["bi_size"], batch["rnbd_op"], batch["device_id"], ~io,
                             batch["owner"]))
         columns = {k: batch[k][order] for k in VIEW_COLUMNS}
         timings = _timings(batch)[order] if self.keep_latencies else None

@@ -89,6 +89,32 @@ def places(keys, values):
     return np.where(keys[at] == values, at, -1)
 
 
+#: the room of one packed key (``lexsort``): 63 bits, its sign left clear
+PACKED = 1 << 63
+
+
+def lexsort(keys):
+    """``np.lexsort(keys)`` (the last key sorts first, equal rows keep their order) for
+    integer keys: packed into one integer, the row's position last, when their spans
+    fit 63 bits, and sorted once by numpy's vectorized sort (a quarter of the time of
+    a stable sort per key); else np.lexsort."""
+    n = len(keys[0]) if len(keys) else 0
+    packed = np.arange(n, dtype=np.int64)
+    scale = n
+    for key in keys:
+        key = np.asarray(key)
+        if not n or key.dtype.kind not in "biu":
+            return np.lexsort(keys)
+        if key.dtype.kind == "b":
+            key = key.view(np.uint8)
+        low, high = int(key.min()), int(key.max())
+        if high >= PACKED or scale * (high - low + 1) >= PACKED:
+            return np.lexsort(keys)
+        packed += (key.astype(np.int64) - low) * scale
+        scale *= high - low + 1
+    return np.argsort(packed)
+
+
 def runs(ordered):
     """(value, start, stop) of each run of equal values of a sorted integer array."""
     return [(int(ordered[start]), start, stop) for start, stop in group_runs(ordered)]
