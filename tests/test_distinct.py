@@ -1,8 +1,9 @@
 """The distinct ids of a batch, by a count over their span, are numpy's own: the same
 values, order, type and inverse as ``np.unique`` for every integer type, wide and narrow
 spans, negative values and empty arrays; ``among`` is ``np.isin``, ``runs`` cover a
-sorted array value by value and ``group_runs`` columns sorted together pair by pair, and
-``places`` finds each value among sorted keys (hypothesis)."""
+sorted array value by value and ``group_runs`` columns sorted together pair by pair,
+``places`` finds each value among sorted keys, and ``lexsort`` is ``np.lexsort``
+(hypothesis)."""
 
 import numpy as np
 from hypothesis import given, strategies as st

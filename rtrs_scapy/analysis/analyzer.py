@@ -486,14 +486,14 @@ class Analyzer:
     def _resolve(self, rows, arena, kind):
         """Path id and direction of every row; -1 where no path can be told yet (or
         the row is another protocol's)."""
-        path_id = np.full(len(rows), -1, dtype=np.int64)
-        c2s = np.zeros(len(rows), dtype=bool)
         conn = rows[:, T.R_CONN]
         bound = conn >= 0
+        if bound.all():     # (the usual) every row of a CM-bound stream: no mask to apply
+            return self._bound_paths(conn)
+        path_id = np.full(len(rows), -1, dtype=np.int64)
+        c2s = np.zeros(len(rows), dtype=bool)
         if bound.any():
-            ids, where = distinct_inverse(conn[bound])
-            path_id[bound] = np.array([self.conns[i][0].path.id for i in ids.tolist()])[where]
-            c2s[bound] = np.array([self.conns[i][1] for i in ids.tolist()])[where]
+            path_id[bound], c2s[bound] = self._bound_paths(conn[bound])
         free = np.flatnonzero(conn == -1)
         if len(free):
             stream = (rows[free, T.R_SLOT] << 32) + rows[free, T.R_GEN]
@@ -504,6 +504,13 @@ class Analyzer:
                 if known is not None:
                     path_id[at], c2s[at] = known
         return path_id, c2s
+
+    def _bound_paths(self, conn):
+        """Path id and direction of rows of the CM-bound connections ``conn``."""
+        ids, where = distinct_inverse(conn)
+        ids = ids.tolist()
+        return (np.array([self.conns[i][0].path.id for i in ids], dtype=np.int64)[where],
+                np.array([self.conns[i][1] for i in ids], dtype=bool)[where])
 
     def _stream_path(self, rows, arena, at, kind):
         """(path id, client→server) of an unbound stream, told by what it carries

@@ -109,7 +109,7 @@ class RnbdView:
         order = lexsort((batch["bi_size"], batch["rnbd_op"], batch["device_id"], ~io,
                             batch["owner"]))
         columns = {k: batch[k][order] for k in VIEW_COLUMNS}
-        timings = _timings(batch)[order] if self.keep_latencies else None
+        timings = _timings(batch, order) if self.keep_latencies else None
         for k, start, stop in runs(batch["owner"][order]):
             self.of(owners[k]).add({c: v[start:stop] for c, v in columns.items()},
                                    None if timings is None else timings[start:stop])
@@ -175,13 +175,13 @@ def _owners(path, owner_of):
     return out
 
 
-def _timings(rows):
-    """The TIMINGS of a batch of IO rows, a row each: its latency, then the split's
-    parts (split.parts_ns), UNKNOWN where the capture cannot tell one."""
-    out = np.empty((len(rows["latency_ns"]), len(TIMINGS)), dtype=np.int64)
-    out[:, 0] = rows["latency_ns"]
-    for k, part in enumerate(split.parts_ns(rows).values(), 1):
-        out[:, k] = np.where(part >= 0, part, UNKNOWN)
+def _timings(rows, order):
+    """The TIMINGS of the IO rows ``order``, a row each: its latency, then the split's
+    parts (split.py), UNKNOWN where the capture cannot tell one."""
+    out = np.empty((len(order), len(TIMINGS)), dtype=np.int64)
+    out[:, 0] = rows["latency_ns"][order]
+    parts = split.parts_matrix(rows, order)
+    out[:, 1:] = np.where(parts >= 0, parts, UNKNOWN).T
     return out
 
 

@@ -16,7 +16,7 @@ the capture (server, data, response).
 
 import numpy as np
 
-from ..engine.io_fields import READ
+from ..engine import split_parts
 from .iorows import ANSWERED
 
 PARTS = ("request", "server", "data", "response", "wire")
@@ -24,23 +24,22 @@ PARTS = ("request", "server", "data", "response", "wire")
 
 def parts_ns(rows):
     """{part: int64 ns array, -1 unknown} of a batch of IO rows."""
-    answered = rows["outcome"] == ANSWERED
-    first, last = rows["request_first_ns"], rows["time_ns"]
-    rsp_first, rsp_last = rows["response_first_ns"], rows["response_ns"]
-    data_first, data_last = rows["data_first_ns"], rows["data_last_ns"]
-    has_data = answered & (data_first >= 0)
-    # a read answered with success has data when it carried a descriptor
-    data_unseen = answered & ~has_data & (rows["op"] == READ) & (rows["errno"] == 0) \
-        & (rows["desc_key"] >= 0)
-    answer = np.where(has_data, data_first, rsp_first)
-    after_data = np.where(has_data, data_last, rsp_first)
-    known = answered & ~data_unseen
-    whole = answered & (first >= 0)
-    return {
-        "request": np.where(whole, last - first, -1),
-        "server": np.where(known, answer - last, -1),
-        "data": np.where(known, np.where(has_data, data_last - data_first, 0), -1),
-        "response": np.where(known, rsp_last - after_data, -1),
-        "wire": np.where(whole, rsp_last - first, -1),
-    }
+    return dict(zip(PARTS, parts_matrix(rows)))
 
+
+def parts_matrix(rows, order=None):
+    """The parts of the IO rows ``order`` (all: None), a row of ns per part (PARTS),
+    -1 unknown: the compiled rule of engine/split_parts.py."""
+    order = np.arange(len(rows["outcome"])) if order is None else order
+    out = np.empty((len(PARTS), len(order)), dtype=np.int64)
+    split_parts.split(*(_ints(values) for values in (
+        order, rows["outcome"] == ANSWERED, rows["request_first_ns"], rows["time_ns"],
+        rows["response_first_ns"], rows["response_ns"], rows["data_first_ns"],
+        rows["data_last_ns"], rows["op"], rows["errno"], rows["desc_key"])), out)
+    return out
+
+
+def _ints(values):
+    """``values`` as the compiled rule takes them: int64, contiguous, writable."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return values if values.flags.writeable else values.copy()
