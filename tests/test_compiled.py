@@ -32,7 +32,7 @@ PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 #: the compiled code that calls it)
 CALLED = {"decode", "walk_pcap", "walk_pcapng", "_fingerprints", "cm_run", "materialize",
           "run", "find", "bind", "play", "write_lines", "decode_requests",
-          "decode_responses", "message_kinds", "split"}
+          "decode_responses", "message_kinds", "split", "pair_scan"}
 #: a script's last line: which of numba and LLVM the process imported
 IMPORTED = ("import sys\n"
             "print(sorted(m for m in ('numba', 'llvmlite') if m in sys.modules), file=sys.stderr)\n")
@@ -61,7 +61,7 @@ def installed(tmp_path_factory):
 def test_the_wheel_carries_the_native_engine_built_from_its_sources(installed):
     wheel, target = installed
     names = zipfile.ZipFile(wheel).namelist()
-    assert len(ENTRY_POINTS) == 16
+    assert len(ENTRY_POINTS) == 17
     assert any(n.startswith("rtrs_scapy/capture/%s." % native.MODULE) and n.endswith(".so")
                for n in names)
     manifest = json.loads((target / "rtrs_scapy" / "capture" / native.MANIFEST.name).read_text())
@@ -95,7 +95,7 @@ def test_the_checkout_is_compiled_by_the_set_up():
     assert warmup.missing() == []
     result = CliRunner().invoke(main, ["compile"])
     assert result.exit_code == 0
-    assert result.output == "the engine is compiled for this machine (16 entry points)\n"
+    assert result.output == "the engine is compiled for this machine (17 entry points)\n"
 
 
 def test_one_line_before_a_compile(monkeypatch):

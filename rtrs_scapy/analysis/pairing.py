@@ -4,8 +4,8 @@ A buf_id is a permit of the client session (shared by all its paths), so
 requests and responses are grouped by (session, buf_id) and put in capture
 order: a response answers the request just before it in its group; a request
 followed by another request was replaced.  That is ``qdepth.pair_events``
-done with one sort instead of a loop, and it carries what stays unanswered
-to the next batch.  A replaced request whose successor went out on another
+done with one sort and one compiled pass in its order (engine/pair_scan.py), and it
+carries what stays unanswered to the next batch.  A replaced request whose successor went out on another
 path of the session was failed over (counted on the path that took it over,
 like the kernel's failover_cnt); on the same path, the buf_id was reused while
 still in flight.  The latency of a failed-over IO runs from its first send.
@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..capture.jit import int_array
 from ..engine.distinct import lexsort
+from ..engine.pair_scan import pair_scan
 
 #: the columns a request carries while it waits for its answer
 REQUEST_COLUMNS = ("sess", "key", "frame", "stamp", "first_frame", "first_stamp", "path", "op",
@@ -73,45 +75,20 @@ def take(table, index):
 
 def pair(requests, rsp_sess, rsp_key, rsp_frame):
     """Pair ``requests`` (a REQUEST_COLUMNS table: the carried ones first, then the
-    batch's) with the batch's responses."""
+    batch's) with the batch's responses: one sort, then one compiled pass in that order
+    (engine/pair_scan.py)."""
     n_req, n_rsp = len(requests["key"]), len(rsp_key)
-    sess = np.concatenate((requests["sess"], rsp_sess))
-    key = np.concatenate((requests["key"], rsp_key))
-    frame = np.concatenate((requests["frame"], rsp_frame))
-    is_req = np.arange(n_req + n_rsp) < n_req
-    order = lexsort((frame, key, sess))
-    s_sess, s_key, s_req = sess[order], key[order], is_req[order]
-    same = np.zeros(len(order), dtype=bool)
-    same[1:] = (s_sess[1:] == s_sess[:-1]) & (s_key[1:] == s_key[:-1])
-    prev_req = np.zeros(len(order), dtype=bool)
-    prev_req[1:] = s_req[:-1]
-    answered = ~s_req & same & prev_req
-    response_request = np.full(n_rsp, -1, dtype=np.int64)
-    at = np.flatnonzero(answered)
-    response_request[order[at] - n_req] = order[at - 1]
-    # a request followed in its group by a request was replaced by it
-    replaced = s_req & np.append(same[1:] & s_req[1:], False)
-    replaced_by = np.full(n_req, -1, dtype=np.int64)
-    at = np.flatnonzero(replaced)
-    replaced_by[order[at]] = order[at + 1]
-    pending = np.zeros(n_req, dtype=bool)
-    pending[order[s_req & ~np.append(same[1:], False)]] = True
-    # who replaced whom: another path (failover) or the same one (reuse)
-    path = requests["path"]
-    failover = np.zeros(n_req, dtype=bool)
-    reused = np.zeros(n_req, dtype=bool)
-    old = np.flatnonzero(replaced_by >= 0)
-    new = replaced_by[old]
-    failover[new] = path[new] != path[old]
-    reused[new] = path[new] == path[old]
-    # the first send of a chain of failovers: walk the chains in sorted order
-    first_frame = requests["first_frame"].copy()
-    first_stamp = requests["first_stamp"].copy()
-    sorted_req = order[s_req]
-    chained = np.zeros(len(sorted_req), dtype=bool)
-    chained[1:] = failover[sorted_req[1:]] & (replaced_by[sorted_req[:-1]] == sorted_req[1:])
-    root = sorted_req[np.maximum.accumulate(np.where(chained, 0, np.arange(len(sorted_req))))]
-    first_frame[sorted_req] = first_frame[root]
-    first_stamp[sorted_req] = first_stamp[root]
-    return Pairs(response_request, replaced_by, failover, reused, first_frame, first_stamp,
-                 pending)
+    sess = int_array(np.concatenate((requests["sess"], rsp_sess)))
+    key = int_array(np.concatenate((requests["key"], rsp_key)))
+    order = lexsort((np.concatenate((requests["frame"], rsp_frame)), key, sess))
+    result = Pairs(response_request=np.full(n_rsp, -1, dtype=np.int64),
+                   replaced_by=np.full(n_req, -1, dtype=np.int64),
+                   failover=np.zeros(n_req, dtype=bool), reused=np.zeros(n_req, dtype=bool),
+                   first_frame=np.array(requests["first_frame"], dtype=np.int64),
+                   first_stamp=np.array(requests["first_stamp"], dtype=np.int64),
+                   pending=np.zeros(n_req, dtype=bool))
+    pair_scan(int_array(order), sess, key, n_req, int_array(requests["path"]),
+              result.response_request, result.replaced_by, result.pending, result.failover,
+              result.reused, result.first_frame, result.first_stamp)
+    return result
+

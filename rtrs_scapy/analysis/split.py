@@ -16,6 +16,7 @@ the capture (server, data, response).
 
 import numpy as np
 
+from ..capture.jit import int_array
 from ..engine import split_parts
 from .iorows import ANSWERED
 
@@ -32,14 +33,9 @@ def parts_matrix(rows, order=None):
     -1 unknown: the compiled rule of engine/split_parts.py."""
     order = np.arange(len(rows["outcome"])) if order is None else order
     out = np.empty((len(PARTS), len(order)), dtype=np.int64)
-    split_parts.split(*(_ints(values) for values in (
+    split_parts.split(*(int_array(values) for values in (
         order, rows["outcome"] == ANSWERED, rows["request_first_ns"], rows["time_ns"],
         rows["response_first_ns"], rows["response_ns"], rows["data_first_ns"],
         rows["data_last_ns"], rows["op"], rows["errno"], rows["desc_key"])), out)
     return out
 
-
-def _ints(values):
-    """``values`` as the compiled rule takes them: int64, contiguous, writable."""
-    values = np.ascontiguousarray(values, dtype=np.int64)
-    return values if values.flags.writeable else values.copy()

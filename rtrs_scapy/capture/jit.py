@@ -78,6 +78,13 @@ def sources_hash(root):
     return digest.hexdigest()
 
 
+def int_array(values):
+    """``values`` as the entry points take a column of integers: int64, contiguous and
+    writable (an array of another type, a view or a read-only one is copied once)."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return values if values.flags.writeable else values.copy()
+
+
 def byte_array(data):
     """``data`` (bytes, bytearray, memoryview, mmap) as the engine reads bytes: uint8 and
     read-only, the one type its entry points are built for (a writable buffer, a pipe's
