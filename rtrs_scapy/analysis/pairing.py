@@ -5,10 +5,11 @@ requests and responses are grouped by (session, buf_id) and put in capture
 order: a response answers the request just before it in its group; a request
 followed by another request was replaced.  That is ``qdepth.pair_events``
 done with one sort and one compiled pass in its order (engine/pair_scan.py), and it
-carries what stays unanswered to the next batch.  A replaced request whose successor went out on another
-path of the session was failed over (counted on the path that took it over,
-like the kernel's failover_cnt); on the same path, the buf_id was reused while
-still in flight.  The latency of a failed-over IO runs from its first send.
+carries what stays unanswered to the next batch.  A replaced request whose successor
+went out on another path of the session was failed over (counted on the path that
+took it over, like the kernel's failover_cnt); on the same path, the buf_id was
+reused while still in flight.  The latency of a failed-over IO runs from its first
+send.
 """
 
 from dataclasses import dataclass

@@ -109,21 +109,14 @@ def lexsort(keys):
             key = key.view(np.uint8)
         low, high = int(key.min()), int(key.max())
         if high >= PACKED or scale * (high - low + 1) >= PACKED:
-            key, low, high = _ranks(key), 0, n - 1    # (a wide key: rkeys, say)
-            if scale * n >= PACKED:
+            # a wide key (rkeys, say): each value's place among the distinct ones
+            values, key = distinct_inverse(key)
+            low, high = 0, len(values) - 1
+            if scale * len(values) >= PACKED:
                 return np.lexsort(keys)
         packed += (key.astype(np.int64) - low) * scale
         scale *= high - low + 1
     return np.argsort(packed)
-
-
-def _ranks(key):
-    """Each value's rank among the distinct values (their order, in at most n values)."""
-    order = np.argsort(key)
-    ordered = key[order]
-    ranks = np.empty(len(key), dtype=np.int64)
-    ranks[order] = np.concatenate(([0], np.cumsum(ordered[1:] != ordered[:-1])))
-    return ranks
 
 
 def runs(ordered):

@@ -13,27 +13,26 @@ def pair_scan(order, sess, key, n_req, path, response_request, replaced_by, pend
     before it in its group; a request followed in its group by a request was replaced by
     it (on another path: a failover, else reused); a request last in its group is
     pending.  A chain of failovers keeps its first send's ``first_frame`` and
-    ``first_stamp``.  The outputs come filled with -1 and False."""
+    ``first_stamp``.  ``response_request`` and ``replaced_by`` come filled with -1,
+    ``pending``, ``failover`` and ``reused`` with False."""
     n = order.shape[0]
-    root = -1
+    root = -1           # the request a chain of failovers started with
     for k in range(n):
         at = order[k]
-        same = k > 0 and sess[at] == sess[order[k - 1]] and key[at] == key[order[k - 1]]
         before = order[k - 1] if k > 0 else -1
+        same = k > 0 and sess[at] == sess[before] and key[at] == key[before]
+        follows_a_request = same and before < n_req
         if at >= n_req:
-            if same and before < n_req:
+            if follows_a_request:
                 response_request[at - n_req] = before
             continue
-        if k + 1 < n:
-            after = order[k + 1]
-            pending[at] = not (sess[after] == sess[at] and key[after] == key[at])
-        else:
-            pending[at] = True
-        if same and before < n_req:
+        after = order[k + 1] if k + 1 < n else -1
+        pending[at] = after < 0 or sess[after] != sess[at] or key[after] != key[at]
+        if follows_a_request:
             replaced_by[before] = at
             failover[at] = path[at] != path[before]
             reused[at] = not failover[at]
-        if same and before < n_req and failover[at]:
+        if follows_a_request and failover[at]:
             first_frame[at] = first_frame[root]
             first_stamp[at] = first_stamp[root]
         else:
