@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 from rtrs_scapy.engine import text
-from rtrs_scapy.engine.text import Pool, Template, exact_decimals, fixed_decimals
+from rtrs_scapy.engine.text import Pool, Template, exact_decimals, fixed_decimals, \
+    shortest_decimals
 
 INT64 = st.integers(-2 ** 63, 2 ** 63 - 1)
 
@@ -53,6 +54,39 @@ def test_a_decimal_is_the_repr_where_it_is_exact(values, places):
         n, exact = exact_decimals(rounded, places)
         assert exact[np.isfinite(rounded) & (np.abs(rounded) >= 1e-4)
                      & (np.abs(rounded) < below)].all()
+
+
+#: times in ns as seconds (a nanosecond capture's), around and beyond the span the
+#: integers cover, and values whose repr is short or ties
+NS_TIMES = st.builds(lambda s, ns: (s * 10 ** 9 + ns) / 1e9, st.integers(0, 2 ** 34),
+                     st.integers(0, 10 ** 9 - 1)) | st.floats(2.0 ** 22, 2.0 ** 34) | \
+    st.builds(lambda s, k: s + k / 2 ** 10, st.integers(2 ** 23, 2 ** 33), st.integers(0, 1023))
+
+
+@given(st.lists(NS_TIMES | TIMES | st.sampled_from(
+    [2.0 ** 23, 2.0 ** 23 - 0.5, 9223372035.5, 9223372036.5, -1795965502.25, float("nan")]),
+    min_size=1, max_size=40), st.sampled_from([6, 9]))
+def test_the_shortest_decimals_are_the_repr_where_found(values, places):
+    values = np.array(values, dtype=np.float64)
+    n, found = shortest_decimals(values, places)
+    t = Template(Pool()).decimal("n", places, when="found").text("\n")
+    written = lines(t, {"n": n, "found": found})
+    assert [w for w, f in zip(written, found) if f] == \
+        [repr(float(v)) for v, f in zip(values, found) if f]
+
+
+def test_a_nanosecond_capture_s_times_are_found():
+    """Nearly every time in ns of this century is written by the writer (the rest: a
+    tie or a distance of half a last bit, left to repr), and each as its repr."""
+    rng = np.random.default_rng(5)
+    ns = rng.integers(946684800 * 10 ** 9, 4102444800 * 10 ** 9, 20000)
+    values = ns / 1e9
+    n, found = shortest_decimals(values, 9)
+    assert found.mean() > 0.999
+    t = Template(Pool()).decimal("n", 9, when="found").text("\n")
+    written = lines(t, {"n": n, "found": found})
+    assert [w for w, f in zip(written, found) if f] == \
+        [repr(v) for v, f in zip(values.tolist(), found) if f]
 
 
 @given(st.lists(TIMES | st.floats(-10.0, 1e7) | st.sampled_from(

@@ -249,6 +249,55 @@ def exact_decimals(values, places):
     return np.where(exact, n, 0).astype(np.int64), exact
 
 
+def shortest_decimals(values, places):
+    """:func:`exact_decimals`, and also where a value lies between ``places``-decimal
+    numbers (a time in ns as seconds: 1795965502.3865511) and its repr has at most
+    ``places`` decimals: there N is that repr's digits, found in integers
+    (:func:`_shortest_fractions`) for the values from 2**23 to those whose N nears
+    2**63; the others are left to the caller."""
+    n, exact = exact_decimals(values, places)
+    with np.errstate(invalid="ignore"):
+        between = ~exact & (values >= 2.0 ** 23) & (values < 2 ** 63 // 10 ** places - 1)
+    at = np.flatnonzero(between)
+    if len(at):
+        whole = np.floor(values[at])
+        fraction, found = _shortest_fractions(values[at], whole, places)
+        n[at] = np.where(found, whole.astype(np.int64) * 10 ** places + fraction, 0)
+        exact[at] = found
+    return n, exact
+
+
+def _shortest_fractions(values, whole, places):
+    """Of each value, its fraction as the shortest decimals (up to ``places``) that read
+    back as the value, scaled to ``places`` decimals, and where that is certain.
+    Python's repr is the shortest decimal text that reads back as the float, the
+    nearest one of its length.  From 2**23 on, a value's last bit is 2**-shift with
+    shift at most 29, so its fraction is k last bits (exact: the value less its whole
+    part); with q decimals the nearest is f = k * 10**q / 2**shift rounded, and it
+    reads back where it lies within half a last bit: |f * 2**shift - k * 10**q| * 2 <
+    10**q, every term below 2**60.  A tie between two nearest, or a distance of just
+    half a last bit (read back by rounding to even), leaves the value uncertain."""
+    _, exponent = np.frexp(values)
+    shift = 53 - exponent.astype(np.int64)
+    k = np.ldexp(values - whole, shift).astype(np.int64)
+    half = np.left_shift(np.int64(1), shift - 1)
+    fraction = np.zeros(len(values), dtype=np.int64)
+    found = np.zeros(len(values), dtype=bool)
+    uncertain = np.zeros(len(values), dtype=bool)
+    for q in range(1, places + 1):
+        scaled = k * 10 ** q
+        f = np.right_shift(scaled, shift)
+        rest = scaled - np.left_shift(f, shift)
+        f += rest > half
+        off = np.abs(np.left_shift(f, shift) - scaled) * 2
+        open_ = ~found & ~uncertain
+        uncertain |= open_ & ((rest == half) | (off == 10 ** q))
+        now = open_ & ~uncertain & (off < 10 ** q)
+        fraction[now] = f[now] * 10 ** (places - q)
+        found |= now
+    return fraction, found & ~uncertain
+
+
 def fixed_decimals(values, places):
     """N = values × 10**places rounded as ``%.{places}f`` rounds (the float's exact value,
     half to even), and where that is certain: not negative (nor -0.0), the product

@@ -15,13 +15,15 @@ import numpy as np
 
 from ..analysis import records as R
 from ..engine.distinct import places
-from ..engine.text import Pool, Template, exact_decimals, fixed_decimals
+from ..engine.text import Pool, Template, exact_decimals, fixed_decimals, shortest_decimals
 from ..spec.constants import RNBD_OP_FLUSH, RNBD_OP_MASK, rnbd_op_name
 from . import forked
 from .messages import MessageView, _path_key, json_fields, json_rnbd
 from .words import errno_text, rounded, utc_iso
 
 BATCH = 4096
+#: the decimals of a record's time in JSON (its repr): a capture's times in ns
+TIME_PLACES = 9
 #: MessageView.as_json's names of the path and its two addresses
 NAMED = '"session": %s, "paths_uuid": %s, "sess_uuid": %s, "client": %s, "server": %s'
 ROUTE = '"src": %s, "dst": %s'
@@ -235,7 +237,7 @@ class MessageLines:
             jtext(addrs[v >> 32]), jtext(addrs[v & 0xFFFFFFFF])))
         seconds, cols["micro"] = _iso_parts(c["time"], self._pool.add_each)
         cols["seconds"] = seconds
-        self._floats(cols, texts, "time", c["time"], 6)
+        self._floats(cols, texts, "time", c["time"], TIME_PLACES, shortest_decimals)
         self._floats(cols, texts, "rel", rounded(c["time"] - view.first_ts, 6), 6)
         latency = rounded(c["latency"] * 1e6, 1)
         self._floats(cols, texts, "latency", latency, 1)
@@ -270,10 +272,10 @@ class MessageLines:
         return self._named
 
     @staticmethod
-    def _floats(cols, texts, name, values, places):
+    def _floats(cols, texts, name, values, places, decimals=exact_decimals):
         """The columns that write ``values`` as Python's repr: N with its guard where
-        the decimal is exact, the repr as the batch's text elsewhere (NaN: neither)."""
-        cols[name], exact = exact_decimals(values, places)
+        ``decimals`` finds it, the repr as the batch's text elsewhere (NaN: neither)."""
+        cols[name], exact = decimals(values, places)
         cols[name + "_exact"] = exact
         cols[name + "_repr"] = _batch_texts(texts, ~exact & (values == values), values, "%r")
 
@@ -363,7 +365,7 @@ def _json_template(pool):
     """MessageView.as_json's object of a record, from the columns json_block makes."""
     t = Template(pool)
     t.text('{"frame": ').number("frame").text(', "time": ')
-    _float(t, "time", 6)
+    _float(t, "time", TIME_PLACES)
     t.text(', "time_iso": "').text_of("seconds").text(".").padded("micro", 6)
     t.text('Z", "time_rel": ')
     _float(t, "rel", 6)
