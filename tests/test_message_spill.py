@@ -192,6 +192,28 @@ def test_blocks_come_in_order_from_every_process_and_a_lost_worker_costs_nothing
     assert [k for k in by if by[k] == parent] == [0, 3, 4, 6, 7, 9]
 
 
+@pytest.mark.skipif(forked.F_SETPIPE_SZ is None, reason="pipe sizes are Linux's")
+def test_a_worker_s_pipe_holds_a_megabyte_where_the_system_allows_it(monkeypatch):
+    """The pipe a worker sends through is widened from 64 KiB to PIPE_BYTES (the limit
+    fs.pipe-max-size sets a process without privileges); refused (a lower limit), the
+    blocks still come, in order, through the system's own size."""
+    import fcntl
+    monkeypatch.setattr(forked, "_cores", lambda: 2)
+    big = [bytes([k]) * (3 << 20) for k in range(4)]    # blocks larger than the pipe
+    pid, stream = forked._fork(lambda k: big[k], [1, 3], {})
+    try:
+        assert fcntl.fcntl(stream.fileno(), fcntl.F_GETPIPE_SZ) == forked.PIPE_BYTES
+        assert [forked._receive(stream) for _ in range(2)] == [big[1], big[3]]
+    finally:
+        stream.close()
+        os.waitpid(pid, 0)
+
+    def refused(fd, command, size):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(forked, "fcntl", refused)
+    assert list(forked.blocks(lambda k: big[k], 4)) == big
+
+
 def test_blocks_without_a_process_to_spare_are_made_here(monkeypatch):
     """Forking fails (a process limit): every block is made by this process, in order."""
     monkeypatch.setattr(forked, "_cores", lambda: 3)
