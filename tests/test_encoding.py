@@ -11,7 +11,7 @@ from conftest import real_pcap
 from rtrs_scapy.tables import encoding
 from rtrs_scapy.tables.encoding import Encoder, arriving
 from rtrs_scapy.tables.export import export
-from rtrs_scapy.tables.schema import schema
+from rtrs_scapy.tables.schema import JSON_TEXTS, schema
 
 
 def test_pieces_of_dictionaries_and_of_strings_make_one_file_of_the_tables_schema(
@@ -59,3 +59,17 @@ def test_the_heap_is_trimmed_only_above_its_bound(monkeypatch):
     assert trim_heap() is False
     monkeypatch.setattr(encoding, "TRIM_ABOVE", 0)
     assert trim_heap() is True
+
+
+def test_statistics_for_every_column_but_the_json_texts(tmp_path):
+    """A column's min and max let a reader skip row groups; of a JSON text they prune
+    nothing (a filter parses the object), and computing them took an eighth of the
+    messages table's encoding."""
+    done = export(str(real_pcap("basic_inval")), str(tmp_path / "tables"))
+    for table, path in done.files.items():
+        group = pq.ParquetFile(path).metadata.row_group(0)
+        with_statistics = {group.column(k).path_in_schema for k in range(group.num_columns)
+                           if group.column(k).is_stats_set}
+        names = set(schema(table).names)
+        assert with_statistics == names - JSON_TEXTS, table
+    assert {"fields", "rnbd"} <= set(schema("messages").names) & JSON_TEXTS

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .arrays import TEXTS
-from .schema import schema
+from .schema import JSON_TEXTS, schema
 
 #: the file's key-value metadata entry where Arrow keeps a file's Arrow schema
 ARROW_SCHEMA = b"ARROW:schema"
@@ -40,7 +40,8 @@ def parquet_writer(path, table, pieces=None):
     wide = [pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type)
             or pa.types.is_floating(f.type) for f in fields]
     writer = pq.ParquetWriter(path, pieces.remove_metadata(), store_schema=False, use_dictionary=[
-        f.name for f, is_wide in zip(fields, wide) if not is_wide])
+        f.name for f, is_wide in zip(fields, wide) if not is_wide], write_statistics=[
+        f.name for f in fields if f.name not in JSON_TEXTS])
     writer.add_key_value_metadata({
         ARROW_SCHEMA: base64.b64encode(fields.serialize().to_pybytes()), **fields.metadata})
     return writer

@@ -17,6 +17,8 @@ META_TABLE = b"rtrs_scapy.table"
 META_VERSION = b"rtrs_scapy.schema_version"
 
 TIME = pa.timestamp("ns", tz="UTC")
+#: the columns whose texts are JSON objects
+JSON_TEXTS = frozenset(("fields", "rnbd", "devices", "detail"))
 
 _CAPTURE = ("capture", pa.string(), False,
             "the capture as it was given: its file (or directory, or -), or its files joined "
