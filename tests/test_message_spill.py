@@ -9,6 +9,7 @@ import gc
 import json
 import os
 import tempfile
+import threading
 
 import numpy as np
 import pytest
@@ -65,6 +66,28 @@ def test_columns_read_back_what_was_written():
         got = cols.take(SPEC, np.arange(first, first + count))
         for name in SPEC:
             assert np.array_equal(got[name], plain[name][first:first + count]), (first, name)
+
+
+def test_chunks_are_written_by_a_thread_that_ends_with_the_records(monkeypatch):
+    """Each chunk is written on the files' thread from arrays the rows no longer use
+    (the columns read back what was written while the rows went on), and that thread
+    is gone once the writing is finished: none is copied into a forked worker."""
+    writers, save = [], spill.ChunkFiles._save
+
+    def recorded(files, chunk, arrays):
+        writers.append(threading.current_thread().name)
+        return save(files, chunk, arrays)
+    monkeypatch.setattr(spill.ChunkFiles, "_save", recorded)
+    cols = Columns(SPEC, chunk=4)
+    for start in range(0, 60, 3):
+        at = cols.extend(3) - cols.base
+        for name in SPEC:
+            cols.data[name][at:at + 3] = np.arange(start, start + 3)
+    assert cols.files.count > 10 and set(writers) == {"rtrs-spill_0"}
+    cols.finish()
+    assert not [t for t in threading.enumerate() if t.name.startswith("rtrs-spill")]
+    for name in SPEC:
+        assert np.array_equal(cols[name], np.arange(60).astype(SPEC[name][0])), name
 
 
 def test_a_spilled_list_reads_back_what_was_appended_and_set():

@@ -27,6 +27,8 @@ class Columns:
         self.files = ChunkFiles(spec, chunk) if chunk else None
         self.data = {name: np.full(capacity, default, dtype=dtype)
                      for name, (dtype, default) in spec.items()}
+        self.spare = None           # the arrays the rows were in before the last spill
+        self.spare_used = 0         # and how many of their rows held values
 
     def __len__(self):
         return self.n
@@ -50,14 +52,28 @@ class Columns:
         return start
 
     def _spill(self):
-        """The oldest chunk of rows in memory to a file."""
+        """The oldest chunk of rows in memory to a file.  The newest rows move to the
+        other of two sets of arrays rather than down within theirs: the chunk's arrays
+        stay as they are while the files' thread writes them."""
         rows, held = self.files.rows, self.n - self.base
-        self.files.write({name: column[:rows] for name, column in self.data.items()})
+        old, spare = self.data, self.spare
+        capacity = len(next(iter(old.values())))
+        self.files.wait()           # the spare's own chunk written before it is reused
+        if spare is None or len(next(iter(spare.values()))) != capacity:
+            spare, self.spare_used = {name: np.full(capacity, default, dtype=dtype)
+                                      for name, (dtype, default) in self.spec.items()}, 0
         for name, (dtype, default) in self.spec.items():
-            column = self.data[name]
-            column[:held - rows] = column[rows:held]
-            column[held - rows:held] = default
+            column = spare[name]
+            column[:held - rows] = old[name][rows:held]
+            column[held - rows:self.spare_used] = default
+        self.files.write({name: column[:rows] for name, column in old.items()})
+        self.data, self.spare, self.spare_used = spare, old, held
         self.base += rows
+
+    def finish(self):
+        """The rows on file all written (spill.py ``ChunkFiles.finish``)."""
+        if self.files is not None:
+            self.files.finish()
 
     def put(self, name, rows, values):
         """``values`` (one, or one per row) into column ``name`` at ``rows`` (an int:

@@ -306,6 +306,7 @@ class Records:
         """Records whose stream was tied to a path only later get its names (the
         same whatever batches the capture was read in)."""
         c = self.cols
+        c.finish()
         for index, slot, gen, src, dst in self.pathless:
             path = self.an.stream_path(-1, slot, gen) or self.an.path_between(src, dst)
             if path is not None:

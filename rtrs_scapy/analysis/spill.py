@@ -20,6 +20,7 @@ import mmap
 import os
 import pickle
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -42,6 +43,8 @@ class ChunkFiles:
         self.patches = {}           # chunk -> [(name, rows in chunk, values)], in order
         self.patched = {}           # chunk -> rows patched (counted with repeats)
         self.cache = OrderedDict()  # chunk -> {name: array}, patched
+        self.writer = None          # the thread that writes new chunks
+        self.writing = None         # the chunk it is writing (a future), or None
         self.offsets, at = {}, 0    # where each column starts in a chunk's file
         for name, (dtype, _) in spec.items():
             self.offsets[name] = at
@@ -52,11 +55,32 @@ class ChunkFiles:
         return os.path.join(self.folder.name, "%d.bin" % chunk)
 
     def write(self, arrays):
-        """A new chunk (``self.rows`` rows of every column)."""
+        """A new chunk (``self.rows`` rows of every column, arrays no one writes to
+        again), written on a thread of its own while the caller goes on: its writes
+        wait for the disk, not the analysis (one system call: the thread holds the
+        GIL for a few lines only).  An error comes out of the next call."""
         if self.folder is None:
             self.folder = _folder()
-        self._save(self.count, arrays)
+            self.writer = ThreadPoolExecutor(1, thread_name_prefix="rtrs-spill")
+        self.wait()
+        self.writing = self.writer.submit(self._save, self.count, arrays)
         self.count += 1
+
+    def wait(self):
+        """Until the chunk in writing is on disk."""
+        writing, self.writing = self.writing, None
+        if writing is not None:
+            writing.result()
+
+    def finish(self):
+        """Every chunk on disk and the writing thread gone (before a fork: no thread
+        is copied into the workers, docs/messages.md)."""
+        if self.writer is not None:
+            try:
+                self.wait()
+            finally:
+                self.writer.shutdown()
+                self.writer = None
 
     def _save(self, chunk, arrays):
         """The chunk's file, written anew beside and renamed over the old one: a chunk
@@ -64,12 +88,13 @@ class ChunkFiles:
         would leave without its pages."""
         path = self._path(chunk)
         with _writing(self.folder, path + ".new") as out:
-            for name in self.spec:
-                out.write(np.ascontiguousarray(arrays[name]).data)
+            _write_all(out.fileno(), [np.ascontiguousarray(arrays[name]).data
+                                      for name in self.spec])
         os.replace(path + ".new", path)
 
     def patch(self, name, rows, values):
         """Writes to rows already written (``rows``: row numbers from the first chunk's)."""
+        self.wait()
         chunks = rows // self.rows
         for chunk in np.unique(chunks).tolist():
             mine = chunks == chunk
@@ -83,6 +108,7 @@ class ChunkFiles:
 
     def load(self, chunk, names=None):
         """The columns ``names`` (all: None) of a chunk, patched."""
+        self.wait()
         cached = self.cache.get(chunk)
         if cached is not None:
             self.cache.move_to_end(chunk)
@@ -168,6 +194,18 @@ def _folder():
     """The temporary folder of what a command keeps on disk (deleted when it goes)."""
     import tempfile     # (only where something is kept on disk: it costs a start 7 ms)
     return tempfile.TemporaryDirectory(prefix="rtrs-spill-")
+
+
+def _write_all(fd, buffers):
+    """``buffers`` one after the other into the file ``fd``, in as few system calls as
+    the system takes (one, but for a short write)."""
+    views = [memoryview(buffer).cast("B") for buffer in buffers]
+    while views:
+        written = os.writev(fd, views)
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if views:
+            views[0] = views[0][written:]
 
 
 @contextmanager
