@@ -215,11 +215,10 @@ def test_blocks_come_in_order_from_every_process_and_a_lost_worker_costs_nothing
     assert [k for k in by if by[k] == parent] == [0, 3, 4, 6, 7, 9]
 
 
-@pytest.mark.skipif(forked.F_SETPIPE_SZ is None, reason="pipe sizes are Linux's")
 def test_a_worker_s_pipe_holds_a_megabyte_where_the_system_allows_it(monkeypatch):
-    """The pipe a worker sends through is widened from 64 KiB to PIPE_BYTES (the limit
-    fs.pipe-max-size sets a process without privileges); refused (a lower limit), the
-    blocks still come, in order, through the system's own size."""
+    """On Linux, the pipe a worker sends through is widened from 64 KiB to PIPE_BYTES
+    (the limit fs.pipe-max-size sets a process without privileges); refused (a lower
+    limit), the blocks still come, in order, through the system's own size."""
     import fcntl
     monkeypatch.setattr(forked, "_cores", lambda: 2)
     big = [bytes([k]) * (3 << 20) for k in range(4)]    # blocks larger than the pipe
