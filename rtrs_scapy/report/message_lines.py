@@ -41,7 +41,6 @@ class MessageLines:
     def __init__(self, view, record_list):
         self.view = view
         self.records = record_list.records
-        self.request_of, self.response_of = self.records.partners()
         self.refs = [view._by_path.get(_path_key(dict(zip(("sess_uuid", "client", "server"),
                                                            names))))
                      for names in self.records.names]
@@ -65,6 +64,8 @@ class MessageLines:
     def blocks(self, fmt):
         """The output as UTF-8, a batch of lines a block, in frame order, formatted on
         every core (forked.py)."""
+        if fmt != "json":
+            self.records.partners()     # the text's pairs: made once, before the fork
         return forked.blocks(lambda k: self.block(fmt, k * BATCH),
                              -(-len(self.records.order) // BATCH))
 
@@ -138,12 +139,13 @@ class MessageLines:
                     new_rkey=(flags & R.F_RKEY) != 0, inv=(flags & R.F_WITH_INV) != 0)
         latency = c["latency"] * 1e6
         cols["latency"], cols["latency_fixed"] = fixed_decimals(latency, 1)
-        request = self.request_of[idx]
+        request_of, response_of = self.records.partners()
+        request = request_of[idx]
         cols["request"] = request >= 0
         cols["latency_text"] = _batch_texts(
             texts, ~cols["latency_fixed"] & ((req & answered) | (rsp & (request >= 0))),
             latency, "%.1f")
-        response = self.response_of[idx]
+        response = response_of[idx]
         err = np.where(req & (response >= 0), records.cols.take(
             ("errno",), np.maximum(response, 0))["errno"], 0)
         cols["result"] = self._pool.add_each(err, lambda v: ": " + errno_text(v) if v else "")
@@ -164,7 +166,7 @@ class MessageLines:
             slow |= self._in(idx, "extras")
         if records.rnbd:
             slow |= self._in(idx, "rnbd")
-        req = self.request_of[idx]
+        req = records.partners()[0][idx]
         answered = req >= 0
         partner = np.where(answered, req, 0)
         if records.rnbd:
