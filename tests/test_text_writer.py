@@ -12,6 +12,13 @@ from rtrs_scapy.engine.text import Pool, Template, exact_decimals, fixed_decimal
 INT64 = st.integers(-2 ** 63, 2 ** 63 - 1)
 
 
+def written_where(step, places, n, ok):
+    """The lines a template of one ``step`` (decimal, fixed) of ``places`` writes of the
+    numbers ``n`` where ``ok``."""
+    t = getattr(Template(Pool()), step)("n", places, when="ok").text("\n")
+    return [w for w, o in zip(lines(t, {"n": n, "ok": ok}), ok) if o]
+
+
 def lines(template, columns, whole=None, texts=()):
     rows = len(next(iter(columns.values()))) if columns else len(whole)
     whole = np.full(rows, -1, dtype=np.int64) if whole is None else np.array(whole)
@@ -43,9 +50,7 @@ def test_a_decimal_is_the_repr_where_it_is_exact(values, places):
     rounded = np.array([round(v, places) if np.isfinite(v) else v for v in values])
     for column in (values, rounded):
         n, exact = exact_decimals(column, places)
-        t = Template(Pool()).decimal("n", places, when="exact").text("\n")
-        written = lines(t, {"n": n, "exact": exact})
-        assert [w for w, e in zip(written, exact) if e] == \
+        assert written_where("decimal", places, n, exact) == \
             [repr(float(v)) for v, e in zip(column, exact) if e]
     # what the writer is for: times (to 2106) and latencies in µs, rounded as messages
     # rounds them, are all written here
@@ -69,9 +74,7 @@ NS_TIMES = st.builds(lambda s, ns: (s * 10 ** 9 + ns) / 1e9, st.integers(0, 2 **
 def test_the_shortest_decimals_are_the_repr_where_found(values, places):
     values = np.array(values, dtype=np.float64)
     n, found = shortest_decimals(values, places)
-    t = Template(Pool()).decimal("n", places, when="found").text("\n")
-    written = lines(t, {"n": n, "found": found})
-    assert [w for w, f in zip(written, found) if f] == \
+    assert written_where("decimal", places, n, found) == \
         [repr(float(v)) for v, f in zip(values, found) if f]
 
 
@@ -83,9 +86,7 @@ def test_a_nanosecond_capture_s_times_are_found():
     values = ns / 1e9
     n, found = shortest_decimals(values, 9)
     assert found.mean() > 0.999
-    t = Template(Pool()).decimal("n", 9, when="found").text("\n")
-    written = lines(t, {"n": n, "found": found})
-    assert [w for w, f in zip(written, found) if f] == \
+    assert written_where("decimal", 9, n, found) == \
         [repr(v) for v, f in zip(values.tolist(), found) if f]
 
 
@@ -95,9 +96,7 @@ def test_a_nanosecond_capture_s_times_are_found():
 def test_fixed_is_percent_f_where_it_is_certain(values, places):
     values = np.array(values, dtype=np.float64)
     n, certain = fixed_decimals(values, places)
-    t = Template(Pool()).fixed("n", places, when="certain").text("\n")
-    written = lines(t, {"n": n, "certain": certain})
-    assert [w for w, c in zip(written, certain) if c] == \
+    assert written_where("fixed", places, n, certain) == \
         ["%.*f" % (places, v) for v, c in zip(values.tolist(), certain) if c]
     # a time's seconds since the first frame and a latency in µs are written here
     with np.errstate(invalid="ignore"):
