@@ -56,9 +56,9 @@ class ChunkFiles:
 
     def write(self, arrays):
         """A new chunk (``self.rows`` rows of every column, arrays no one writes to
-        again), written on a thread of its own while the caller goes on: its writes
-        wait for the disk, not the analysis (one system call: the thread holds the
-        GIL for a few lines only).  An error comes out of the next call."""
+        again), written on a thread of its own while the caller goes on (one system
+        call: the thread holds the GIL for a few lines only).  An error comes out of
+        the next call."""
         if self.folder is None:
             self.folder = _folder()
             self.writer = ThreadPoolExecutor(1, thread_name_prefix="rtrs-spill")

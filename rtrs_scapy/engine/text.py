@@ -12,8 +12,9 @@ is non-zero (every row when it has none):
   ``unsigned`` where the column's 64 bits are unsigned; ``padded``: zero-padded to a
   width; ``decimal``: the column N as N / 10**places, trailing zeros dropped but one
   (``1.5``, ``2.0``): Python's repr of that float where it is exact and its repr is
-  positional (the caller's to check, :func:`exact_decimals`); ``fixed``: N / 10**places
-  with every decimal, ``%.{places}f`` of the float where :func:`fixed_decimals` says so.
+  positional (the caller's to check, :func:`exact_decimals`, :func:`shortest_decimals`);
+  ``fixed``: N / 10**places with every decimal, ``%.{places}f`` of the float where
+  :func:`fixed_decimals` says so.
 
 Steps added inside ``with template.where(column):`` blocks take every guard around
 them; a row that fails a guard skips the steps inside it at once.  A row whose ``whole``
@@ -290,9 +291,9 @@ def _shortest_fractions(values, whole, places):
         rest = scaled - np.left_shift(f, shift)
         f += rest > half
         off = np.abs(np.left_shift(f, shift) - scaled) * 2
-        open_ = ~found & ~uncertain
-        uncertain |= open_ & ((rest == half) | (off == 10 ** q))
-        now = open_ & ~uncertain & (off < 10 ** q)
+        pending = ~found & ~uncertain
+        uncertain |= pending & ((rest == half) | (off == 10 ** q))
+        now = pending & ~uncertain & (off < 10 ** q)
         fraction[now] = f[now] * 10 ** (places - q)
         found |= now
     return fraction, found & ~uncertain

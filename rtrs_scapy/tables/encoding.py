@@ -33,8 +33,9 @@ def parquet_writer(path, table, pieces=None):
     strings, not dictionaries, and the file is the one plain strings would have made.
     Dictionary encoding only for its strings and narrow numbers: the 64-bit columns
     (frames, times, sectors, latencies) have nearly every value distinct, and trying a
-    dictionary on them cost a quarter of the encoding and made the file larger
-    (docs/export.md)."""
+    dictionary on them cost a quarter of the encoding and made the file larger.
+    Statistics (a row group's min and max) for every column but the JSON texts, which
+    they would not prune (docs/export.md)."""
     fields = schema(table)
     pieces = fields if pieces is None else pieces
     wide = [pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type)
