@@ -92,4 +92,3 @@ def pair(requests, rsp_sess, rsp_key, rsp_frame):
               result.response_request, result.replaced_by, result.pending, result.failover,
               result.reused, result.first_frame, result.first_stamp)
     return result
-

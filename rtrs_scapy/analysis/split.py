@@ -18,9 +18,8 @@ import numpy as np
 
 from ..capture.jit import int_array
 from ..engine import split_parts
+from ..engine.split_parts import PARTS
 from .iorows import ANSWERED
-
-PARTS = ("request", "server", "data", "response", "wire")
 
 
 def parts_ns(rows):
@@ -38,4 +37,3 @@ def parts_matrix(rows, order=None):
         rows["response_first_ns"], rows["response_ns"], rows["data_first_ns"],
         rows["data_last_ns"], rows["op"], rows["errno"], rows["desc_key"])), out)
     return out
-

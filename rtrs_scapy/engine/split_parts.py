@@ -5,8 +5,9 @@ which the RNBD view made for every IO of a summary (docs/benchmarks.md)."""
 from ..capture.jit import compiled
 from .io_fields import READ
 
-#: the parts, in the order of ``split``'s output columns
-(REQUEST, SERVER, DATA, RESPONSE, WIRE) = range(5)
+#: the parts of an IO's time, in the order of ``split``'s output rows
+PARTS = ("request", "server", "data", "response", "wire")
+(REQUEST, SERVER, DATA, RESPONSE, WIRE) = range(len(PARTS))
 
 
 @compiled
@@ -19,7 +20,7 @@ def split(order, answered, first, last, rsp_first, rsp_last, data_first, data_la
     for i in range(order.shape[0]):
         j = order[i]
         column = out[:, i]
-        for part in range(5):
+        for part in range(column.shape[0]):
             column[part] = -1
         if not answered[j]:
             continue
