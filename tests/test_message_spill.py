@@ -8,6 +8,8 @@ import errno
 import gc
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 
@@ -88,6 +90,17 @@ def test_chunks_are_written_by_a_thread_that_ends_with_the_records(monkeypatch):
     assert not [t for t in threading.enumerate() if t.name.startswith("rtrs-spill")]
     for name in SPEC:
         assert np.array_equal(cols[name], np.arange(60).astype(SPEC[name][0])), name
+
+
+def test_a_summary_never_loads_the_spill_s_thread_pool():
+    """A command that keeps no message records never spills: the thread pool's import
+    (concurrent.futures and logging, 3 ms of every start) waits for the first spill."""
+    code = ("import sys; from rtrs_scapy.cli import main; sys.argv[0] = 'rtrs-dissect'\n"
+            "try:\n    main(['summary', '-q', %r])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('concurrent.futures', 'logging') if m in sys.modules),"
+            " file=sys.stderr)" % str(real_pcap("basic_inval")))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr.splitlines()[-1] == "[]", done.stderr
 
 
 def test_a_spilled_list_reads_back_what_was_appended_and_set():

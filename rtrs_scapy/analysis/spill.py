@@ -20,7 +20,6 @@ import mmap
 import os
 import pickle
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -60,6 +59,9 @@ class ChunkFiles:
         call: the thread holds the GIL for a few lines only).  An error comes out of
         the next call."""
         if self.folder is None:
+            # imported at the first spill: 3 ms (logging) that a command keeping no
+            # message records never needs
+            from concurrent.futures import ThreadPoolExecutor
             self.folder = _folder()
             self.writer = ThreadPoolExecutor(1, thread_name_prefix="rtrs-spill")
         self.wait()
