@@ -202,7 +202,7 @@ def test_forked_workers_write_what_one_process_formats(failover_runs, monkeypatc
     """``messages`` formats the batches on every core, in forked workers
     (report/message_lines.py): their blocks, in order, are the lines one process
     makes, from records in memory and on disk alike."""
-    monkeypatch.setattr(forked, "_cores", lambda: 3)
+    monkeypatch.setattr(forked, "usable_cores", lambda: 3)
     for result in failover_runs.values():
         lines = MessageLines(MessageView(result.summary, result.messages), result.messages)
         for fmt in ("text", "json"):
@@ -213,7 +213,7 @@ def test_blocks_come_in_order_from_every_process_and_a_lost_worker_costs_nothing
         monkeypatch):
     """Three cores: this process makes every third block, two forked workers the others;
     a worker that fails (at block 4) leaves its blocks to this process, in order."""
-    monkeypatch.setattr(forked, "_cores", lambda: 3)
+    monkeypatch.setattr(forked, "usable_cores", lambda: 3)
     parent = os.getpid()
 
     def make(k):
@@ -233,7 +233,7 @@ def test_a_worker_s_pipe_holds_a_megabyte_where_the_system_allows_it(monkeypatch
     (the limit fs.pipe-max-size sets a process without privileges); refused (a lower
     limit), the blocks still come, in order, through the system's own size."""
     import fcntl
-    monkeypatch.setattr(forked, "_cores", lambda: 2)
+    monkeypatch.setattr(forked, "usable_cores", lambda: 2)
     big = [bytes([k]) * (3 << 20) for k in range(4)]    # blocks larger than the pipe
     pid, stream = forked._fork(lambda k: big[k], [1, 3], {})
     try:
@@ -251,7 +251,7 @@ def test_a_worker_s_pipe_holds_a_megabyte_where_the_system_allows_it(monkeypatch
 
 def test_blocks_without_a_process_to_spare_are_made_here(monkeypatch):
     """Forking fails (a process limit): every block is made by this process, in order."""
-    monkeypatch.setattr(forked, "_cores", lambda: 3)
+    monkeypatch.setattr(forked, "usable_cores", lambda: 3)
 
     def no_process():
         raise BlockingIOError(11, "Resource temporarily unavailable")

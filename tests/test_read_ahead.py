@@ -1,6 +1,7 @@
 """The read-ahead thread (engine/ahead.py): items in order, an error where it
 happened, and a consumer that stops early never waits for the thread, whatever
-the thread was doing when it stopped."""
+the thread was doing when it stopped.  On one core, no thread: the same items, and
+the same analysis."""
 
 import threading
 import time
@@ -8,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from rtrs_scapy.engine import ahead as ahead_module
 from rtrs_scapy.engine.ahead import ahead
+
+CAPTURE = str(Path(__file__).parent.parent / "pcaps" / "real" / "basic_inval.pcap")
+
+
+@pytest.fixture(autouse=True)
+def two_cores(monkeypatch):
+    """The thread's tests hold on any machine, one core given to the suite included."""
+    monkeypatch.setattr(ahead_module, "usable_cores", lambda: 2)
 
 
 def test_items_come_out_in_order():
@@ -93,7 +103,7 @@ def test_an_analysis_stopped_after_the_first_chunk_returns():
     # three chunks of 600 records the thread has read all three by then and waits
     # to hand over the end
     from rtrs_scapy.analysis import analyze
-    capture = str(Path(__file__).parent.parent / "pcaps" / "real" / "basic_inval.pcap")
+    capture = CAPTURE
     done = []
     for _ in range(20):
         reader = threading.Thread(
@@ -104,3 +114,35 @@ def test_an_analysis_stopped_after_the_first_chunk_returns():
         assert not reader.is_alive()
     assert len(done) == 20
     assert all(result.summary["capture"]["packets"] == 600 for result in done)
+
+
+def test_on_one_core_the_items_are_made_as_they_are_asked_for(monkeypatch):
+    """No thread: an item is made when the consumer asks for it, ``behind`` gets it back
+    once the consumer asks for the next one, and an error comes out where it happened."""
+    monkeypatch.setattr(ahead_module, "usable_cores", lambda: 1)
+    made, given_back = [], []
+
+    def source():
+        for item in range(4):
+            made.append(item)
+            yield item
+        raise ValueError("record 4 is torn")
+    threads = threading.active_count()
+    stream = ahead(source(), behind=given_back.append, idle=lambda: made.append("idle"))
+    assert next(stream) == 0 and made == [0] and given_back == []
+    assert threading.active_count() == threads
+    assert next(stream) == 1 and made == [0, 1] and given_back == [0]
+    with pytest.raises(ValueError, match="record 4 is torn"):
+        list(stream)
+    assert made == [0, 1, 2, 3] and given_back == [0, 1, 2, 3]
+
+
+def test_one_core_and_two_give_the_same_analysis(monkeypatch):
+    """The thread changes where the batches of messages end, never what they say."""
+    from rtrs_scapy.analysis import analyze
+    summaries = []
+    for cores in (1, 2):
+        monkeypatch.setattr(ahead_module, "usable_cores", lambda cores=cores: cores)
+        summaries.append(analyze(CAPTURE, chunk_records=300).summary)
+    assert summaries[0] == summaries[1]
+    assert summaries[0]["capture"]["packets"] == 1558

@@ -302,8 +302,10 @@ def test_a_file_is_walked_ahead_on_the_other_thread(monkeypatch):
     back behind it; the intervals are those of reading the file chunk by chunk in the
     watcher's own thread."""
     from rtrs_scapy.capture import open_capture
+    from rtrs_scapy.engine import ahead as ahead_module
     from rtrs_scapy.watch import pacing
     from rtrs_scapy.watch.watcher import Watcher
+    monkeypatch.setattr(ahead_module, "usable_cores", lambda: 2)   # (a thread on one core too)
 
     def intervals():
         walked, threads, given_back = [], set(), []

@@ -14,15 +14,29 @@ packets past 300 MB.  With three the main thread still waited for chunks a fifth
 analysis, and the reader for room as long: when no chunk is ready the main thread hands
 its batch of messages to the analysis early (``idle``), in time that waiting would
 have taken.
+
+On one core (``taskset -c 0``, a container given one CPU) the two threads could only
+take turns: the records are then walked in the consumer's thread as it asks for them,
+and a chunk's columns are still in the cache when the transport reads them.  The 3 M
+packets of the load benchmark took 1.26–1.28 s that way against 1.41–1.47 s with the
+thread (docs/benchmarks.md).
 """
 
 import collections
+import os
 import queue
 import threading
 
 _END = object()
 #: chunks queued ahead of the consumer (the module's docstring says why three)
 DEPTH = 3
+
+
+def usable_cores():
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def ahead(iterable, depth=DEPTH, behind=None, idle=None):
@@ -33,7 +47,22 @@ def ahead(iterable, depth=DEPTH, behind=None, idle=None):
     is through with: once ``depth`` later items are queued, the consumer has asked
     for the next one (releasing a mapped file's pages costs the main thread nothing).
     ``idle()`` is called in the consumer's thread before it waits for an item that
-    is not ready yet."""
+    is not ready yet.  On one core, no thread: see the module's docstring."""
+    if usable_cores() == 1:
+        return _in_turn(iterable, behind)
+    return _read_ahead(iterable, depth, behind, idle)
+
+
+def _in_turn(iterable, behind):
+    """The items made as the consumer asks for them; ``behind(item)`` once it asks for
+    the next one.  Nothing is ever waited for, so ``idle`` has no moment to run in."""
+    for item in iterable:
+        yield item
+        if behind is not None:
+            behind(item)
+
+
+def _read_ahead(iterable, depth, behind, idle):
     items = queue.Queue(maxsize=depth)
     stop = threading.Event()
     handed = collections.deque()

@@ -12,6 +12,8 @@ import contextlib
 import os
 import signal
 
+from ..engine.ahead import usable_cores
+
 try:
     from fcntl import F_SETPIPE_SZ, fcntl
 except ImportError:         # not Linux: pipes of the system's size
@@ -31,7 +33,7 @@ def blocks(make, count):
     bounds how far a worker runs ahead: what waits does not grow with the output).  The
     workers read what the parent holds without a copy.  A block a worker could not
     send is made here."""
-    stride = _cores() if hasattr(os, "fork") else 1
+    stride = usable_cores() if hasattr(os, "fork") else 1
     if stride < 2 or count < 2 * stride:
         yield from map(make, range(count))
         return
@@ -97,10 +99,3 @@ def _receive(stream):
     size = int.from_bytes(size, "little")
     block = stream.read(size)
     return block if len(block) == size else None
-
-
-def _cores():
-    """The cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
