@@ -6,6 +6,7 @@ request and response lie in different files."""
 
 import bisect
 import json
+import os
 
 import duckdb
 import pytest
@@ -103,6 +104,25 @@ def test_local_processes_map_a_directory(tmp_path):
     assert without_capture_block(reduced.summary) == without_capture_block(whole)
     one_process = run("summary", "--format", "json", "-q", "--jobs", "1", tmp_path / "ring")
     assert without_capture_block(json.loads(one_process.stdout)) == without_capture_block(whole)
+
+
+def test_by_default_one_job_per_core_the_process_may_use(tmp_path, monkeypatch):
+    """Pinned to one core (``taskset -c 0``), the files are mapped one after the other in
+    this process, as ``--jobs 1`` maps them."""
+    pcap = real_pcap("multipath")
+    split(pcap, tmp_path / "ring", 4)
+    mapped_in, map_file = [], parallel._map_file
+
+    def recorded(path):
+        mapped_in.append(os.getpid())
+        return map_file(path)
+    monkeypatch.setattr(parallel, "_map_file", recorded)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 1)
+    with parallel.local_runner() as runner:
+        reduced = runner(str(tmp_path / "ring"), keep_messages=False)
+    assert mapped_in == [os.getpid()] * 4
+    whole = analyze(pcap, keep_messages=False).summary
+    assert without_capture_block(reduced.summary) == without_capture_block(whole)
 
 
 def test_files_that_overlap_in_time_are_merged_in_one_process(tmp_path):

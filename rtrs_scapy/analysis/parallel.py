@@ -21,6 +21,8 @@ import contextlib
 import os
 import sys
 
+from ..engine.ahead import usable_cores
+
 
 def follow_each_other(parts):
     """Whether the parts' time ranges are disjoint (a ring buffer's files)."""
@@ -71,9 +73,9 @@ def _map_file(path):
 
 @contextlib.contextmanager
 def local_runner(jobs=None):
-    """A Runner mapping on ``jobs`` local processes (default: every core); one job
-    maps the files one after the other in this process."""
-    jobs = jobs or os.cpu_count() or 1
+    """A Runner mapping on ``jobs`` local processes (default: every core this process
+    may use); one job maps the files one after the other in this process."""
+    jobs = jobs or usable_cores()
     pool = []
 
     def map_many(files):
@@ -95,12 +97,13 @@ def local_runner(jobs=None):
 @contextlib.contextmanager
 def dask_runner(address, workers=None):
     """A Runner mapping with Dask futures: on the scheduler at ``address``, or on a
-    ``LocalCluster`` of ``workers`` processes (default: every core) for ``local``."""
+    ``LocalCluster`` of ``workers`` processes (default: every core this process may use)
+    for ``local``."""
     from distributed import Client, LocalCluster
     with contextlib.ExitStack() as stack:
         if address == "local":
             cluster = stack.enter_context(LocalCluster(
-                n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                n_workers=workers or usable_cores(), threads_per_worker=1,
                 processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"))
             client = stack.enter_context(Client(cluster))
         else:

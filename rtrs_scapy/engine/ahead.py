@@ -17,9 +17,9 @@ have taken.
 
 On one core (``taskset -c 0``, a container given one CPU) the two threads could only
 take turns: the records are then walked in the consumer's thread as it asks for them,
-and a chunk's columns are still in the cache when the transport reads them.  The 3 M
-packets of the load benchmark took 1.26–1.28 s that way against 1.41–1.47 s with the
-thread (docs/benchmarks.md).
+and a chunk's columns are still in the cache when the transport reads them: the summary
+of the 3 M-packet load benchmark took a tenth less (docs/benchmarks.md, "One core, one
+thread").
 """
 
 import collections
