@@ -4,10 +4,8 @@ test bed's maps and kernel log, the request and response immediates counted in
 each real capture)."""
 
 import json
-import threading
 import weakref
 from collections import Counter
-from types import SimpleNamespace
 
 import duckdb  # noqa: F401  (the SQL tests need it installed, not skipped)
 import numpy as np
@@ -385,43 +383,6 @@ def test_the_summary_tables_are_written_before_the_messages(tmp_path, monkeypatc
     assert written == ["sessions", "paths", "events"]
     assert list(done.files) == list(TABLES)
     assert done.rows["sessions"] > 0 and done.rows["messages"] > 0
-
-
-def test_the_json_columns_and_the_io_rows_arrow_arrays_are_made_off_the_main_thread(
-        tmp_path, monkeypatch):
-    """The compiled writer of the messages' JSON columns and the IO rows' Arrow arrays
-    run beside the analysis' thread (docs/export.md#speed): every call of either comes
-    from a thread of its own, and the tables are the ones made on this thread (the ios
-    rows joined and made Arrow at once, the messages' rows from each record's dict)."""
-    from rtrs_scapy.engine.text import Template
-    threads = {"json": set(), "ios": set()}
-    texts, named_rows = Template.texts, ios.named_rows
-
-    def texts_where(template, *args):
-        threads["json"].add(threading.current_thread().name)
-        return texts(template, *args)
-
-    def named_where(*args):
-        threads["ios"].add(threading.current_thread().name)
-        return named_rows(*args)
-    monkeypatch.setattr(Template, "texts", texts_where)
-    monkeypatch.setattr(ios, "named_rows", named_where)
-    pcap = str(real_pcap("errors"))
-    writer = IoWriter(tmp_path / "ios.parquet", pcap, row_group_rows=16)
-    batches = []
-    result = analyze(pcap, keep_messages=True,
-                     io_sink=lambda batch: batches.append(batch) or writer(batch))
-    writer.close(Names(result.analyzer))
-    pieces = list(build.messages_tables(result, pcap))
-    assert threads["json"] and all(name.startswith("rtrs-json") for name in threads["json"])
-    assert threads["ios"] and all(name.startswith("rtrs-parquet") for name in threads["ios"])
-    assert threading.current_thread().name not in threads["json"] | threads["ios"]
-    made_here = ios.arrow_rows(ios.iorows.concat(batches), pcap, Names(result.analyzer))[0]
-    assert pq.read_table(writer.path).equals(made_here.cast(schema("ios")))
-    as_dicts = SimpleNamespace(summary=result.summary, analyzer=result.analyzer,
-                               messages=list(result.messages))
-    assert pa.concat_tables(pieces).equals(pa.concat_tables(build.messages_tables(as_dicts,
-                                                                                pcap)))
 
 
 def test_io_rows_handed_one_at_a_time_make_the_same_row_groups(tmp_path, monkeypatch):
