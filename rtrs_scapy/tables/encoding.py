@@ -96,19 +96,14 @@ class Encoder:
         self.writing = None
 
     def write(self, table, **options):
-        """A row group: ``table``, or a function of no argument that makes it, called
-        on the encoder's thread (what it does without the GIL then runs beside this
-        thread)."""
         self.wait()
-        self.writing = self.pool.submit(self._write, table, options)
-
-    def _write(self, table, options):
-        if callable(table):
-            table = table()
         if self.writer is None:
             self.writer = parquet_writer(self.path, self.table, table.schema)
         elif not table.schema.equals(self.writer.schema):
             table = table.cast(self.writer.schema)
+        self.writing = self.pool.submit(self._write, table, options)
+
+    def _write(self, table, options):
         self.writer.write_table(table, **options)
         _trim_heap()
 

@@ -76,27 +76,13 @@ def device_column(path_ids, device_ids, names):
 def arrow_rows(rows, capture, names):
     """A batch of IO rows as an Arrow table of the ``ios`` schema, and the names it
     used: {("path", id): names, ("device", path id, device id): name}."""
-    named, used = name_columns(rows["path"], rows["device_id"], names)
-    return named_rows(rows, capture, named), used
-
-
-def name_columns(path, device_id, names):
-    """The name columns (PATH_COLUMNS and ``device``) of IO rows of these path and
-    device ids, and the names used (as :func:`arrow_rows`)."""
-    named, per_path = path_columns(path, names)
-    named["device"], per_device = device_column(path, device_id, names)
-    used = {("path", p): known for p, known in per_path.items()}
-    used.update((("device",) + key, name) for key, name in per_device.items())
-    return named, used
-
-
-def named_rows(rows, capture, named):
-    """IO rows as an Arrow table of the ``ios`` schema, their name columns ``named``
-    (:func:`name_columns`): numpy columns into Arrow arrays, which pyarrow does
-    without the GIL (the encoder's thread does it: :class:`IoWriter`)."""
     n = len(rows["frame"])
     path = rows["path"]
+    path_cols, per_path = path_columns(path, names)
     device_id = rows["device_id"]
+    devices, per_device = device_column(path, device_id, names)
+    used = {("path", p): known for p, known in per_path.items()}
+    used.update((("device",) + key, name) for key, name in per_device.items())
     rnbd_op = rows["rnbd_op"]
     is_io = rnbd_op >= 0
     rnbd_type = rows["rnbd_type"]
@@ -108,7 +94,7 @@ def named_rows(rows, capture, named):
         "frame": pa.array(rows["frame"]),
         "first_frame": nullable(rows["first_frame"], rows["first_frame"] < 0),
         "time": pa.array(rows["time_ns"], TIME),
-        **{column: named[column] for column in PATH_COLUMNS},
+        **path_cols,
         "path_id": pa.array(path.astype(np.int32)),
         "cid": nullable(rows["cid"].astype(np.int32), rows["cid"] < 0),
         "op": lookup(_OPS, rows["op"] - 1),
@@ -118,7 +104,7 @@ def named_rows(rows, capture, named):
         "rnbd_msg": by_key(rnbd_type, kind_name, rnbd_type < 0)[0],
         "rnbd_op": by_key(rnbd_op, rnbd_op_name, ~is_io)[0],
         "device_id": nullable(device_id.astype(np.int32), device_id < 0),
-        "device": named["device"],
+        "device": devices,
         "sector": nullable(rows["sector"], ~is_io | (rnbd_op == RNBD_OP_FLUSH)),
         "bi_size": nullable(rows["bi_size"], ~is_io),
         "outcome": lookup(_OUTCOMES, rows["outcome"]),
@@ -134,7 +120,7 @@ def named_rows(rows, capture, named):
     }
     for part, values in split.parts_ns(rows).items():
         columns[part + "_us"] = nullable(values / 1e3, values < 0)
-    return pa.Table.from_pydict(columns, schema=arriving(_SCHEMA, columns))
+    return pa.Table.from_pydict(columns, schema=arriving(_SCHEMA, columns)), used
 
 
 class IoWriter:
@@ -197,25 +183,20 @@ class IoWriter:
                 self.pending[0] = {name: column[need:] for name, column in batch.items()}
             need -= min(size, need)
         self.pending_rows -= self.row_group_rows
-        self._write(group)
+        self._write(_joined(group))
 
     def flush(self):
         self._gather()
         if self.pending:
-            group, self.pending, self.pending_rows = self.pending, [], 0
-            self._write(group)
+            rows, self.pending, self.pending_rows = _joined(self.pending), [], 0
+            self._write(rows)
 
-    def _write(self, group):
-        """The batches ``group`` as a row group: named here, by what the analyzer knows
-        now; joined and made Arrow arrays on the encoder's thread (the batches are
-        not written to after the analyzer hands them over)."""
-        ids = iorows.concat([{"path": b["path"], "device_id": b["device_id"]} for b in group])
-        named, used = name_columns(ids["path"], ids["device_id"], self.names)
+    def _write(self, rows):
+        table, used = arrow_rows(rows, self.capture, self.names)
         for key, name in used.items():
             self.used.setdefault(key, set()).add(name)
-        self.writer.write(lambda: named_rows(_joined(group), self.capture, named),
-                          row_group_size=self.row_group_rows)
-        self.rows += sum(len(batch["frame"]) for batch in group)
+        self.writer.write(table, row_group_size=self.row_group_rows)
+        self.rows += table.num_rows
 
     def close(self, final):
         """Write what is left; name earlier rows again if a name became known later:

@@ -1,15 +1,13 @@
 """The ``messages`` table from the records' columns (analysis/records.py), a row
 group at a time: numpy columns become Arrow arrays, names are taken from the few
 distinct ones, and the two JSON columns (``fields``, ``rnbd``) are written by the
-compiled line writer (engine/text.py), so no Python runs per row; it runs without
-the GIL, on a thread of its own while the other columns are made (docs/export.md#speed).
-The rare rich records (CM, info exchange, RNBD control messages, failovers) are made as
-build.py makes any record: from its dict.  The rows are the same as build._message_row's
+compiled line writer (engine/text.py), so no Python runs per row.  The rare rich
+records (CM, info exchange, RNBD control messages, failovers) are made as build.py
+makes any record: from its dict.  The rows are the same as build._message_row's
 (tests/test_message_lines.py).
 """
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -51,59 +49,55 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
     if records.extras or records.rnbd or records.replies:
         special = np.zeros(len(records.cols), dtype=bool)
         special[list(records.extras) + list(records.rnbd) + list(records.replies)] = True
-    # each row group's JSON columns are written on a thread of their own (the compiled
-    # writer runs without the GIL) while this one makes the other columns
-    with ThreadPoolExecutor(1, thread_name_prefix="rtrs-json") as json_writer:
-        for start in range(0, len(order), rows_per_table):
-            idx = order[start:start + rows_per_table]
-            col = take(("frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired",
-                        "latency", "rich", "flags", "buf_id", "errno"), idx)
-            n = len(idx)
-            names = pa.array(col["names"])
-            flags = col["flags"]
-            io = (flags & (R.F_REQUEST | R.F_RESPONSE)) != 0
-            response = (flags & R.F_RESPONSE) != 0
-            # a response shows the RNBD header of the request it answers
-            header = np.where(response, request_of[idx], idx)
-            slow = col["rich"] >= 0
-            if special is not None:
-                slow |= special[idx] | (special[np.maximum(header, 0)] & (header >= 0))
-            rows = [row_of(records.record(int(i))) for i in idx[slow].tolist()]
-            own = dict(zip(table_schema.names, zip(*rows)))     # the rich rows' values
-            json_texts = json_writer.submit(json_columns(records, idx, col, slow, own))
-            h = take(("flags", "rw", "device_id", "sector", "bi_size"), np.maximum(header, 0))
-            has_header = (header >= 0) & ((h["flags"] & R.F_RNBD_IO) != 0)
-            rw = h["rw"]
-            sector_known = has_header & ((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH)
-            out = {
-                "capture": repeated(capture, n),
-                "frame": pa.array(col["frame"], pa.int64()),
-                "time": pa.array(np.rint(col["time"] * 1e6).astype(np.int64) * 1000, TIME),
-                **{k: texts.take(col["names"]) for k, texts in per_names.items()},
-                "path_id": path_id.take(names),
-                "src": addrs.take(col["src"]), "dst": addrs.take(col["dst"]),
-                "dst_qpn": _column(col["qpn"], pa.int64()),
-                "cid": _column(col["cid"], pa.int32(), col["cid"] < 0),
-                "msg": msgs.take(col["msg"]),
-                "buf_id": _column(col["buf_id"], pa.int32(), ~io),
-                "errno": _column(col["errno"], pa.int32(), ~response),
-                "rnbd_msg": repeated("io", n, ~has_header),
-                "rnbd_op": _texts_by_value(rw, rnbd_op_name, ~has_header),
-                "device_id": _column(h["device_id"], pa.int32(), ~has_header),
-                "sector": _column(h["sector"], pa.int64(), ~sector_known),
-                "bi_size": _column(h["bi_size"], pa.int64(), ~has_header),
-                "paired_frame": _column(col["paired"], pa.int64(), col["paired"] < 0),
-                "latency_us": _round_1(col["latency"] * 1e6),
-            }
-            if rows:
-                mask, at = pa.array(slow), pa.array(np.flatnonzero(slow))
-                for field in table_schema:
-                    if field.name not in _JsonColumns.NAMES:
-                        out[field.name] = _with_rich(out[field.name], mask, at,
-                                                     _wrapped(own[field.name], field.type))
-            out["fields"], out["rnbd"] = json_texts.result()
-            pieces = arriving(table_schema, out)
-            yield pa.Table.from_arrays([out[f.name] for f in pieces], schema=pieces)
+    for start in range(0, len(order), rows_per_table):
+        idx = order[start:start + rows_per_table]
+        col = take(("frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired",
+                    "latency", "rich", "flags", "buf_id", "errno"), idx)
+        n = len(idx)
+        names = pa.array(col["names"])
+        flags = col["flags"]
+        io = (flags & (R.F_REQUEST | R.F_RESPONSE)) != 0
+        response = (flags & R.F_RESPONSE) != 0
+        # a response shows the RNBD header of the request it answers
+        header = np.where(response, request_of[idx], idx)
+        h = take(("flags", "rw", "device_id", "sector", "bi_size"), np.maximum(header, 0))
+        has_header = (header >= 0) & ((h["flags"] & R.F_RNBD_IO) != 0)
+        rw = h["rw"]
+        sector_known = has_header & ((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH)
+        out = {
+            "capture": repeated(capture, n),
+            "frame": pa.array(col["frame"], pa.int64()),
+            "time": pa.array(np.rint(col["time"] * 1e6).astype(np.int64) * 1000, TIME),
+            **{k: texts.take(col["names"]) for k, texts in per_names.items()},
+            "path_id": path_id.take(names),
+            "src": addrs.take(col["src"]), "dst": addrs.take(col["dst"]),
+            "dst_qpn": _column(col["qpn"], pa.int64()),
+            "cid": _column(col["cid"], pa.int32(), col["cid"] < 0),
+            "msg": msgs.take(col["msg"]),
+            "buf_id": _column(col["buf_id"], pa.int32(), ~io),
+            "errno": _column(col["errno"], pa.int32(), ~response),
+            "rnbd_msg": repeated("io", n, ~has_header),
+            "rnbd_op": _texts_by_value(rw, rnbd_op_name, ~has_header),
+            "device_id": _column(h["device_id"], pa.int32(), ~has_header),
+            "sector": _column(h["sector"], pa.int64(), ~sector_known),
+            "bi_size": _column(h["bi_size"], pa.int64(), ~has_header),
+            "paired_frame": _column(col["paired"], pa.int64(), col["paired"] < 0),
+            "latency_us": _round_1(col["latency"] * 1e6),
+        }
+        slow = col["rich"] >= 0
+        if special is not None:
+            slow |= special[idx] | (special[np.maximum(header, 0)] & (header >= 0))
+        rows = [row_of(records.record(int(i))) for i in idx[slow].tolist()]
+        own = dict(zip(table_schema.names, zip(*rows)))     # the rich rows' values
+        out["fields"], out["rnbd"] = json_columns(records, idx, col, slow, own)
+        if rows:
+            mask, at = pa.array(slow), pa.array(np.flatnonzero(slow))
+            for field in table_schema:
+                if field.name not in _JsonColumns.NAMES:
+                    out[field.name] = _with_rich(out[field.name], mask, at,
+                                                 _wrapped(own[field.name], field.type))
+        pieces = arriving(table_schema, out)
+        yield pa.Table.from_arrays([out[f.name] for f in pieces], schema=pieces)
 
 
 def _with_rich(column, mask, at, rich):
@@ -151,11 +145,9 @@ class _JsonColumns:
     NAMES = ("fields", "rnbd")
 
     def __call__(self, records, idx, col, rich, own):
-        """What writes the two columns of the records ``idx`` (a function of no
-        argument, to call on another thread: it reads none of the records, and the
-        next call waits for it); the ``rich`` ones (a mask) take their texts from
-        ``own`` (column name -> texts, None for null), made from their dicts: written
-        in place by the writer, not put in after."""
+        """The two columns of the records ``idx``; the ``rich`` ones (a mask) take
+        their texts from ``own`` (column name -> texts, None for null), made from
+        their dicts: written in place by the writer, not put in after."""
         c = records.cols.take((
             "offset", "usr_len", "data_len", "sg_cnt", "first_frame", "desc_addr", "desc_key",
             "desc_len", "rkey_buf_id", "rkey", "inv", "device_id", "sector", "rw", "bi_size",
@@ -182,15 +174,15 @@ class _JsonColumns:
         whole = np.full(len(idx), -1, dtype=np.int64)
         at = np.flatnonzero(rich)
         whole[at] = np.arange(len(at))
-        jobs = []
+        made = []
         for name, template, valid in zip(self.NAMES, (self.fields, self.rnbd), (None, io)):
             texts = own.get(name, ())
             if texts:
                 valid = np.ones(len(idx), dtype=bool) if valid is None else valid.copy()
                 valid[at] = [text is not None for text in texts]
-            jobs.append((template, [t or "" for t in texts], valid))
-        return lambda: [strings(template.texts(columns, whole, texts), valid)
-                        for template, texts, valid in jobs]
+            made.append(strings(template.texts(columns, whole, [t or "" for t in texts]),
+                                 valid))
+        return made
 
 
 def _errno_words(errno):
