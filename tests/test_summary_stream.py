@@ -13,11 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 from scapy.all import IP, UDP, Ether, wrpcap
 
-from conftest import PROJECT_PCAPS, real_pcap
+from conftest import PROJECT_PCAPS, REAL_ALL, real_pcap
 from ib_decode import write_cut
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.naming import device_entries, session_identity, session_keys
 from rtrs_scapy.cli.summary import write_summary_json
+from rtrs_scapy.report.indented import IndentedJson
 from rtrs_scapy.report.messages import MessageView
 from rtrs_scapy.report.text import render, render_parts
 from rtrs_scapy.tables.build import messages_tables
@@ -58,6 +59,33 @@ def test_the_streamed_summary_is_the_whole_summarys_bytes(capture, request):
     assert _streamed(capture, piece=1) == json.dumps(whole, indent=1) + "\n"
     text = "".join(render_parts(*analyze(capture, keep_messages=False).summary_parts()))
     assert text == render(whole)
+
+
+TRICKY = [
+    {}, [], (), 0, -1.5, "", None, True, [[]], [{}], {"a": []}, {"a": {}},
+    {"n": float("nan"), "i": float("inf"), "-i": float("-inf"), "z": -0.0, "e": 1e16,
+     "s": 1e-7, "big": 2 ** 70, "t": (1, 2), "u": "é\u2028\"q\\\n", "b": False},
+    {1: "int", 2.5: "float", True: "bool", None: "none", "k:\"ey": {"deep": [1, [2, [3]]]}},
+    [1, "x", [2, {"y": [3, {"z": {}}]}], (4, (5,)), {"w": ()}],
+    {"rows": [[1, 2], [3, 4]], "mixed": [{"a": 1}, 2, [3], {}]},
+]
+
+
+@pytest.mark.parametrize("level", [0, 1, 3])
+def test_the_indented_json_is_the_standard_librarys(level):
+    """report/indented.py writes what ``json.dumps(indent=1)`` writes, byte for byte
+    (with its lines after the first indented ``level`` more), for values of every kind:
+    empty and nested containers, tuples, NaN and infinities, big integers, escapes,
+    keys that are not strings; and every real capture's summary.  A value JSON cannot
+    hold is refused as the standard library refuses it."""
+    encoder = IndentedJson(indent=1)
+    values = TRICKY + [analyze(path, keep_messages=False).summary for _, path, _ in REAL_ALL]
+    for value in values:
+        assert encoder.text(value, level) == \
+            json.dumps(value, indent=1).replace("\n", "\n" + " " * level)
+    for value in ({"a": object()}, [1, {"b": {1, 2}}], b"bytes"):
+        with pytest.raises(TypeError, match="not JSON serializable"):
+            encoder.text(value)
 
 
 def test_no_session_is_said_once(no_rtrs):
