@@ -103,11 +103,10 @@ def test_an_analysis_stopped_after_the_first_chunk_returns():
     # three chunks of 600 records the thread has read all three by then and waits
     # to hand over the end
     from rtrs_scapy.analysis import analyze
-    capture = CAPTURE
     done = []
     for _ in range(20):
         reader = threading.Thread(
-            target=lambda: done.append(analyze(capture, chunk_records=600, until_frame=1)),
+            target=lambda: done.append(analyze(CAPTURE, chunk_records=600, until_frame=1)),
             daemon=True)
         reader.start()
         reader.join(20)

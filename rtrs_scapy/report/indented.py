@@ -3,11 +3,12 @@ the standard library's C encoder.
 
 ``indent`` sends the standard library to its pure-Python encoder, a generator per
 container: a summary of many short sessions spent a sixth of its time there
-(docs/benchmarks.md, "The summary's JSON from the C encoder").  Yet the C encoder takes any item separator:
-a container whose values hold no container (most of a summary's: counters, percentiles)
-is one call of it with the separator ``",\\n"`` and the indentation of its items; only
-the containers that hold containers are walked here.  Scalars are written by the same
-C functions either way, so the text is the same, byte for byte.
+(docs/benchmarks.md, "The summary's JSON from the C encoder").  Yet the C encoder takes
+any item separator: a container whose values hold no container (most of a summary's:
+counters, percentiles) is one call of it with the separator ``",\\n"`` and the
+indentation of its items; only the containers that hold containers are walked here.
+Scalars are written by the same C functions either way, so the text is the same, byte
+for byte.
 """
 
 from json import JSONEncoder
