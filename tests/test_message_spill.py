@@ -22,6 +22,7 @@ from rtrs_scapy.analysis import analyze, spill
 from rtrs_scapy.analysis.columns import Columns
 from rtrs_scapy.analysis.records import Records
 from rtrs_scapy.engine import ROWS
+from rtrs_scapy.engine import transport as T
 from rtrs_scapy.report import forked
 from rtrs_scapy.report.message_lines import MessageLines
 from rtrs_scapy.report.messages import MessageView
@@ -140,24 +141,39 @@ def _outputs(result):
 
 
 def test_address_ids_are_numbered_in_the_order_the_addresses_come():
-    """A batch's addresses get their ids one look-up per distinct address
-    (analysis/records.py): the ids one look-up per row gives, new ones numbered in
-    the order of their first row, also where one low half sits under two high ones
-    (an IPv4-mapped address and an IPv6 one in the same batch)."""
+    """A batch's records take their address ids from a table looked up row by row
+    (engine/record_columns.py), the addresses it does not hold numbered in Python: the
+    ids are those one look-up per address gives, new ones numbered in the order of
+    their first row, a batch's sources before its destinations; also where one low
+    half sits under two high ones (an IPv4-mapped address and an IPv6 one), across
+    the table's growth (300 addresses), and for addresses numbered apart from rows
+    (a CM record's, ``addr_id``) that rows name later."""
     class Texts:
         text = staticmethod(lambda raw: "%x/%x" % raw)
 
     rng = np.random.default_rng(7)
     mapped, six = 0xFFFF, 0x2001_0DB8 << 32
     for highs in ((mapped,), (mapped, six)):
-        hi = rng.choice(highs, 500)
-        lo = rng.choice([0x0A4D0101, 0x0A4D0102, 0x0A4D0001, 5], 500)
+        lows = rng.integers(1, 1 << 32, 150)
+        n = 2000
+        addresses = {half: (rng.choice(highs, n), rng.choice(lows, n) + (n * (half == "dst")))
+                     for half in ("src", "dst")}
+        rows = np.zeros((n, T.R_COLUMNS), dtype=np.int64)
+        for half, (hi_col, lo_col) in (("src", (T.R_SRC_HI, T.R_SRC_LO)),
+                                       ("dst", (T.R_DST_HI, T.R_DST_LO))):
+            rows[:, hi_col], rows[:, lo_col] = addresses[half]
         records, reference = Records(Texts()), Records(Texts())
-        for rows in (slice(0, 200), slice(200, 500)):
-            ids = records._address_ids(hi[rows], lo[rows])
-            assert ids.tolist() == [reference.addr_id(raw) for raw in
-                                    zip(hi[rows].tolist(), lo[rows].tolist())]
-        assert records.addrs == reference.addrs
+        early = (int(rows[1500, T.R_DST_HI]), int(rows[1500, T.R_DST_LO]))
+        records.addr_id(early), reference.addr_id(early)
+        for batch in (slice(0, 500), slice(500, n)):
+            keep = np.arange(n)[batch]
+            first = records.cols.extend(len(keep)) - records.cols.base
+            records._write_rows(rows, keep, first)
+            for half in ("src", "dst"):
+                hi, lo = (column[batch] for column in addresses[half])
+                expected = [reference.addr_id(raw) for raw in zip(hi.tolist(), lo.tolist())]
+                assert records.cols.data[half][first:first + len(keep)].tolist() == expected
+        assert records.addrs == reference.addrs and len(records.addrs) > 256
 
 
 def test_spilled_records_give_the_same_lines_and_rows(failover_runs):

@@ -21,8 +21,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..engine import transport as T
-from ..engine.distinct import distinct_inverse, places
+from ..engine.distinct import distinct_inverse
 from ..engine.recent import Recent
+from ..engine.record_columns import (AddressIds, address_ids, pair_by_frame, record_rows,
+                                     split_kinds)
 from ..layout.plans import plan
 from ..spec.constants import RNBD_MSG_IO
 from . import decode as D
@@ -77,9 +79,11 @@ LATE = ("reply_frame", "failover_from", "failed_over_to", "invalidate_frame",
         "not_delivered", "failover_unseen")
 _LATE_PLACE = {name: k for k, name in enumerate(LATE)}
 
+#: new addresses of a batch numbered by looking its rows up again (then row by row)
+NEW_ADDRESSES = 8
 #: one frame kept per MARK records of the frame order, to find a frame's records
 MARK = 256
-#: records worked on at a time where the frame order is sorted and looked up
+#: records worked on at a time where the frame order is sorted
 SCAN = 65536
 #: records per chunk spilled to disk (columns.py): two chunks stay in memory, 1.3 MB each
 CHUNK = 8192
@@ -107,6 +111,7 @@ class Records:
         self._msg_code = {name: i for i, name in enumerate(FIXED)}
         self.addrs = []           # address text by id
         self._addr_id = {}
+        self._known = AddressIds()     # of the addresses numbered, the ones rows give
         self.names = []           # (sess_uuid, client, server) by id
         self._names_id = {}
         # (fields, rnbd) of records not in columns, packed; a few dozen a session, a
@@ -117,6 +122,7 @@ class Records:
         self.rnbd = {}            # record -> RNBD header that is not an IO's
         self.replies = {}         # record -> rnbd_reply
         self.extras = {}          # record -> fields it gained late, in order
+        self._marked_top = -1     # the latest record ever given one
         self.reads = Recent(depth=8)    # desc key -> the recent READ requests' (frame, record)
         self.new_reads = []       # (desc keys, frames, records): READs since the last match
         self.new_invalidations = []     # (rkeys, frames): invalidations not matched yet
@@ -224,13 +230,10 @@ class Records:
         start = c.extend(len(keep))
         at = slice(start - c.base, start - c.base + len(keep))
         data = c.data
-        data["frame"][at] = rows[keep, T.R_LAST_FRAME]
-        data["time"][at] = rows[keep, T.R_LAST_TS] / 1e9
-        data["qpn"][at] = rows[keep, T.R_QPN]
+        self._write_rows(rows, keep, start - c.base)
         data["msg"][at] = msg
         data["cid"][at] = cid
         data["names"][at] = names
-        data["src"][at], data["dst"][at] = self._addresses(rows, keep)
         index[keep] = np.arange(start, start + len(keep))
         for i, fields in sends.items():
             data["rich"][index[i] - c.base] = len(self.rich)
@@ -261,29 +264,36 @@ class Records:
         inverse = inverse.reshape(-1)
         return np.array(cid, dtype=np.int64)[inverse], np.array(names, dtype=np.int32)[inverse]
 
-    def _addresses(self, rows, keep):
-        """Address ids of the sources and destinations of the rows ``keep``."""
-        return [self._address_ids(rows[keep, hi], rows[keep, lo])
-                for hi, lo in ((T.R_SRC_HI, T.R_SRC_LO), (T.R_DST_HI, T.R_DST_LO))]
+    def _write_rows(self, rows, keep, first):
+        """Frame, time, QP and address ids of the rows ``keep`` into the records in
+        memory from ``first`` on (engine/record_columns.py)."""
+        data = self.cols.data
+        known = self._known
+        if not record_rows(rows, keep, first, data["frame"], data["time"], data["qpn"],
+                           data["src"], data["dst"], known.keys, known.ids):
+            return
+        for name, hi, lo in (("src", T.R_SRC_HI, T.R_SRC_LO), ("dst", T.R_DST_HI, T.R_DST_LO)):
+            self._new_addresses(rows, keep, hi, lo, data[name][first:first + len(keep)])
 
-    def _address_ids(self, hi, lo):
-        """Address ids of (hi, lo) halves, one look-up per distinct address (a batch has
-        a few), new ones numbered in the order they come."""
-        low, inverse = distinct_inverse(lo)
-        inverse = inverse.reshape(-1)
-        high = np.empty_like(low)
-        high[inverse] = hi
-        if not np.array_equal(high[inverse], hi):   # one low half under two high ones
-            pairs, inverse = np.unique(np.stack((hi, lo), axis=1), axis=0, return_inverse=True)
-            high, low, inverse = pairs[:, 0], pairs[:, 1], inverse.reshape(-1)
-        pairs = list(zip(high.tolist(), low.tolist()))
-        new = [k for k, pair in enumerate(pairs) if pair not in self._addr_id]
-        if len(new) > 1:        # numbered in the order they first come
-            new.sort(key=lambda k: int(np.argmax(inverse == k)))
-        for k in new:
-            self.addr_id(pairs[k])
-        ids = np.array([self._addr_id[pair] for pair in pairs], dtype=np.int32)
-        return ids[inverse]
+    def _new_addresses(self, rows, keep, hi, lo, ids):
+        """``ids`` of the rows ``keep`` whose address the table did not hold (-1): the
+        addresses numbered in the order their rows come.  The first row left names the
+        next one, and the rows left are looked up again: a batch brings a few (a new
+        session's); beyond NEW_ADDRESSES, the rest are numbered row by row."""
+        unknown = np.flatnonzero(ids < 0)
+        for _ in range(NEW_ADDRESSES):
+            if not len(unknown):
+                return
+            row = keep[unknown[0]]
+            pair = (int(rows[row, hi]), int(rows[row, lo]))
+            self._known.add([pair[0]], [pair[1]], [self.addr_id(pair)])
+            found = np.empty(len(unknown), dtype=np.int64)
+            address_ids(rows, keep[unknown], hi, lo, self._known.keys, self._known.ids, found)
+            ids[unknown] = found
+            unknown = unknown[found < 0]
+        at = keep[unknown]
+        ids[unknown] = [self.addr_id(pair) for pair in zip(rows[at, hi].tolist(),
+                                                           rows[at, lo].tolist())]
 
     def _others(self, rows):
         """One record per message of another protocol's connection, without RTRS fields:
@@ -378,9 +388,7 @@ class Records:
             if header is not None:
                 self.rnbd[int(at[k])] = header
         put("inv", at, -1)
-        if self.extras:
-            for record in self.extras.keys() & at.tolist():
-                del self.extras[record]
+        self._written(at)
         # a client buffer's key comes back: the recent reads of each are kept
         read = at[desc]
         if len(read):
@@ -399,7 +407,12 @@ class Records:
             put(name, at, column[mine])
         put("flags", at, F_RESPONSE | np.where(with_invalidate[mine] != 0, F_WITH_INV, 0)
             | np.where(rkey_rsp[mine] != 0, F_RKEY, 0))
-        if self.extras:
+        self._written(at)
+
+    def _written(self, at):
+        """Records written again lose the fields they gained late; only records
+        beyond the oldest ever marked can have some (most batches write none of them)."""
+        if self.extras and len(at) and self._marked_top >= int(at.min()):
             for record in self.extras.keys() & at.tolist():
                 del self.extras[record]
 
@@ -426,6 +439,7 @@ class Records:
             self.rich[rich] = (self._pack(fields), rnbd)
         else:
             self.extras.setdefault(index, {})[key] = value
+            self._marked_top = max(self._marked_top, index)
 
     def of_frames(self, frames, msgs=("read", "write")):
         """Records, in the order they were made, of these frames and message names."""
@@ -471,42 +485,33 @@ class Records:
         return self._partners
 
     def _pair_by_frame(self):
+        """Made in compiled code (engine/record_columns.py) from the requests' and the
+        responses' records, frames and paired frames, gathered in frame order; their
+        arrays are sized by a first reading, which leaves the heap without holes
+        below the two results."""
         order = self.order
-        # made first: the work arrays freed after them leave no hole below them
         request_of = np.full(len(self.cols), -1, dtype=order.dtype)
         response_of = np.full(len(self.cols), -1, dtype=order.dtype)
         kinds = np.zeros(len(order), dtype=np.int8)      # 1 a response, 2 a request
-        top = 0
-        for start, got in self._in_order(("msg", "frame", "paired")):
+        for start, got in self._in_order(("msg",)):
             msg = got["msg"]
             kinds[start:start + len(msg)] = np.where(
                 msg == IO_RSP, 1, np.where((msg == READ) | (msg == WRITE), 2, 0))
-            top = max(top, int(got["frame"].max(initial=0)), int(got["paired"].max(initial=0)))
         counts = np.bincount(kinds, minlength=3)
-        frame_type = _index_type(top + 1)
-        p = {"rsp": np.empty(counts[1], order.dtype), "rsp_frame": np.empty(counts[1], frame_type),
-             "req": np.empty(counts[2], order.dtype), "req_frame": np.empty(counts[2], frame_type),
-             "req_paired": np.empty(counts[2], frame_type)}
-        done = [0, 0, 0]
+        rsp, rsp_frame = (np.empty(counts[1], dtype=np.int64) for _ in range(2))
+        req, req_frame, req_paired = (np.empty(counts[2], dtype=np.int64) for _ in range(3))
+        done = np.zeros(3, dtype=np.int64)
         for start, got in self._in_order(("frame", "paired")):
-            at = order[start:start + len(got["frame"])]
-            kind = kinds[start:start + len(at)]
-            for code, name, columns in ((1, "rsp", ("frame",)), (2, "req", ("frame", "paired"))):
-                mine = kind == code
-                room = slice(done[code], done[code] + int(np.count_nonzero(mine)))
-                p[name][room] = at[mine]
-                for column in columns:
-                    p[name + "_" + column][room] = got[column][mine]
-                done[code] = room.stop
+            stop = start + len(got["frame"])
+            split_kinds(kinds[start:stop], got["frame"], got["paired"],
+                        order[start:stop].astype(np.int64), rsp, rsp_frame, req, req_frame,
+                        req_paired, done)
         del kinds
-        # frames come in frame order: the last of equal ones found without a sort
-        key, val = _last_of_sorted(p["rsp_frame"], p["rsp"])
-        hit = _lookup(key, val, p["req_paired"])
-        ok = hit >= 0
-        key, val = _last_of_sorted(p["req_frame"][ok], hit[ok])
-        response_of[p["req"]] = _lookup(key, val, p.pop("req_frame"))
-        key, val = _last_by_key(p.pop("req_paired")[ok], p.pop("req")[ok])
-        request_of[p["rsp"]] = _lookup(key, val, p["rsp_frame"])
+        got_response = np.empty(len(req), dtype=np.int64)
+        answers = np.empty(len(rsp), dtype=np.int64)
+        pair_by_frame(rsp_frame, req_frame, req_paired, got_response, answers)
+        response_of[req] = _taken(rsp, got_response)
+        request_of[rsp] = _taken(req, answers)
         return request_of, response_of
 
     def _in_order(self, names):
@@ -679,26 +684,11 @@ def _index_type(count):
     return np.int32 if count < 2 ** 31 else np.int64
 
 
-def _last_of_sorted(keys, values):
-    """_last_by_key of keys in ascending order."""
-    last = np.flatnonzero(np.append(keys[1:] != keys[:-1], len(keys) > 0))
-    return keys[last], values[last]
-
-
-def _last_by_key(keys, values):
-    """Sorted unique keys and, for each, the value of its last occurrence."""
-    last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
-    return keys[last], values[last]
-
-
-def _lookup(keys, values, queries):
-    """The value of each query's key (sorted unique ``keys``), -1 where none."""
-    out = np.full(len(queries), -1, dtype=values.dtype)
-    if not len(keys):        # no value to take where a query finds none (responses alone)
-        return out
-    for start in range(0, len(queries), SCAN):      # a piece at a time: small work arrays
-        at = places(keys, queries[start:start + SCAN])
-        out[start:start + SCAN] = np.where(at >= 0, values[at], -1)
+def _taken(values, places):
+    """``values`` at ``places``, -1 where a place is -1."""
+    out = np.full(len(places), -1, dtype=np.int64)
+    found = places >= 0
+    out[found] = values[places[found]]
     return out
 
 

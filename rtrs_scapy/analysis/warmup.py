@@ -31,7 +31,8 @@ def compile_engine():
     started = time.monotonic()
     use_numba()
     captures = [str(SAMPLES / "basic_inval_40.pcap"), str(SAMPLES / "basic_inval_40.pcapng")]
-    analyze(captures, keep_messages=True)      # the records' recent reads too
+    result = analyze(captures, keep_messages=True)     # the records' recent reads too
+    result.messages.records.partners()          # what the lines and tables pair by frame
     with open_capture(captures[0]) as capture:
         _, _, buf, start, end, link_type = next(iter(capture))
         ib.ib_offset(buf, start, end, link_type)

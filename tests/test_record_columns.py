@@ -1,0 +1,59 @@
+"""engine/record_columns.py: the message records' pairs by frame and address table,
+against plain Python statements of what they do."""
+
+import numpy as np
+
+from rtrs_scapy.engine.record_columns import AddressIds, address_ids, pair_by_frame
+from rtrs_scapy.engine import transport as T
+
+
+def _pairs_by_frame(rsp_frame, req_frame, req_paired):
+    """The rule, record by record: a request gets the last response of the frame it was
+    paired with; the requests of a frame all get the one of the last of them that got
+    one; a response gets the last request paired with its frame that got one."""
+    last_response = {frame: r for r, frame in enumerate(rsp_frame)}
+    hit = [last_response.get(frame, -1) for frame in req_paired]
+    per_frame = {frame: h for frame, h in zip(req_frame, hit) if h >= 0}
+    got = [per_frame.get(frame, -1) for frame in req_frame]
+    asked = {req_paired[q]: q for q in range(len(req_paired)) if hit[q] >= 0}
+    answers = [asked.get(frame, -1) for frame in rsp_frame]
+    return got, answers
+
+
+def test_requests_and_responses_pair_by_frame_as_the_rule_says():
+    """Frames shared by several requests or responses (retransmitted and failed-over
+    IO), requests paired with a frame no response has, responses no request names."""
+    rng = np.random.default_rng(11)
+    for size in (0, 1, 5, 200, 3000):
+        rsp_frame = np.sort(rng.integers(0, size * 2 + 1, size))
+        req_frame = np.sort(rng.integers(0, size * 2 + 1, size + 3))
+        req_paired = rng.choice(np.append(rsp_frame, [-1, size * 5]), size + 3)
+        got = np.empty(len(req_frame), dtype=np.int64)
+        answers = np.empty(len(rsp_frame), dtype=np.int64)
+        pair_by_frame(rsp_frame, req_frame, req_paired, got, answers)
+        expected = _pairs_by_frame(rsp_frame.tolist(), req_frame.tolist(), req_paired.tolist())
+        assert (got.tolist(), answers.tolist()) == expected
+        if size >= 200:
+            assert len(set(rsp_frame.tolist())) < size and (got >= 0).any() and (answers < 0).any()
+
+
+def test_the_address_table_finds_what_it_was_given_across_its_growth():
+    """Addresses added in rounds (the table doubling beyond half full; one given twice
+    keeps its first id) are found by every row that names them; others are -1."""
+    rng = np.random.default_rng(3)
+    table = AddressIds()
+    known = {}
+    for _ in range(6):
+        his = rng.integers(-(1 << 63), 1 << 63, 40, dtype=np.int64)
+        los = rng.integers(-(1 << 63), 1 << 63, 40, dtype=np.int64)
+        values = np.arange(len(known), len(known) + 40)
+        table.add(np.append(his, his[:1]), np.append(los, los[:1]), np.append(values, -5))
+        known.update(zip(zip(his.tolist(), los.tolist()), values.tolist()))
+    assert table.count == len(known) and len(table.ids) >= 2 * len(known)
+    pairs = list(known) + [(1, 2), (0, 0)]
+    rows = np.zeros((len(pairs), T.R_COLUMNS), dtype=np.int64)
+    rows[:, T.R_SRC_HI], rows[:, T.R_SRC_LO] = zip(*pairs)
+    out = np.empty(len(pairs), dtype=np.int64)
+    address_ids(rows, np.arange(len(pairs))[::-1].copy(), T.R_SRC_HI, T.R_SRC_LO,
+                table.keys, table.ids, out)
+    assert out[::-1].tolist() == [known.get(pair, -1) for pair in pairs]
