@@ -136,7 +136,7 @@ class IoWriter:
         self.capture = capture
         self.row_group_rows = row_group_rows
         self.names = Names()
-        self.pending = []           # gathered batches, oldest first
+        self.pending = []           # batches (gathered, or as they came), oldest first
         self.arriving = []          # the batches since the last gathering
         self.pending_rows = 0
         self.rows = 0
@@ -168,10 +168,12 @@ class IoWriter:
 
     def _write_oldest(self):
         """The oldest rows, a row group of them, named and written: joined from the
-        gathered batches they are in, the others left as they are (joining all that
-        waits, then copying what stays, made the analysis' memory peak at 10 M
-        short-session packets)."""
-        self._gather()
+        batches they are in, the others left as they are (joining all that waits, then
+        copying what stays, made the analysis' memory peak at 10 M short-session
+        packets).  The batches since the last gathering join the group as they are:
+        gathered first, their rows were copied twice."""
+        self.pending += self.arriving
+        self.arriving = []
         group, need = [], self.row_group_rows
         while need:
             batch = self.pending[0]
