@@ -18,8 +18,8 @@ import pytest
 
 from conftest import real_pcap
 from cli_run import run
-from rtrs_scapy.analysis import analyze, spill
-from rtrs_scapy.analysis.columns import Columns
+from rtrs_scapy.analysis import analyze, columns, spill
+from rtrs_scapy.analysis.columns import HELD, Columns
 from rtrs_scapy.analysis.records import Records
 from rtrs_scapy.engine import ROWS
 from rtrs_scapy.engine import transport as T
@@ -279,13 +279,13 @@ def test_blocks_without_a_process_to_spare_are_made_here(monkeypatch):
 
 
 def test_what_stays_in_memory_does_not_grow_with_the_capture(failover_runs):
-    """Of the spilled run, the rows in memory are the last two chunks' and the batch of
+    """Of the spilled run, the rows in memory are the last HELD chunks' and the batch of
     messages the engine hands over, the chunks read back a few; the frame order and
     pairs by frame take 4 bytes a record each (where the columns take 160)."""
     records = failover_runs[64].analyzer.records
     cols = records.cols
     assert len(cols) > 20_000
-    assert cols.n - cols.base <= 2 * 64 + ROWS
+    assert cols.n - cols.base <= HELD * 64 + ROWS
     assert len(cols.files.cache) <= spill.CACHED
     index = records.order.nbytes + sum(p.nbytes for p in records.partners())
     assert index <= 12 * len(cols)
@@ -302,6 +302,7 @@ def test_a_full_disk_is_a_one_line_error(tmp_path, monkeypatch):
 
     monkeypatch.setattr(spill, "open", full, raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(columns, "HELD", 2)      # its 20 k records spill at 16 k
     result = run("messages", real_pcap("failover"))
     assert result.exit_code == 1
     assert "Traceback" not in result.output

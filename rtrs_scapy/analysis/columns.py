@@ -1,9 +1,9 @@
 """Growable numpy columns: a table that rows are appended to in batches, for the
 message records (records.py) — a few bytes per value instead of a Python object.
 
-With ``chunk`` rows, at most two chunks' worth of the newest rows stay in memory:
-the older ones go to files (spill.py), so the table does not grow in memory with
-the capture.  Rows are read and written by their number (``take``, ``put``),
+With ``chunk`` rows, at most HELD chunks' worth of the newest rows stay in memory:
+the older ones go to files (spill.py), all but the newest chunk's worth at once, so
+the table does not grow in memory with the capture.  Rows are read and written by their number (``take``, ``put``),
 wherever they are."""
 
 from collections.abc import Mapping
@@ -13,6 +13,11 @@ import numpy as np
 from ..engine.distinct import distinct
 from .growing import capacity_for
 from .spill import CACHED, ChunkFiles
+
+#: chunks' worth of rows held in memory before the older ones are spilled: the newest
+#: chunk's worth stays, and is moved to the other set of arrays (a spill of one chunk
+#: at two held moved a chunk and a batch of rows for every chunk spilled)
+HELD = 3
 
 
 class Columns:
@@ -37,7 +42,7 @@ class Columns:
         """Room for ``count`` more rows; returns the number of the first (its values
         are in ``data`` until the next ``extend``)."""
         files = self.files
-        while files is not None and self.n - self.base >= 2 * files.rows:
+        if files is not None and self.n - self.base >= HELD * files.rows:
             self._spill()
         start = self.n
         need = start - self.base + count
@@ -52,13 +57,15 @@ class Columns:
         return start
 
     def _spill(self):
-        """The oldest chunk of rows in memory to a file.  The newest rows move to the
-        other of two sets of arrays rather than down within theirs: the chunk's arrays
-        stay as they are while the files' thread writes them."""
-        rows, held = self.files.rows, self.n - self.base
+        """The oldest chunks of rows in memory to files, all but the newest chunk's
+        worth.  The newest rows move to the other of two sets of arrays rather than
+        down within theirs: the chunks' arrays stay as they are while the files'
+        thread writes them."""
+        held = self.n - self.base
+        rows = (held - self.files.rows) // self.files.rows * self.files.rows
         old, spare = self.data, self.spare
         capacity = len(next(iter(old.values())))
-        self.files.wait()           # the spare's own chunk written before it is reused
+        self.files.wait()           # the spare's own chunks written before it is reused
         if spare is None or len(next(iter(spare.values()))) != capacity:
             spare, self.spare_used = {name: np.full(capacity, default, dtype=dtype)
                                       for name, (dtype, default) in self.spec.items()}, 0

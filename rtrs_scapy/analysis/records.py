@@ -85,7 +85,7 @@ NEW_ADDRESSES = 8
 MARK = 256
 #: records worked on at a time where the frame order is sorted
 SCAN = 65536
-#: records per chunk spilled to disk (columns.py): two chunks stay in memory, 1.3 MB each
+#: records per chunk spilled to disk (columns.py): up to three stay in memory, 1.3 MB each
 CHUNK = 8192
 
 

@@ -54,10 +54,10 @@ class ChunkFiles:
         return os.path.join(self.folder.name, "%d.bin" % chunk)
 
     def write(self, arrays):
-        """A new chunk (``self.rows`` rows of every column, arrays no one writes to
-        again), written on a thread of its own while the caller goes on (one system
-        call: the thread holds the GIL for a few lines only).  An error comes out of
-        the next call."""
+        """New chunks (a multiple of ``self.rows`` rows of every column, arrays no one
+        writes to again), written on a thread of its own while the caller goes on (one
+        system call a chunk: the thread holds the GIL for a few lines only).  An error
+        comes out of the next call."""
         if self.folder is None:
             # imported at the first spill: 3 ms (logging) that a command keeping no
             # message records never needs
@@ -65,8 +65,14 @@ class ChunkFiles:
             self.folder = _folder()
             self.writer = ThreadPoolExecutor(1, thread_name_prefix="rtrs-spill")
         self.wait()
-        self.writing = self.writer.submit(self._save, self.count, arrays)
-        self.count += 1
+        count = len(next(iter(arrays.values()))) // self.rows
+        self.writing = self.writer.submit(self._save_all, self.count, arrays, count)
+        self.count += count
+
+    def _save_all(self, first, arrays, count):
+        for k in range(count):
+            self._save(first + k, {name: column[k * self.rows:(k + 1) * self.rows]
+                                   for name, column in arrays.items()})
 
     def wait(self):
         """Until the chunk in writing is on disk."""
