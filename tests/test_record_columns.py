@@ -22,17 +22,21 @@ def _pairs_by_frame(rsp_frame, req_frame, req_paired):
 
 def test_requests_and_responses_pair_by_frame_as_the_rule_says():
     """Frames shared by several requests or responses (retransmitted and failed-over
-    IO), requests paired with a frame no response has, responses no request names."""
+    IO), requests paired with a frame no response has, responses no request names;
+    the requests' answers written apart or over their paired frames."""
     rng = np.random.default_rng(11)
     for size in (0, 1, 5, 200, 3000):
         rsp_frame = np.sort(rng.integers(0, size * 2 + 1, size))
         req_frame = np.sort(rng.integers(0, size * 2 + 1, size + 3))
         req_paired = rng.choice(np.append(rsp_frame, [-1, size * 5]), size + 3)
+        expected = _pairs_by_frame(rsp_frame.tolist(), req_frame.tolist(), req_paired.tolist())
         got = np.empty(len(req_frame), dtype=np.int64)
         answers = np.empty(len(rsp_frame), dtype=np.int64)
         pair_by_frame(rsp_frame, req_frame, req_paired, got, answers)
-        expected = _pairs_by_frame(rsp_frame.tolist(), req_frame.tolist(), req_paired.tolist())
         assert (got.tolist(), answers.tolist()) == expected
+        in_place = req_paired.copy()        # the requests' answers over their paired frames
+        pair_by_frame(rsp_frame, req_frame, in_place, in_place, answers)
+        assert (in_place.tolist(), answers.tolist()) == expected
         if size >= 200:
             assert len(set(rsp_frame.tolist())) < size and (got >= 0).any() and (answers < 0).any()
 

@@ -497,20 +497,19 @@ class Records:
             msg = got["msg"]
             kinds[start:start + len(msg)] = np.where(
                 msg == IO_RSP, 1, np.where((msg == READ) | (msg == WRITE), 2, 0))
-        counts = np.bincount(kinds, minlength=3)
-        rsp, rsp_frame = (np.empty(counts[1], dtype=np.int64) for _ in range(2))
-        req, req_frame, req_paired = (np.empty(counts[2], dtype=np.int64) for _ in range(3))
+        rsp, req = order[kinds == 1], order[kinds == 2]
+        rsp_frame = np.empty(len(rsp), dtype=np.int64)
+        req_frame, req_paired = np.empty(len(req), dtype=np.int64), np.empty(len(req), dtype=np.int64)
         done = np.zeros(3, dtype=np.int64)
         for start, got in self._in_order(("frame", "paired")):
-            stop = start + len(got["frame"])
-            split_kinds(kinds[start:stop], got["frame"], got["paired"],
-                        order[start:stop].astype(np.int64), rsp, rsp_frame, req, req_frame,
-                        req_paired, done)
+            split_kinds(kinds[start:start + len(got["frame"])], got["frame"], got["paired"],
+                        rsp_frame, req_frame, req_paired, done)
         del kinds
-        got_response = np.empty(len(req), dtype=np.int64)
         answers = np.empty(len(rsp), dtype=np.int64)
-        pair_by_frame(rsp_frame, req_frame, req_paired, got_response, answers)
-        response_of[req] = _taken(rsp, got_response)
+        # each request's answer written over its paired frame (read first): one array less
+        pair_by_frame(rsp_frame, req_frame, req_paired, req_paired, answers)
+        del rsp_frame, req_frame
+        response_of[req] = _taken(rsp, req_paired)
         request_of[rsp] = _taken(req, answers)
         return request_of, response_of
 

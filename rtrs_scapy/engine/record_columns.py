@@ -114,18 +114,17 @@ class AddressIds:
 
 
 @compiled
-def split_kinds(kind, frame, paired, at, rsp, rsp_frame, req, req_frame, req_paired, done):
-    """Records ``at`` (their ``kind`` 1 a response, 2 a request, 0 another; ``frame``,
-    ``paired``) appended to the responses' and the requests' columns; ``done`` counts
-    what each holds (its places 1 and 2)."""
-    for k in range(at.shape[0]):
+def split_kinds(kind, frame, paired, rsp_frame, req_frame, req_paired, done):
+    """Records (their ``kind`` 1 a response, 2 a request, 0 another; ``frame``,
+    ``paired``) appended to the responses' frames and the requests' frames and paired
+    frames; ``done`` counts what each holds (its places 1 and 2)."""
+    for k in range(kind.shape[0]):
         if kind[k] == 1:
-            n = done[1]
-            rsp[n], rsp_frame[n] = at[k], frame[k]
-            done[1] = n + 1
+            rsp_frame[done[1]] = frame[k]
+            done[1] += 1
         elif kind[k] == 2:
             n = done[2]
-            req[n], req_frame[n], req_paired[n] = at[k], frame[k], paired[k]
+            req_frame[n], req_paired[n] = frame[k], paired[k]
             done[2] = n + 1
 
 
@@ -135,7 +134,9 @@ def pair_by_frame(rsp_frame, req_frame, req_paired, response_of, request_of):
     gets the last response of the frame it was paired with, the requests of one frame
     the one of the last of them that got one; a response the last request paired with
     its frame that got one.  ``response_of`` (per request) and ``request_of`` (per
-    response) are places in the other's columns, -1 where none."""
+    response) are places in the other's columns, -1 where none; ``response_of`` may be
+    ``req_paired`` itself (each request's paired frame is read before its place is
+    written, and not again)."""
     n_rsp, n_req = rsp_frame.shape[0], req_frame.shape[0]
     for r in range(n_rsp):
         request_of[r] = -1
