@@ -432,3 +432,41 @@ def test_rows_that_wait_stay_as_they_came(tmp_path, monkeypatch):
     names = Names(analyze(pcap, keep_messages=False, io_sink=sink).analyzer)
     assert sum(written) > 0      # row groups were written while rows waited
     assert writer.close(names) == real_truth("errors")["checks"]["pcap_io_req"]
+
+
+def test_the_rich_rows_go_in_without_arrows_compute_functions():
+    """The messages table's rich rows put in by slices and buffers (message_table.py):
+    the values a plain list gives, in numbers with nulls and in texts (a text the
+    dictionary lacks, a null, one it holds, at the first and last rows), the column
+    itself where nothing changes; the texts of a dictionary cut to the ones its rows
+    name (beyond 256) the same texts."""
+    from rtrs_scapy.tables.arrays import Texts
+    from rtrs_scapy.tables.message_table import _with_rich
+
+    numbers = pa.array([5, None, 7, 8, None, 10], pa.int64())
+    at = [0, 2, 5]
+    assert _with_rich(numbers, at, pa.array([5, 7, 10], pa.int64())) is numbers
+    changed = _with_rich(numbers, at, pa.array([None, 70, -1], pa.int64()))
+    assert changed.to_pylist() == [None, None, 70, 8, None, -1]
+    texts = Texts(["a", None, "b"]).take(np.array([0, 2, 1, 0, 2]))
+    assert _with_rich(texts, [0, 4], pa.array(["a", "b"])) is texts
+    changed = _with_rich(texts, [0, 1, 4], pa.array(["new", None, "a"]))
+    assert pa.types.is_dictionary(changed.type)
+    assert changed.to_pylist() == ["new", None, None, "a", "a"]
+    many = [str(k) for k in range(300)]
+    cut = Texts(many).take(np.array([299, 5, 5, 120]))
+    assert cut.to_pylist() == ["299", "5", "5", "120"] and len(cut.dictionary) == 3
+
+
+def test_events_are_in_time_order_without_arrows_sort():
+    """Events sorted by (no time last, time, frame with none as 0), equal ones as they
+    came (build._in_order: runs of rows as slices), as Python's stable sort of the rows."""
+    rng = np.random.default_rng(5)
+    rows = [{"time": None if rng.random() < 0.2 else int(rng.integers(0, 4)),
+             "frame": None if rng.random() < 0.2 else int(rng.integers(0, 3)), "n": k}
+            for k in range(200)]
+    table = pa.Table.from_pylist(rows)
+    keys = [build._time_order_key(row) for row in rows]
+    ordered = build._in_order(table, keys)
+    assert ordered.to_pylist() == sorted(rows, key=build._time_order_key)
+    assert build._in_order(ordered, sorted(keys)) is ordered

@@ -55,7 +55,8 @@ class Texts:
         distinct = {}
         self.codes = np.array([-1 if text is None else distinct.setdefault(text, len(distinct))
                                for text in texts], dtype=np.int32)
-        self.dictionary = pa.array(list(distinct), pa.string())
+        self.texts = list(distinct)
+        self.dictionary = pa.array(self.texts, pa.string())
 
     def take(self, index, missing=None):
         """The column of rows naming these texts by ``index``."""
@@ -66,7 +67,8 @@ class Texts:
             used = np.flatnonzero(np.bincount(chosen[~null], minlength=len(dictionary)))
             place = np.zeros(len(dictionary), dtype=np.int32)
             place[used] = np.arange(len(used), dtype=np.int32)
-            chosen, dictionary = place[np.maximum(chosen, 0)], dictionary.take(pa.array(used))
+            chosen = place[np.maximum(chosen, 0)]
+            dictionary = pa.array([self.texts[k] for k in used.tolist()], pa.string())
         return pa.DictionaryArray.from_arrays(pa.array(chosen, mask=null if null.any() else None),
                                               dictionary)
 

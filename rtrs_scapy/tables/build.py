@@ -55,7 +55,7 @@ def summary_tables(result, capture, tables):
     rows = {table: [] for table in wanted}
     made = {table: [] for table in wanted}
     head, entries = result.summary_parts()
-    identities = []
+    identities, event_keys = [], []
     for count, (session, entry) in enumerate(zip(result.analyzer.sessions.values(), entries), 1):
         if "sessions" in rows:
             rows["sessions"].append(_session_row(capture, session, entry))
@@ -64,14 +64,16 @@ def summary_tables(result, capture, tables):
             if "paths" in rows:
                 rows["paths"].append(_path_row(named, summary))
             if "events" in rows:
-                rows["events"].extend(_event_rows(named, summary))
+                events = list(_event_rows(named, summary))
+                rows["events"].extend(events)
+                event_keys.extend(_time_order_key(event) for event in events)
         identities.append(session_identity(entry))
         if count % SESSION_BLOCK == 0:
             _to_arrow(rows, made)
     _to_arrow(rows, made)
     whole = {table: pa.concat_tables(pieces) for table, pieces in made.items()}
     if "events" in whole:
-        whole["events"] = _in_time_order(whole["events"])
+        whole["events"] = _in_order(whole["events"], event_keys)
     return whole, dict(head, sessions=identities)
 
 
@@ -82,15 +84,25 @@ def _to_arrow(rows, made):
         table_rows.clear()
 
 
-def _in_time_order(events):
-    """The events sorted by (no time, time, frame with none as 0), stably."""
-    import pyarrow.compute as pc      # not while the capture is read (messages_tables)
-    time, frame = events.column("time"), events.column("frame")
-    keys = pa.table({"untimed": pc.is_null(time),
-                     "time": pc.fill_null(time, pa.scalar(0, time.type)),
-                     "frame": pc.fill_null(frame, 0)})
-    return events.take(pc.sort_indices(keys, sort_keys=[
-        ("untimed", "ascending"), ("time", "ascending"), ("frame", "ascending")]))
+def _time_order_key(event):
+    """An event row's place in time order: no time last, then time, then frame (none
+    as 0)."""
+    return event["time"] is None, event["time"] or 0, event["frame"] or 0
+
+
+def _in_order(table, keys):
+    """The rows of ``table`` sorted by their ``keys``, equal ones as they come: slices
+    of its runs of consecutive rows (Arrow's sort and take would import its compute
+    functions, 33 ms)."""
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    if order == list(range(len(keys))):
+        return table
+    runs, start = [], 0
+    for k in range(1, len(order) + 1):
+        if k == len(order) or order[k] != order[k - 1] + 1:
+            runs.append(table.slice(order[start], k - start))
+            start = k
+    return pa.concat_tables(runs)
 
 
 def _path_row(named, s):
@@ -167,9 +179,7 @@ def message_pieces(records, capture, summary, path_ids, rows_per_table=MESSAGE_R
     view = MessageView(summary, records)
     table_schema = schema("messages")
     if isinstance(records, RecordList) and records.records.order is not None:
-        # imported here: it loads pyarrow.compute (about 10 MiB resident), which would
-        # otherwise be there while the capture is read, when memory peaks
-        from .message_table import message_tables
+        from .message_table import message_tables     # (only where the table is made)
         yield from message_tables(view, records, capture, path_ids, table_schema,
                                   rows_per_table,
                                   lambda rec: _message_row(view, rec, capture, path_ids))

@@ -11,7 +11,6 @@ import json
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..analysis import records as R
 from ..engine.text import Pool, Template
@@ -39,7 +38,10 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
         "sess_uuid": [n[0] for n in records.names], "client": [n[1] for n in records.names],
         "server": [n[2] for n in records.names],
         "path_id": [path_ids.get(n[0] or (n[1], n[2])) for n in records.names]}
-    path_id = pa.array(per_names.pop("path_id"), table_schema.field("path_id").type)
+    path_ids_named = per_names.pop("path_id")
+    path_id = np.array([-1 if p is None else p for p in path_ids_named], dtype=np.int64)
+    path_unknown = np.array([p is None for p in path_ids_named], dtype=bool)
+    path_type = table_schema.field("path_id").type
     per_names = {k: Texts(texts) for k, texts in per_names.items()}
     addrs, msgs = Texts(records.addrs), Texts(records.msg_names)
     take = records.cols.take
@@ -54,7 +56,6 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
         col = take(("frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired",
                     "latency", "rich", "flags", "buf_id", "errno"), idx)
         n = len(idx)
-        names = pa.array(col["names"])
         flags = col["flags"]
         io = (flags & (R.F_REQUEST | R.F_RESPONSE)) != 0
         response = (flags & R.F_RESPONSE) != 0
@@ -69,7 +70,7 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
             "frame": pa.array(col["frame"], pa.int64()),
             "time": pa.array(np.rint(col["time"] * 1e6).astype(np.int64) * 1000, TIME),
             **{k: texts.take(col["names"]) for k, texts in per_names.items()},
-            "path_id": path_id.take(names),
+            "path_id": _column(path_id[col["names"]], path_type, path_unknown[col["names"]]),
             "src": addrs.take(col["src"]), "dst": addrs.take(col["dst"]),
             "dst_qpn": _column(col["qpn"], pa.int64()),
             "cid": _column(col["cid"], pa.int32(), col["cid"] < 0),
@@ -91,24 +92,64 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
         own = dict(zip(table_schema.names, zip(*rows)))     # the rich rows' values
         out["fields"], out["rnbd"] = json_columns(records, idx, col, slow, own)
         if rows:
-            mask, at = pa.array(slow), pa.array(np.flatnonzero(slow))
+            at = np.flatnonzero(slow).tolist()
             for field in table_schema:
                 if field.name not in _JsonColumns.NAMES:
-                    out[field.name] = _with_rich(out[field.name], mask, at,
+                    out[field.name] = _with_rich(out[field.name], at,
                                                  _wrapped(own[field.name], field.type))
         pieces = arriving(table_schema, out)
         yield pa.Table.from_arrays([out[f.name] for f in pieces], schema=pieces)
 
 
-def _with_rich(column, mask, at, rich):
-    """``column`` with the rich records' values ``rich`` (plain) at ``mask`` (their
-    rows ``at``); most are what the column already holds."""
-    texts = pa.types.is_dictionary(column.type)
-    held = column.take(at)
-    if (held.dictionary_decode() if texts else held).equals(rich):
+def _with_rich(column, at, rich):
+    """``column`` with the rich records' values ``rich`` (plain) at its rows ``at``
+    (ascending); most are what the column already holds.  Made of slices and buffers:
+    Arrow's compute functions (take, replace, dictionary encoding) would cost the
+    export their module's import, 33 ms before its first row group."""
+    held = pa.concat_arrays([column.slice(i, 1) for i in at])
+    if pa.types.is_dictionary(column.type):
+        if [value.as_py() for value in held] == rich.to_pylist():
+            return column
+        return _texts_with(column, at, rich.to_pylist())
+    if held.equals(rich):
         return column
-    replaced = pc.replace_with_mask(column.dictionary_decode() if texts else column, mask, rich)
-    return replaced.dictionary_encode() if texts else replaced
+    pieces, done = [], 0
+    for k, i in enumerate(at):
+        pieces += [column.slice(done, i - done), rich.slice(k, 1)]
+        done = i + 1
+    return pa.concat_arrays(pieces + [column.slice(done)])
+
+
+def _texts_with(column, at, texts):
+    """A column of texts (a dictionary array) with ``texts`` (None: null) at rows ``at``:
+    its indices rewritten, the texts its dictionary lacks added after it."""
+    indices = column.indices
+    codes = np.frombuffer(indices.buffers()[1], dtype=np.int32, count=len(indices),
+                          offset=4 * indices.offset).copy()
+    valid = _valid(indices)
+    dictionary = column.dictionary.to_pylist()
+    known, added = {}, []
+    for k, text in enumerate(dictionary):
+        known.setdefault(text, k)
+    for i, text in zip(at, texts):
+        valid[i] = text is not None
+        if text is not None:
+            if text not in known:
+                known[text] = len(dictionary) + len(added)
+                added.append(text)
+            codes[i] = known[text]
+    whole = pa.concat_arrays([column.dictionary, pa.array(added, pa.string())]) \
+        if added else column.dictionary
+    return pa.DictionaryArray.from_arrays(pa.array(codes, mask=~valid), whole)
+
+
+def _valid(array):
+    """Per row of ``array``, whether it holds a value (its validity bitmap unpacked)."""
+    bitmap = array.buffers()[0]
+    if bitmap is None:
+        return np.ones(len(array), dtype=bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
+    return bits[array.offset:array.offset + len(array)].astype(bool)
 
 
 def _column(values, kind, missing=None):
