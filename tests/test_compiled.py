@@ -218,7 +218,7 @@ def test_the_native_module_refuses_what_it_was_not_built_for():
             find(*wrong)
     write_lines = native.load(jit.engine_sources_hash())["write_lines"]
     with pytest.raises(TypeError):
-        write_lines(*[frozen] * 10)
+        write_lines(*[frozen] * 11)
 
 
 def test_the_native_code_runs_without_the_gil():

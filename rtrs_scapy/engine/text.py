@@ -28,7 +28,6 @@ keeps the copy from being vectorized; unsigned, the lines are written in half th
 """
 
 import contextlib
-import functools
 
 import numpy as np
 
@@ -106,7 +105,8 @@ class Template:
     def __init__(self, pool):
         self.pool = pool
         self.steps = []
-        self.columns = {}
+        self.columns = {}   # the columns of numbers and texts: name -> row of the table
+        self.flags = {}     # the guard columns (boolean): name -> row of the flags
         self.guard = ()
         self.both = {}      # a guard column made of several: its columns
         self.guards = set()
@@ -131,11 +131,11 @@ class Template:
         if not guards:
             guard = ALWAYS
         elif len(guards) == 1:
-            guard = self._column(guards[0])
+            guard = self.flags.setdefault(guards[0], len(self.flags))
         else:
             name = " & ".join(guards)
             self.both[name] = guards
-            guard = self._column(name)
+            guard = self.flags.setdefault(name, len(self.flags))
         self.steps.append((kind, a, b, guard))
         self.nesting.append(guards)
         return self
@@ -199,11 +199,16 @@ class Template:
             raise TypeError("guard columns not boolean: %s" % ", ".join(sorted(mistaken)))
         # a column's values side by side, each column copied as it comes (filled row by
         # row, every value of a column lands a row's width from the last: six times the
-        # time, docs/benchmarks.md)
+        # time, docs/benchmarks.md); the guards a byte each
         table = np.empty((len(self.columns), rows), dtype=np.int64)
         for name, k in self.columns.items():
-            table[k] = functools.reduce(np.logical_and, (columns[c] for c in self.both[name])) \
-                if name in self.both else columns[name]     # (guards: boolean, checked above)
+            table[k] = columns[name]
+        flags = np.empty((len(self.flags), rows), dtype=np.bool_)
+        for name, k in self.flags.items():
+            first, *rest = self.both.get(name, (name,))     # (boolean, checked above)
+            flags[k] = columns[first]
+            for other in rest:
+                np.logical_and(flags[k], columns[other], out=flags[k])
         steps = self._steps_table()
         pool, bounds = self.pool.arrays()
         batch, batch_bounds = texts_arrays(texts)
@@ -215,8 +220,8 @@ class Template:
         row = written = 0
         while row < rows:
             first = row
-            row, end = write_lines(steps, table, whole, pool, bounds, batch, batch_bounds,
-                                   out[written:], row, ends[1:])
+            row, end = write_lines(steps, table, flags.view(np.uint8), whole, pool, bounds,
+                                   batch, batch_bounds, out[written:], row, ends[1:])
             ends[first + 1:row + 1] += written
             written += end
             if row < rows:
@@ -312,10 +317,11 @@ def fixed_decimals(values, places):
 
 
 @compiled
-def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, row, ends):
+def write_lines(steps, columns, flags, whole, pool, bounds, batch, batch_bounds, out, row, ends):
     """The lines of rows ``row``… into ``out`` while each fits whole, each one's end in
     ``ends``; returns the next row and the bytes written.  ``columns``: the template's
-    columns, a row each (``columns[k, row]``).  (One loop, its copies
+    columns of numbers and texts, a row each (``columns[k, row]``); ``flags`` its guard
+    columns, a byte a value.  (One loop, its copies
     written out: a helper call that takes the arrays costs more than the bytes it
     writes.)"""
     at, size, last = 0, out.shape[0], steps.shape[0]
@@ -328,7 +334,7 @@ def write_lines(steps, columns, whole, pool, bounds, batch, batch_bounds, out, r
                 s = last
             else:
                 kind, a, b, guard = steps[s, 0], steps[s, 1], steps[s, 2], steps[s, 3]
-                if guard >= 0 and columns[guard, row] == 0:
+                if guard >= 0 and flags[guard, row] == 0:
                     s = steps[s, 4]         # past the steps inside the guard
                     continue
                 s += 1
