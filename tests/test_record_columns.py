@@ -61,3 +61,49 @@ def test_the_address_table_finds_what_it_was_given_across_its_growth():
     address_ids(rows, np.arange(len(pairs))[::-1].copy(), T.R_SRC_HI, T.R_SRC_LO,
                 table.keys, table.ids, out)
     assert out[::-1].tolist() == [known.get(pair, -1) for pair in pairs]
+
+
+def test_the_requests_so_far_answer_as_the_pairs_of_the_whole_capture():
+    """message_table.RequestsSoFar, fed the records in frame order a row group at a
+    time, gives each response the request the whole capture's pairs give it
+    (Records.partners' rule), where every request comes before its answer; several
+    records in one frame, a row group cut inside a frame, requests never answered."""
+    from rtrs_scapy.analysis import records as R
+    from rtrs_scapy.tables.message_table import RequestsSoFar
+
+    rng = np.random.default_rng(17)
+    n = 3000
+    frame = np.sort(rng.integers(0, n // 2, n))      # frames shared by a few records
+    msg = rng.choice([R.READ, R.WRITE, R.IO_RSP, R.HB_MSG], n)
+    paired = np.full(n, -1, dtype=np.int64)
+    for q in np.flatnonzero((msg == R.READ) | (msg == R.WRITE)):
+        later = np.flatnonzero((msg == R.IO_RSP) & (frame > frame[q]))
+        if len(later) and rng.random() < 0.9:
+            paired[q] = frame[rng.choice(later[:20])]
+    records = np.arange(n) + 1000
+    kind = np.where(msg == R.IO_RSP, 1, np.where((msg == R.READ) | (msg == R.WRITE), 2, 0))
+    asked = kind == 2
+    _, answers = _pairs_by_frame(frame[kind == 1].tolist(), frame[asked].tolist(),
+                                 paired[asked].tolist())
+    expected = np.full(n, -1)
+    expected[kind == 1] = [records[asked][a] if a >= 0 else -1 for a in answers]
+    so_far, got = RequestsSoFar(), []
+    for start in range(0, n, 128):
+        part = slice(start, start + 128)
+        got.extend(so_far(records[part], msg[part], frame[part], paired[part]).tolist())
+    assert got == expected.tolist() and (expected >= 0).sum() > n // 5
+    assert len(so_far.paired) < 40
+
+
+def test_a_request_answered_no_later_than_itself_is_noted():
+    """Records.pairs notes a response paired with a request of a later frame (which
+    RequestsSoFar could not answer): the tables then take the whole capture's pairs."""
+    from rtrs_scapy.analysis.records import Records
+
+    records = Records(None, chunk=None)
+    first = records.cols.extend(3)
+    records.cols.data["frame"][:3] = [10, 20, 30]
+    records.pairs(np.array([first]), np.array([first + 1]), np.array([0.1]))
+    assert not records.answered_first
+    records.pairs(np.array([first + 2]), np.array([first + 1]), np.array([0.1]))
+    assert records.answered_first

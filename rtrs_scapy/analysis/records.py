@@ -130,6 +130,9 @@ class Records:
         self.order = None     # the records in frame order, once closed
         self._marks = None    # the frame of every MARK-th record of ``order``
         self._partners = None
+        # a request paired with a response no later than it (the pairs by frame can then
+        # not be made a frame range at a time: message_table.py)
+        self.answered_first = False
         self.list = RecordList(self)
 
     def wants(self, msg):
@@ -419,10 +422,13 @@ class Records:
     def pairs(self, requests, responses, latency):
         """Requests and the responses that answer them, ``latency`` seconds later."""
         c = self.cols
-        c.put("paired", requests, c.take(("frame",), responses)["frame"])
+        request_frames = c.take(("frame",), requests)["frame"]
+        response_frames = c.take(("frame",), responses)["frame"]
+        c.put("paired", requests, response_frames)
         c.put("latency", requests, latency)
-        c.put("paired", responses, c.take(("frame",), requests)["frame"])
+        c.put("paired", responses, request_frames)
         c.put("latency", responses, latency)
+        self.answered_first |= bool((response_frames <= request_frames).any())
 
     def mark(self, index, key, value):
         """A field a record gains late (failover_from, failed_over_to, not_delivered,

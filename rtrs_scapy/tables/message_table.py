@@ -29,7 +29,9 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
     records); ``row_of(rec)`` the row of a record dict (build._message_row), for the
     rich ones."""
     records = record_list.records
-    request_of = records.partners()[0]
+    so_far = None if records.answered_first else RequestsSoFar()
+    request_of = records.partners()[0] if so_far is None else None
+    whole_capture = view.request_of
     refs = [view._by_path.get(_path_key(dict(zip(("sess_uuid", "client", "server"), n))))
             for n in records.names]
     per_names = {
@@ -51,54 +53,116 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
     if records.extras or records.rnbd or records.replies:
         special = np.zeros(len(records.cols), dtype=bool)
         special[list(records.extras) + list(records.rnbd) + list(records.replies)] = True
-    for start in range(0, len(order), rows_per_table):
-        idx = order[start:start + rows_per_table]
-        col = take(("frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired",
-                    "latency", "rich", "flags", "buf_id", "errno"), idx)
-        n = len(idx)
-        flags = col["flags"]
-        io = (flags & (R.F_REQUEST | R.F_RESPONSE)) != 0
-        response = (flags & R.F_RESPONSE) != 0
-        # a response shows the RNBD header of the request it answers
-        header = np.where(response, request_of[idx], idx)
-        h = take(("flags", "rw", "device_id", "sector", "bi_size"), np.maximum(header, 0))
-        has_header = (header >= 0) & ((h["flags"] & R.F_RNBD_IO) != 0)
-        rw = h["rw"]
-        sector_known = has_header & ((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH)
-        out = {
-            "capture": repeated(capture, n),
-            "frame": pa.array(col["frame"], pa.int64()),
-            "time": pa.array(np.rint(col["time"] * 1e6).astype(np.int64) * 1000, TIME),
-            **{k: texts.take(col["names"]) for k, texts in per_names.items()},
-            "path_id": _column(path_id[col["names"]], path_type, path_unknown[col["names"]]),
-            "src": addrs.take(col["src"]), "dst": addrs.take(col["dst"]),
-            "dst_qpn": _column(col["qpn"], pa.int64()),
-            "cid": _column(col["cid"], pa.int32(), col["cid"] < 0),
-            "msg": msgs.take(col["msg"]),
-            "buf_id": _column(col["buf_id"], pa.int32(), ~io),
-            "errno": _column(col["errno"], pa.int32(), ~response),
-            "rnbd_msg": repeated("io", n, ~has_header),
-            "rnbd_op": _texts_by_value(rw, rnbd_op_name, ~has_header),
-            "device_id": _column(h["device_id"], pa.int32(), ~has_header),
-            "sector": _column(h["sector"], pa.int64(), ~sector_known),
-            "bi_size": _column(h["bi_size"], pa.int64(), ~has_header),
-            "paired_frame": _column(col["paired"], pa.int64(), col["paired"] < 0),
-            "latency_us": _round_1(col["latency"] * 1e6),
-        }
-        slow = col["rich"] >= 0
-        if special is not None:
-            slow |= special[idx] | (special[np.maximum(header, 0)] & (header >= 0))
-        rows = [row_of(records.record(int(i))) for i in idx[slow].tolist()]
-        own = dict(zip(table_schema.names, zip(*rows)))     # the rich rows' values
-        out["fields"], out["rnbd"] = json_columns(records, idx, col, slow, own)
-        if rows:
-            at = np.flatnonzero(slow).tolist()
-            for field in table_schema:
-                if field.name not in _JsonColumns.NAMES:
-                    out[field.name] = _with_rich(out[field.name], at,
-                                                 _wrapped(own[field.name], field.type))
-        pieces = arriving(table_schema, out)
-        yield pa.Table.from_arrays([out[f.name] for f in pieces], schema=pieces)
+    try:
+        for start in range(0, len(order), rows_per_table):
+            idx = order[start:start + rows_per_table]
+            col = take(("frame", "time", "src", "dst", "qpn", "cid", "msg", "names", "paired",
+                        "latency", "rich", "flags", "buf_id", "errno"), idx)
+            n = len(idx)
+            flags = col["flags"]
+            io = (flags & (R.F_REQUEST | R.F_RESPONSE)) != 0
+            response = (flags & R.F_RESPONSE) != 0
+            # a response shows the RNBD header of the request it answers
+            if so_far is None:
+                answered = request_of[idx]
+            else:
+                answered = so_far(idx, col["msg"], col["frame"], col["paired"])
+                view.request_of = _AnsweredWithin(whole_capture, records, col["frame"], answered)
+            header = np.where(response, answered, idx)
+            h = take(("flags", "rw", "device_id", "sector", "bi_size"), np.maximum(header, 0))
+            has_header = (header >= 0) & ((h["flags"] & R.F_RNBD_IO) != 0)
+            rw = h["rw"]
+            sector_known = has_header & ((rw & RNBD_OP_MASK) != RNBD_OP_FLUSH)
+            out = {
+                "capture": repeated(capture, n),
+                "frame": pa.array(col["frame"], pa.int64()),
+                "time": pa.array(np.rint(col["time"] * 1e6).astype(np.int64) * 1000, TIME),
+                **{k: texts.take(col["names"]) for k, texts in per_names.items()},
+                "path_id": _column(path_id[col["names"]], path_type, path_unknown[col["names"]]),
+                "src": addrs.take(col["src"]), "dst": addrs.take(col["dst"]),
+                "dst_qpn": _column(col["qpn"], pa.int64()),
+                "cid": _column(col["cid"], pa.int32(), col["cid"] < 0),
+                "msg": msgs.take(col["msg"]),
+                "buf_id": _column(col["buf_id"], pa.int32(), ~io),
+                "errno": _column(col["errno"], pa.int32(), ~response),
+                "rnbd_msg": repeated("io", n, ~has_header),
+                "rnbd_op": _texts_by_value(rw, rnbd_op_name, ~has_header),
+                "device_id": _column(h["device_id"], pa.int32(), ~has_header),
+                "sector": _column(h["sector"], pa.int64(), ~sector_known),
+                "bi_size": _column(h["bi_size"], pa.int64(), ~has_header),
+                "paired_frame": _column(col["paired"], pa.int64(), col["paired"] < 0),
+                "latency_us": _round_1(col["latency"] * 1e6),
+            }
+            slow = col["rich"] >= 0
+            if special is not None:
+                slow |= special[idx] | (special[np.maximum(header, 0)] & (header >= 0))
+            rows = [row_of(records.record(int(i))) for i in idx[slow].tolist()]
+            own = dict(zip(table_schema.names, zip(*rows)))     # the rich rows' values
+            out["fields"], out["rnbd"] = json_columns(records, idx, col, slow, own)
+            if rows:
+                at = np.flatnonzero(slow).tolist()
+                for field in table_schema:
+                    if field.name not in _JsonColumns.NAMES:
+                        out[field.name] = _with_rich(out[field.name], at,
+                                                     _wrapped(own[field.name], field.type))
+            pieces = arriving(table_schema, out)
+            yield pa.Table.from_arrays([out[f.name] for f in pieces], schema=pieces)
+    finally:
+        view.request_of = whole_capture
+
+
+class RequestsSoFar:
+    """The request each response answers, as ``Records.partners`` says (the last request
+    paired with the response's frame), made a row group of records in frame order at a
+    time: a request comes before its answer, so the requests seen so far hold it, and
+    the first row group need not wait for the pairs of the whole capture (0.04 s of 3 M
+    load packets, before the encoder has any work).  Where the records hold a request
+    answered no later than itself (``Records.answered_first``), the caller takes
+    ``partners`` instead."""
+
+    def __init__(self):
+        self.paired = np.zeros(0, dtype=np.int64)     # the requests that may still be
+        self.record = np.zeros(0, dtype=np.int64)     # answered, in frame order
+
+    def __call__(self, idx, msg, frame, paired):
+        """Per record ``idx`` (the next in frame order, with their ``msg``, ``frame`` and
+        ``paired`` frame): the record of the request a response answers, else -1."""
+        asked = ((msg == R.READ) | (msg == R.WRITE)) & (paired >= 0)
+        keys = np.concatenate([self.paired, paired[asked]])
+        records = np.concatenate([self.record, np.asarray(idx, dtype=np.int64)[asked]])
+        out = np.full(len(idx), -1, dtype=np.int64)
+        answers = np.flatnonzero(msg == R.IO_RSP)
+        if len(answers) and len(keys):
+            by_key = np.argsort(keys, kind="stable")      # equal keys: the last is the latest
+            ordered = keys[by_key]
+            last = np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))
+            known, latest = ordered[last], records[by_key][last]
+            at = np.minimum(np.searchsorted(known, frame[answers]), len(known) - 1)
+            found = known[at] == frame[answers]
+            out[answers[found]] = latest[at[found]]
+        if len(idx):        # what a later record's frame can still name
+            waiting = keys >= frame[-1]
+            self.paired, self.record = keys[waiting], records[waiting]
+        return out
+
+
+class _AnsweredWithin:
+    """What the view's request by frame (report/messages.py ``ByFrame``: of a frame's
+    records, the first a request answers) says for the rich rows of a row group, from
+    its requests so far; at its first and last frame, whose records another row group
+    may hold, the whole capture's pairs."""
+
+    def __init__(self, whole_capture, records, frames, answered):
+        self.whole_capture = whole_capture
+        self.records = records
+        self.frames, self.answered = frames, answered
+
+    def get(self, frame, default=None):
+        if not self.frames[0] < frame < self.frames[-1]:
+            return self.whole_capture.get(frame, default)
+        mine = self.answered[self.frames == frame]
+        found = mine[mine >= 0]
+        return self.records.record(int(found[0])) if len(found) else default
 
 
 def _with_rich(column, at, rich):
