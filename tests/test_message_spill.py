@@ -174,6 +174,7 @@ def test_address_ids_are_numbered_in_the_order_the_addresses_come():
                 expected = [reference.addr_id(raw) for raw in zip(hi.tolist(), lo.tolist())]
                 assert records.cols.data[half][first:first + len(keep)].tolist() == expected
         assert records.addrs == reference.addrs and len(records.addrs) > 256
+        assert records._known.count == len(records.addrs)      # all in the table now
 
 
 def test_spilled_records_give_the_same_lines_and_rows(failover_runs):

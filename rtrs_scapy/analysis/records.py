@@ -282,7 +282,7 @@ class Records:
         """``ids`` of the rows ``keep`` whose address the table did not hold (-1): the
         addresses numbered in the order their rows come.  The first row left names the
         next one, and the rows left are looked up again: a batch brings a few (a new
-        session's); beyond NEW_ADDRESSES, the rest are numbered row by row."""
+        session's); beyond NEW_ADDRESSES, the rest are numbered row by row, and added."""
         unknown = np.flatnonzero(ids < 0)
         for _ in range(NEW_ADDRESSES):
             if not len(unknown):
@@ -295,8 +295,14 @@ class Records:
             ids[unknown] = found
             unknown = unknown[found < 0]
         at = keep[unknown]
-        ids[unknown] = [self.addr_id(pair) for pair in zip(rows[at, hi].tolist(),
-                                                           rows[at, lo].tolist())]
+        pairs = list(zip(rows[at, hi].tolist(), rows[at, lo].tolist()))
+        numbered = {}
+        for pair in pairs:
+            if pair not in numbered:
+                numbered[pair] = self.addr_id(pair)
+        if numbered:
+            self._known.add(*zip(*numbered), list(numbered.values()))
+        ids[unknown] = [numbered[pair] for pair in pairs]
 
     def _others(self, rows):
         """One record per message of another protocol's connection, without RTRS fields:
