@@ -24,19 +24,10 @@ FIRST_SLOTS = 64
 
 
 @helper
-def _slot(hi, lo, mask):
-    """The first slot of the address (hi, lo)."""
-    h = np.uint64(hi) * np.uint64(0x9E3779B97F4A7C15)
-    h ^= np.uint64(lo) * np.uint64(0xC2B2AE3D27D4EB4F)
-    h ^= h >> np.uint64(29)
-    return np.int64(h & np.uint64(mask))
-
-
-@helper
 def _find(keys, ids, hi, lo):
     """The id of the address (hi, lo), -1 when the table does not hold it."""
     mask = ids.shape[0] - 1
-    at = _slot(hi, lo, mask)
+    at = T.key_slot(hi, lo, 0, mask)
     while ids[at] >= 0:
         if keys[at, 0] == hi and keys[at, 1] == lo:
             return ids[at]
@@ -52,7 +43,7 @@ def add_addresses(keys, ids, his, los, values):
     mask = ids.shape[0] - 1
     added = 0
     for k in range(his.shape[0]):
-        at = _slot(his[k], los[k], mask)
+        at = T.key_slot(his[k], los[k], 0, mask)
         while ids[at] >= 0 and not (keys[at, 0] == his[k] and keys[at, 1] == los[k]):
             at = (at + 1) & mask
         if ids[at] < 0:

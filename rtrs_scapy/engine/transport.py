@@ -123,7 +123,10 @@ _AETH_NAK, _AETH_RNR, _AETH_KIND = 0x60, 0x20, 0x60
 
 
 @helper
-def _hash(hi, lo, qpn, mask):
+def key_slot(hi, lo, qpn, mask):
+    """The first slot of the key (address halves, QP) in a table of ``mask + 1`` slots
+    (a power of two): the streams' table here, the records' addresses'
+    (record_columns.py)."""
     h = np.uint64(hi) * np.uint64(0x9E3779B97F4A7C15)
     h ^= np.uint64(lo) + np.uint64(0x632BE59BD9B4E019) + (h << np.uint64(6)) + (h >> np.uint64(2))
     h ^= np.uint64(qpn) * np.uint64(0xC2B2AE3D27D4EB4F)
@@ -134,7 +137,7 @@ def _hash(hi, lo, qpn, mask):
 @helper
 def _find(table, state, hi, lo, qpn):
     mask = table.shape[0] - 1
-    h = _hash(hi, lo, qpn, mask)
+    h = key_slot(hi, lo, qpn, mask)
     while True:
         slot = table[h]
         if slot < 0:
@@ -164,7 +167,7 @@ def rebuild(table, state):
     mask = table.shape[0] - 1
     for slot in range(state.shape[0]):
         if state[slot, USED]:
-            h = _hash(state[slot, K_HI], state[slot, K_LO], state[slot, K_QPN], mask)
+            h = key_slot(state[slot, K_HI], state[slot, K_LO], state[slot, K_QPN], mask)
             while table[h] >= 0:
                 h = (h + 1) & mask
             table[h] = slot
