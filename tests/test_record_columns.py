@@ -64,12 +64,11 @@ def test_the_address_table_finds_what_it_was_given_across_its_growth():
 
 
 def test_the_requests_so_far_answer_as_the_pairs_of_the_whole_capture():
-    """message_table.RequestsSoFar, fed the records in frame order a row group at a
+    """records.RequestsSoFar, fed the records in frame order a row group at a
     time, gives each response the request the whole capture's pairs give it
     (Records.partners' rule), where every request comes before its answer; several
     records in one frame, a row group cut inside a frame, requests never answered."""
     from rtrs_scapy.analysis import records as R
-    from rtrs_scapy.tables.message_table import RequestsSoFar
 
     rng = np.random.default_rng(17)
     n = 3000
@@ -87,7 +86,7 @@ def test_the_requests_so_far_answer_as_the_pairs_of_the_whole_capture():
                                  paired[asked].tolist())
     expected = np.full(n, -1)
     expected[kind == 1] = [records[asked][a] if a >= 0 else -1 for a in answers]
-    so_far, got = RequestsSoFar(), []
+    so_far, got = R.RequestsSoFar(), []
     for start in range(0, n, 128):
         part = slice(start, start + 128)
         got.extend(so_far(records[part], msg[part], frame[part], paired[part]).tolist())

@@ -470,3 +470,17 @@ def test_events_are_in_time_order_without_arrows_sort():
     ordered = build._in_order(table, keys)
     assert ordered.to_pylist() == sorted(rows, key=build._time_order_key)
     assert build._in_order(ordered, sorted(keys)) is ordered
+
+
+def test_the_messages_table_is_the_same_with_the_whole_captures_pairs():
+    """The real failover capture's messages table, its responses' requests found a row
+    group at a time (records.RequestsSoFar), is the one the whole capture's pairs give
+    (``Records.partners``, taken where a response was paired no later than its
+    request), in row groups of 1,000 records."""
+    result = analyze(real_pcap("failover"))
+    records = result.messages.records
+    assert not records.answered_first
+    so_far = [t.to_pylist() for t in build.messages_tables(result, "c", rows_per_table=1000)]
+    records.answered_first = True
+    whole = [t.to_pylist() for t in build.messages_tables(result, "c", rows_per_table=1000)]
+    assert so_far == whole and len(so_far) > 20

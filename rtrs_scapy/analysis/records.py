@@ -668,6 +668,40 @@ class RecordView(Mapping):
         return repr(self._now())
 
 
+class RequestsSoFar:
+    """The request each response answers, by ``Records.partners``' rule (the last
+    request paired with the response's frame: ``pair_by_frame``), made a run of records
+    in frame order at a time: a request comes before its answer, so the requests seen
+    so far hold it, and the ``messages`` table's first row group need not wait for the
+    pairs of the whole capture (0.04 s of 3 M load packets, before the encoder has any
+    work).  Where the records hold a request answered no later than itself
+    (``Records.answered_first``), only ``partners`` will do."""
+
+    def __init__(self):
+        empty = np.zeros(0, dtype=np.int64)
+        # the requests that a later record's frame may still name, in frame order
+        self.frame, self.paired, self.record = empty, empty, empty
+
+    def __call__(self, idx, msg, frame, paired):
+        """Per record ``idx`` (the next in frame order, with their ``msg``, ``frame`` and
+        ``paired`` frame): the record of the request a response answers, else -1."""
+        asked = ((msg == READ) | (msg == WRITE)) & (paired >= 0)
+        frames = np.concatenate([self.frame, frame[asked]])
+        keys = np.concatenate([self.paired, paired[asked]])
+        records = np.concatenate([self.record, np.asarray(idx, dtype=np.int64)[asked]])
+        out = np.full(len(idx), -1, dtype=np.int64)
+        answers = np.flatnonzero(msg == IO_RSP)
+        if len(answers):
+            request_of = np.empty(len(answers), dtype=np.int64)
+            pair_by_frame(frame[answers].astype(np.int64, copy=False), frames, keys.copy(),
+                          np.empty(len(keys), dtype=np.int64), request_of)
+            out[answers] = _taken(records, request_of)
+        if len(idx):
+            waiting = keys >= frame[-1]
+            self.frame, self.paired, self.record = frames[waiting], keys[waiting], records[waiting]
+        return out
+
+
 def _by_frame(kept, frame):
     """``kept`` (records in the order they were made) and their ``frame`` sorted by
     frame, stable: the few records made after a later frame's (a deferred CM REQ)

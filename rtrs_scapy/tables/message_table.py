@@ -29,7 +29,7 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
     records); ``row_of(rec)`` the row of a record dict (build._message_row), for the
     rich ones."""
     records = record_list.records
-    so_far = None if records.answered_first else RequestsSoFar()
+    so_far = None if records.answered_first else R.RequestsSoFar()
     request_of = records.partners()[0] if so_far is None else None
     whole_capture = view.request_of
     refs = [view._by_path.get(_path_key(dict(zip(("sess_uuid", "client", "server"), n))))
@@ -109,41 +109,6 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
             yield pa.Table.from_arrays([out[f.name] for f in pieces], schema=pieces)
     finally:
         view.request_of = whole_capture
-
-
-class RequestsSoFar:
-    """The request each response answers, as ``Records.partners`` says (the last request
-    paired with the response's frame), made a row group of records in frame order at a
-    time: a request comes before its answer, so the requests seen so far hold it, and
-    the first row group need not wait for the pairs of the whole capture (0.04 s of 3 M
-    load packets, before the encoder has any work).  Where the records hold a request
-    answered no later than itself (``Records.answered_first``), the caller takes
-    ``partners`` instead."""
-
-    def __init__(self):
-        self.paired = np.zeros(0, dtype=np.int64)     # the requests that may still be
-        self.record = np.zeros(0, dtype=np.int64)     # answered, in frame order
-
-    def __call__(self, idx, msg, frame, paired):
-        """Per record ``idx`` (the next in frame order, with their ``msg``, ``frame`` and
-        ``paired`` frame): the record of the request a response answers, else -1."""
-        asked = ((msg == R.READ) | (msg == R.WRITE)) & (paired >= 0)
-        keys = np.concatenate([self.paired, paired[asked]])
-        records = np.concatenate([self.record, np.asarray(idx, dtype=np.int64)[asked]])
-        out = np.full(len(idx), -1, dtype=np.int64)
-        answers = np.flatnonzero(msg == R.IO_RSP)
-        if len(answers) and len(keys):
-            by_key = np.argsort(keys, kind="stable")      # equal keys: the last is the latest
-            ordered = keys[by_key]
-            last = np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))
-            known, latest = ordered[last], records[by_key][last]
-            at = np.minimum(np.searchsorted(known, frame[answers]), len(known) - 1)
-            found = known[at] == frame[answers]
-            out[answers[found]] = latest[at[found]]
-        if len(idx):        # what a later record's frame can still name
-            waiting = keys >= frame[-1]
-            self.paired, self.record = keys[waiting], records[waiting]
-        return out
 
 
 class _AnsweredWithin:
