@@ -227,6 +227,22 @@ def test_only_strings_and_narrow_numbers_are_dictionary_encoded(exported):
             assert chunks[name].dictionary_page_offset is not None, (table, name)
 
 
+def test_64_bit_integers_are_written_as_deltas(exported):
+    """Frames, times, sectors and QPs (64-bit integers) are encoded as deltas, the
+    latencies (floats) and narrow columns are not; DuckDB reads them back (below)."""
+    done, _ = exported(real_pcap("basic_inval"))
+    for table, deltas, others in (("ios", ("frame", "time", "sector"), ("latency_us", "op")),
+                                  ("messages", ("frame", "time", "paired_frame", "dst_qpn"),
+                                   ("latency_us", "msg", "cid"))):
+        group = pq.ParquetFile(done.files[table]).metadata.row_group(0)
+        chunks = {group.column(k).path_in_schema: group.column(k)
+                  for k in range(group.num_columns)}
+        for name in deltas:
+            assert "DELTA_BINARY_PACKED" in chunks[name].encodings, (table, name)
+        for name in others:
+            assert "DELTA_BINARY_PACKED" not in chunks[name].encodings, (table, name)
+
+
 def test_times_are_the_captures(exported):
     """The first request of basic_inval: frame 22, 2026-11-29T15:15:15.863726Z."""
     _, con = exported(real_pcap("basic_inval"))

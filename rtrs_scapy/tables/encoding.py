@@ -33,15 +33,16 @@ def parquet_writer(path, table, pieces=None):
     strings, not dictionaries, and the file is the one plain strings would have made.
     Dictionary encoding only for its strings and narrow numbers: the 64-bit columns
     (frames, times, sectors, latencies) have nearly every value distinct, and trying a
-    dictionary on them cost a quarter of the encoding and made the file larger.
-    Statistics (a row group's min and max) for every column but the JSON texts, which
-    they would not prune (docs/export.md)."""
+    dictionary on them cost a quarter of the encoding and made the file larger.  Their
+    integers (frames, times, sectors, QPs) are written as deltas: frames and times
+    grow a little from row to row.  Statistics (a row group's min and max) for every
+    column but the JSON texts, which they would not prune (docs/export.md)."""
     fields = schema(table)
     pieces = fields if pieces is None else pieces
-    wide = [pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type)
-            or pa.types.is_floating(f.type) for f in fields]
+    deltas = [f.name for f in fields if pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type)]
     writer = pq.ParquetWriter(path, pieces.remove_metadata(), store_schema=False, use_dictionary=[
-        f.name for f, is_wide in zip(fields, wide) if not is_wide], write_statistics=[
+        f.name for f in fields if f.name not in deltas and not pa.types.is_floating(f.type)],
+        column_encoding=dict.fromkeys(deltas, "DELTA_BINARY_PACKED"), write_statistics=[
         f.name for f in fields if f.name not in JSON_TEXTS])
     writer.add_key_value_metadata({
         ARROW_SCHEMA: base64.b64encode(fields.serialize().to_pybytes()), **fields.metadata})
