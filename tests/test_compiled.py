@@ -33,7 +33,7 @@ PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 CALLED = {"decode", "walk_pcap", "walk_pcapng", "_fingerprints", "cm_run", "materialize",
           "run", "find", "bind", "play", "write_lines", "decode_requests",
           "decode_responses", "message_kinds", "split", "pair_scan", "record_rows",
-          "address_ids", "add_addresses", "split_kinds", "pair_by_frame"}
+          "number_addresses", "add_addresses", "split_kinds", "pair_by_frame"}
 #: a script's last line: which of numba and LLVM the process imported
 IMPORTED = ("import sys\n"
             "print(sorted(m for m in ('numba', 'llvmlite') if m in sys.modules), file=sys.stderr)\n")

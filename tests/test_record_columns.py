@@ -3,7 +3,7 @@ against plain Python statements of what they do."""
 
 import numpy as np
 
-from rtrs_scapy.engine.record_columns import AddressIds, address_ids, pair_by_frame
+from rtrs_scapy.engine.record_columns import AddressIds, pair_by_frame
 from rtrs_scapy.engine import transport as T
 
 
@@ -41,9 +41,11 @@ def test_requests_and_responses_pair_by_frame_as_the_rule_says():
             assert len(set(rsp_frame.tolist())) < size and (got >= 0).any() and (answers < 0).any()
 
 
-def test_the_address_table_finds_what_it_was_given_across_its_growth():
+def test_the_address_table_finds_what_it_was_given_and_numbers_the_rest():
     """Addresses added in rounds (the table doubling beyond half full; one given twice
-    keeps its first id) are found by every row that names them; others are -1."""
+    keeps its first id) are found by every row that names them; the others are numbered
+    from the next id in the order their rows come, one id per address, across the
+    table's growth; rows whose id is known already are left as they are."""
     rng = np.random.default_rng(3)
     table = AddressIds()
     known = {}
@@ -54,13 +56,27 @@ def test_the_address_table_finds_what_it_was_given_across_its_growth():
         table.add(np.append(his, his[:1]), np.append(los, los[:1]), np.append(values, -5))
         known.update(zip(zip(his.tolist(), los.tolist()), values.tolist()))
     assert table.count == len(known) and len(table.ids) >= 2 * len(known)
-    pairs = list(known) + [(1, 2), (0, 0)]
+    new = [(1, k) for k in range(300)] + [(0, 0)]
+    pairs = list(known) + new + new[::7] + list(known)[::5]
+    order = rng.permutation(len(pairs))
+    pairs = [pairs[k] for k in order]
     rows = np.zeros((len(pairs), T.R_COLUMNS), dtype=np.int64)
     rows[:, T.R_SRC_HI], rows[:, T.R_SRC_LO] = zip(*pairs)
-    out = np.empty(len(pairs), dtype=np.int64)
-    address_ids(rows, np.arange(len(pairs))[::-1].copy(), T.R_SRC_HI, T.R_SRC_LO,
-                table.keys, table.ids, out)
-    assert out[::-1].tolist() == [known.get(pair, -1) for pair in pairs]
+    keep = np.arange(len(pairs))[::-1].copy()
+    found = np.full(len(pairs) + 2, -1, dtype=np.int32)
+    found[2] = 77          # the first row kept: its id is left alone
+    numbered = table.number(rows, keep, T.R_SRC_HI, T.R_SRC_LO, found, 2, len(known))
+    expected, ids = [], dict(known)
+    for k, r in enumerate(keep.tolist()):
+        if k == 0:
+            expected.append(77)
+            continue
+        if pairs[r] not in ids:
+            ids[pairs[r]] = len(ids)
+        expected.append(ids[pairs[r]])
+    assert found[2:].tolist() == expected
+    assert numbered == [pair for pair in ids if pair not in known]
+    assert table.count == len(ids) and len(table.ids) >= 2 * len(ids)
 
 
 def test_the_requests_so_far_answer_as_the_pairs_of_the_whole_capture():

@@ -23,8 +23,7 @@ import numpy as np
 from ..engine import transport as T
 from ..engine.distinct import distinct_inverse
 from ..engine.recent import Recent
-from ..engine.record_columns import (AddressIds, address_ids, pair_by_frame, record_rows,
-                                     split_kinds)
+from ..engine.record_columns import AddressIds, pair_by_frame, record_rows, split_kinds
 from ..layout.plans import plan
 from ..spec.constants import RNBD_MSG_IO
 from . import decode as D
@@ -79,8 +78,6 @@ LATE = ("reply_frame", "failover_from", "failed_over_to", "invalidate_frame",
         "not_delivered", "failover_unseen")
 _LATE_PLACE = {name: k for k, name in enumerate(LATE)}
 
-#: new addresses of a batch numbered by looking its rows up again (then row by row)
-NEW_ADDRESSES = 8
 #: one frame kept per MARK records of the frame order, to find a frame's records
 MARK = 256
 #: records worked on at a time where the frame order is sorted
@@ -150,10 +147,18 @@ class Records:
         return code
 
     def addr_id(self, raw):
+        """The id of the address ``raw`` (a (hi, lo) pair), numbered as it first comes;
+        the table the rows' ids are found in holds each one numbered."""
         found = self._addr_id.get(raw)
         if found is None:
-            found = self._addr_id[raw] = len(self.addrs)
-            self.addrs.append(self.an.text(raw))
+            found = self._numbered(raw)
+            self._known.add([raw[0]], [raw[1]], [found])
+        return found
+
+    def _numbered(self, raw):
+        """The next id, for ``raw`` (not numbered yet)."""
+        found = self._addr_id[raw] = len(self.addrs)
+        self.addrs.append(self.an.text(raw))
         return found
 
     def names_id(self, path):
@@ -269,40 +274,17 @@ class Records:
 
     def _write_rows(self, rows, keep, first):
         """Frame, time, QP and address ids of the rows ``keep`` into the records in
-        memory from ``first`` on (engine/record_columns.py)."""
+        memory from ``first`` on (engine/record_columns.py): the addresses not numbered
+        yet are numbered in the order their rows come, the sources before the
+        destinations."""
         data = self.cols.data
         known = self._known
         if not record_rows(rows, keep, first, data["frame"], data["time"], data["qpn"],
                            data["src"], data["dst"], known.keys, known.ids):
             return
         for name, hi, lo in (("src", T.R_SRC_HI, T.R_SRC_LO), ("dst", T.R_DST_HI, T.R_DST_LO)):
-            self._new_addresses(rows, keep, hi, lo, data[name][first:first + len(keep)])
-
-    def _new_addresses(self, rows, keep, hi, lo, ids):
-        """``ids`` of the rows ``keep`` whose address the table did not hold (-1): the
-        addresses numbered in the order their rows come.  The first row left names the
-        next one, and the rows left are looked up again: a batch brings a few (a new
-        session's); beyond NEW_ADDRESSES, the rest are numbered row by row, and added."""
-        unknown = np.flatnonzero(ids < 0)
-        for _ in range(NEW_ADDRESSES):
-            if not len(unknown):
-                return
-            row = keep[unknown[0]]
-            pair = (int(rows[row, hi]), int(rows[row, lo]))
-            self._known.add([pair[0]], [pair[1]], [self.addr_id(pair)])
-            found = np.empty(len(unknown), dtype=np.int64)
-            address_ids(rows, keep[unknown], hi, lo, self._known.keys, self._known.ids, found)
-            ids[unknown] = found
-            unknown = unknown[found < 0]
-        at = keep[unknown]
-        pairs = list(zip(rows[at, hi].tolist(), rows[at, lo].tolist()))
-        numbered = {}
-        for pair in pairs:
-            if pair not in numbered:
-                numbered[pair] = self.addr_id(pair)
-        if numbered:
-            self._known.add(*zip(*numbered), list(numbered.values()))
-        ids[unknown] = [numbered[pair] for pair in pairs]
+            for raw in known.number(rows, keep, hi, lo, data[name], first, len(self.addrs)):
+                self._numbered(raw)
 
     def _others(self, rows):
         """One record per message of another protocol's connection, without RTRS fields:

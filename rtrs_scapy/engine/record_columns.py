@@ -8,10 +8,11 @@ source and destination addresses.
 The records number each address as it first comes (analysis/records.py).  A batch of
 load has a few addresses over thousands of rows; finding them by sorting each batch's
 64-bit halves and writing the columns by numpy's gathers took a fifth of the records'
-time in ``export`` of 3 M load packets.  Here the addresses known are held in an
+time in ``export`` of 3 M load packets.  Here every address numbered is held in an
 open-addressing table (:class:`AddressIds`), looked up a row at a time while the row's
-other columns are written; the rows whose address is not in it yet are left to Python,
-which numbers the new addresses in the order they come and adds them.
+other columns are written; where a batch names addresses the table does not hold yet
+(a new session's), a second pass numbers them in the order their rows come, the
+batch's sources before its destinations.
 """
 
 import numpy as np
@@ -73,16 +74,38 @@ def record_rows(rows, keep, first, frame, time, qpn, src, dst, keys, ids):
 
 
 @compiled
-def address_ids(rows, keep, hi, lo, keys, ids, out):
-    """The id of the address in columns ``hi`` and ``lo`` of each row ``keep`` into
-    ``out`` (-1 where the table has none)."""
-    for k in range(keep.shape[0]):
-        out[k] = _find(keys, ids, rows[keep[k], hi], rows[keep[k], lo])
+def number_addresses(rows, keep, hi, lo, keys, ids, found, first, start, next_id, new_his,
+                     new_los):
+    """The rows ``keep[k]`` (``k`` from ``start`` on) whose id ``found[first + k]`` is
+    -1: their address (columns ``hi``, ``lo``) looked up again, and where the table does
+    not hold it, numbered ``next_id`` on in the order the rows come, put in the table
+    and listed in ``new_his``, ``new_los``.  No more are numbered than those have room
+    for (the caller keeps the table at most half full).  Returns (the ``k`` it stopped
+    at, how many it numbered)."""
+    mask = ids.shape[0] - 1
+    added = 0
+    for k in range(start, keep.shape[0]):
+        if found[first + k] >= 0:
+            continue
+        h, l = rows[keep[k], hi], rows[keep[k], lo]
+        at = T.key_slot(h, l, 0, mask)
+        while ids[at] >= 0 and not (keys[at, 0] == h and keys[at, 1] == l):
+            at = (at + 1) & mask
+        if ids[at] < 0:
+            if added == new_his.shape[0]:
+                return k, added
+            keys[at, 0], keys[at, 1] = h, l
+            ids[at] = next_id + added
+            new_his[added], new_los[added] = h, l
+            added += 1
+        found[first + k] = ids[at]
+    return keep.shape[0], added
 
 
 class AddressIds:
-    """The ids of the addresses known, by their (hi, lo) halves, for
-    :func:`record_rows`; a cache of the records' own numbering, which stays theirs."""
+    """The ids of the addresses numbered, by their (hi, lo) halves, for
+    :func:`record_rows`: the records number them (analysis/records.py), here or by
+    :meth:`number`."""
 
     def __init__(self):
         self.keys = np.zeros((FIRST_SLOTS, 2), dtype=np.int64)
@@ -92,16 +115,37 @@ class AddressIds:
     def add(self, his, los, values):
         """Addresses (distinct) and their ids; those held already stay."""
         his, los, values = (np.array(a, dtype=np.int64) for a in (his, los, values))
-        if 2 * (self.count + len(his)) > len(self.ids):
-            held = self.ids >= 0
-            pairs, known = self.keys[held], self.ids[held]
-            slots = len(self.ids)
-            while 2 * (self.count + len(his)) > slots:
-                slots *= 2
-            self.keys = np.zeros((slots, 2), dtype=np.int64)
-            self.ids = np.full(slots, -1, dtype=np.int64)
-            add_addresses(self.keys, self.ids, pairs[:, 0].copy(), pairs[:, 1].copy(), known)
+        self._room_for(len(his))
         self.count += add_addresses(self.keys, self.ids, his, los, values)
+
+    def number(self, rows, keep, hi, lo, found, first, next_id):
+        """The ids of the rows ``keep`` whose ``found[first:]`` is -1 (see
+        :func:`number_addresses`); returns the addresses it numbered, (hi, lo) pairs in
+        the order of their ids."""
+        numbered, start = [], 0
+        while start < len(keep):
+            self._room_for(1)
+            room = min(len(self.ids) // 2 - self.count, len(keep) - start)
+            his, los = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
+            start, added = number_addresses(rows, keep, hi, lo, self.keys, self.ids, found,
+                                            first, start, next_id + len(numbered), his, los)
+            self.count += added
+            numbered += zip(his[:added].tolist(), los[:added].tolist())
+        return numbered
+
+    def _room_for(self, more):
+        """The table grown (doubled until it would be at most half full) to take ``more``
+        addresses beyond those it holds."""
+        if 2 * (self.count + more) <= len(self.ids):
+            return
+        held = self.ids >= 0
+        pairs, known = self.keys[held], self.ids[held]
+        slots = len(self.ids)
+        while 2 * (self.count + more) > slots:
+            slots *= 2
+        self.keys = np.zeros((slots, 2), dtype=np.int64)
+        self.ids = np.full(slots, -1, dtype=np.int64)
+        add_addresses(self.keys, self.ids, pairs[:, 0].copy(), pairs[:, 1].copy(), known)
 
 
 @compiled
