@@ -211,12 +211,13 @@ def test_the_files_carry_the_schema(exported):
 
 
 def test_only_strings_and_narrow_numbers_are_dictionary_encoded(exported):
-    """Frames, times, sectors and latencies are nearly all distinct: their column
-    chunks are written without a dictionary; names, message kinds and ids with one."""
+    """Frames, times, sectors, latencies and RNBD headers (JSON, with their sector) are
+    nearly all distinct: their column chunks are written without a dictionary; names,
+    message kinds, ids and the messages' fields with one."""
     done, _ = exported(real_pcap("basic_inval"))
     for table, wide, narrow in (("ios", ("frame", "time", "sector", "latency_us"),
                                  ("session", "op", "buf_id", "outcome")),
-                                ("messages", ("frame", "time", "paired_frame"),
+                                ("messages", ("frame", "time", "paired_frame", "rnbd"),
                                  ("msg", "src", "cid", "fields"))):
         group = pq.ParquetFile(done.files[table]).metadata.row_group(0)
         chunks = {group.column(k).path_in_schema: group.column(k)

@@ -14,6 +14,8 @@ import pyarrow.parquet as pq
 from .arrays import TEXTS
 from .schema import JSON_TEXTS, schema
 
+#: texts (JSON) nearly all distinct: written without a dictionary (parquet_writer)
+DISTINCT_TEXTS = frozenset(("rnbd",))
 #: the file's key-value metadata entry where Arrow keeps a file's Arrow schema
 ARROW_SCHEMA = b"ARROW:schema"
 
@@ -32,8 +34,9 @@ def parquet_writer(path, table, pieces=None):
     The file's Arrow schema is the table's whatever the pieces were: readers get
     strings, not dictionaries, and the file is the one plain strings would have made.
     Dictionary encoding only for its strings and narrow numbers: the 64-bit columns
-    (frames, times, sectors, latencies) have nearly every value distinct, and trying a
-    dictionary on them cost a quarter of the encoding and made the file larger.  Their
+    (frames, times, sectors, latencies) and a request's RNBD header (``rnbd``, with its
+    sector) have nearly every value distinct, and trying a dictionary on them cost a
+    quarter of the encoding and made the file larger or no smaller.  Their
     integers (frames, times, sectors, QPs) are written as deltas: frames and times
     grow a little from row to row.  Statistics (a row group's min and max) for every
     column but the JSON texts, which they would not prune (docs/export.md)."""
@@ -41,7 +44,8 @@ def parquet_writer(path, table, pieces=None):
     pieces = fields if pieces is None else pieces
     deltas = [f.name for f in fields if pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type)]
     writer = pq.ParquetWriter(path, pieces.remove_metadata(), store_schema=False, use_dictionary=[
-        f.name for f in fields if f.name not in deltas and not pa.types.is_floating(f.type)],
+        f.name for f in fields if f.name not in deltas and f.name not in DISTINCT_TEXTS
+        and not pa.types.is_floating(f.type)],
         column_encoding=dict.fromkeys(deltas, "DELTA_BINARY_PACKED"), write_statistics=[
         f.name for f in fields if f.name not in JSON_TEXTS])
     writer.add_key_value_metadata({
