@@ -142,9 +142,9 @@ def _outputs(result):
 
 def test_address_ids_are_numbered_in_the_order_the_addresses_come():
     """A batch's records take their address ids from a table looked up row by row
-    (engine/record_columns.py), the addresses it does not hold numbered in Python: the
-    ids are those one look-up per address gives, new ones numbered in the order of
-    their first row, a batch's sources before its destinations; also where one low
+    (engine/record_columns.py), the addresses it does not hold numbered by a second
+    pass: the ids are those one look-up per address gives, new ones numbered in the
+    order of their first row, a batch's sources before its destinations; also where one low
     half sits under two high ones (an IPv4-mapped address and an IPv6 one), across
     the table's growth (300 addresses), and for addresses numbered apart from rows
     (a CM record's, ``addr_id``) that rows name later."""
