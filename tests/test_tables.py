@@ -462,12 +462,28 @@ def test_the_rich_rows_go_in_without_arrows_compute_functions():
 
     numbers = pa.array([5, None, 7, 8, None, 10], pa.int64())
     at = [0, 2, 5]
-    assert _with_rich(numbers, at, pa.array([5, 7, 10], pa.int64())) is numbers
-    changed = _with_rich(numbers, at, pa.array([None, 70, -1], pa.int64()))
+    assert _with_rich(numbers, at, [5, 7, 10], pa.int64()) is numbers
+    changed = _with_rich(numbers, at, [None, 70, -1], pa.int64())
     assert changed.to_pylist() == [None, None, 70, 8, None, -1]
+    assert _with_rich(numbers, [1, 3], [None, 8], pa.int64()) is numbers
+    assert _with_rich(numbers, [1], [0], pa.int64()).to_pylist()[1] == 0
+    sliced = numbers.slice(2)          # read from an offset into its buffers
+    assert _with_rich(sliced, [0, 2], [7, None], pa.int64()) is sliced
+    assert _with_rich(sliced, [0], [8], pa.int64()).to_pylist() == [8, 8, None, 10]
+    wrapped = pa.array([-1, 3], pa.int32())     # a u32 wire value beyond the signed type
+    assert _with_rich(wrapped, [0], [0xFFFFFFFF], pa.int32()) is wrapped
+    halves = pa.array([0.5, None, 2.25], pa.float64())
+    assert _with_rich(halves, [0, 2], [0.5, 2.25], pa.float64()) is halves
+    assert _with_rich(halves, [2], [2.5], pa.float64()).to_pylist() == [0.5, None, 2.5]
+    times = pa.array([10, 20], pa.timestamp("ns", "UTC"))
+    assert _with_rich(times, [1], [20], pa.timestamp("ns", "UTC")) is times
+    flags = pa.array([True, None, False])       # no buffer of numbers: compared by Arrow
+    assert _with_rich(flags, [0, 2], [True, False], pa.bool_()) is flags
+    assert _with_rich(flags, [1], [True], pa.bool_()).to_pylist() == [True, True, False]
     texts = Texts(["a", None, "b"]).take(np.array([0, 2, 1, 0, 2]))
-    assert _with_rich(texts, [0, 4], pa.array(["a", "b"])) is texts
-    changed = _with_rich(texts, [0, 1, 4], pa.array(["new", None, "a"]))
+    assert _with_rich(texts, [0, 4], ["a", "b"], pa.string()) is texts
+    assert _with_rich(texts, [2], [None], pa.string()) is texts
+    changed = _with_rich(texts, [0, 1, 4], ["new", None, "a"], pa.string())
     assert pa.types.is_dictionary(changed.type)
     assert changed.to_pylist() == ["new", None, None, "a", "a"]
     many = [str(k) for k in range(300)]

@@ -103,8 +103,8 @@ def message_tables(view, record_list, capture, path_ids, table_schema, rows_per_
                 at = np.flatnonzero(slow).tolist()
                 for field in table_schema:
                     if field.name not in _JsonColumns.NAMES:
-                        out[field.name] = _with_rich(out[field.name], at,
-                                                     _wrapped(own[field.name], field.type))
+                        out[field.name] = _with_rich(out[field.name], at, own[field.name],
+                                                     field.type)
             pieces = arriving(table_schema, out)
             yield pa.Table.from_arrays([out[f.name] for f in pieces], schema=pieces)
     finally:
@@ -130,23 +130,55 @@ class _AnsweredWithin:
         return self.records.record(int(found[0])) if len(found) else default
 
 
-def _with_rich(column, at, rich):
-    """``column`` with the rich records' values ``rich`` (plain) at its rows ``at``
-    (ascending); most are what the column already holds.  Made of slices and buffers:
-    Arrow's compute functions (take, replace, dictionary encoding) would cost the
-    export their module's import, 33 ms before its first row group."""
-    held = pa.concat_arrays([column.slice(i, 1) for i in at])
-    if pa.types.is_dictionary(column.type):
-        if [value.as_py() for value in held] == rich.to_pylist():
-            return column
-        return _texts_with(column, at, rich.to_pylist())
-    if held.equals(rich):
+def _with_rich(column, at, values, kind):
+    """``column`` with the rich records' ``values`` (plain, of the schema's ``kind``) at
+    its rows ``at`` (ascending); most are what the column already holds, which its
+    buffers tell.  Made of slices and buffers: Arrow's compute functions (take,
+    replace, dictionary encoding) would cost the export their module's import, 33 ms
+    before its first row group."""
+    values = _wrapped_values(values, kind)
+    if _holds(column, at, values):
         return column
+    if pa.types.is_dictionary(column.type):
+        return _texts_with(column, at, values)
+    rich = pa.array(values, kind)
     pieces, done = [], 0
     for k, i in enumerate(at):
         pieces += [column.slice(done, i - done), rich.slice(k, 1)]
         done = i + 1
     return pa.concat_arrays(pieces + [column.slice(done)])
+
+
+def _holds(column, at, values):
+    """Whether ``column`` holds ``values`` (None: null) at its rows ``at``: its numbers,
+    times and texts' indices read from its buffers where it has them, else compared by
+    Arrow."""
+    kind = column.type
+    array = column.indices if pa.types.is_dictionary(kind) else column
+    numeric = array.type
+    if not (pa.types.is_integer(numeric) or pa.types.is_floating(numeric)
+            or pa.types.is_timestamp(numeric)):
+        return pa.concat_arrays([column.slice(i, 1) for i in at]).equals(pa.array(values, kind))
+    width = numeric.bit_width // 8
+    dtype = np.dtype("%s%d" % ("f" if pa.types.is_floating(numeric)
+                               else "u" if pa.types.is_unsigned_integer(numeric) else "i", width))
+    numbers = np.frombuffer(array.buffers()[1], dtype, len(array), width * array.offset)
+    rows = np.asarray(at, dtype=np.int64)
+    valid = _valid_at(array, rows)
+    held = [number if ok else None for number, ok in zip(numbers[rows].tolist(), valid.tolist())]
+    if array is not column:
+        dictionary = column.dictionary
+        held = [None if code is None else dictionary[code].as_py() for code in held]
+    return held == values
+
+
+def _valid_at(array, rows):
+    """Whether ``array`` holds a value at each of ``rows`` (its validity bitmap's bits)."""
+    bitmap = array.buffers()[0]
+    if bitmap is None:
+        return np.ones(len(rows), dtype=bool)
+    bit = rows + array.offset
+    return (np.frombuffer(bitmap, dtype=np.uint8)[bit >> 3] >> (bit & 7)) & 1 == 1
 
 
 def _texts_with(column, at, texts):
@@ -188,12 +220,12 @@ def _column(values, kind, missing=None):
     return pa.array(values.astype(kind.to_pandas_dtype()), mask=missing)
 
 
-def _wrapped(values, kind):
-    """Python values as an Arrow array of ``kind``, integers wrapped as _column's."""
+def _wrapped_values(values, kind):
+    """Python values of ``kind``, integers wrapped as _column's."""
     if pa.types.is_integer(kind):
         half = 1 << (kind.bit_width - 1)
-        values = [None if v is None else (v + half) % (2 * half) - half for v in values]
-    return pa.array(values, kind)
+        return [None if v is None else (v + half) % (2 * half) - half for v in values]
+    return list(values)
 
 
 def _round_1(values):
