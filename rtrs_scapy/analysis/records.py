@@ -493,7 +493,8 @@ class Records:
                 msg == IO_RSP, 1, np.where((msg == READ) | (msg == WRITE), 2, 0))
         rsp, req = order[kinds == 1], order[kinds == 2]
         rsp_frame = np.empty(len(rsp), dtype=np.int64)
-        req_frame, req_paired = np.empty(len(req), dtype=np.int64), np.empty(len(req), dtype=np.int64)
+        req_frame = np.empty(len(req), dtype=np.int64)
+        req_paired = np.empty(len(req), dtype=np.int64)
         done = np.zeros(3, dtype=np.int64)
         for start, got in self._in_order(("frame", "paired")):
             split_kinds(kinds[start:start + len(got["frame"])], got["frame"], got["paired"],
