@@ -25,15 +25,20 @@ FIRST_SLOTS = 64
 
 
 @helper
-def _find(keys, ids, hi, lo):
-    """The id of the address (hi, lo), -1 when the table does not hold it."""
+def _slot(keys, ids, hi, lo):
+    """The slot of the address (hi, lo): where the table holds it, else the free slot
+    it would take (its id there is -1)."""
     mask = ids.shape[0] - 1
     at = T.key_slot(hi, lo, 0, mask)
-    while ids[at] >= 0:
-        if keys[at, 0] == hi and keys[at, 1] == lo:
-            return ids[at]
+    while ids[at] >= 0 and not (keys[at, 0] == hi and keys[at, 1] == lo):
         at = (at + 1) & mask
-    return -1
+    return at
+
+
+@helper
+def _find(keys, ids, hi, lo):
+    """The id of the address (hi, lo), -1 when the table does not hold it."""
+    return ids[_slot(keys, ids, hi, lo)]
 
 
 @compiled
@@ -41,12 +46,9 @@ def add_addresses(keys, ids, his, los, values):
     """The addresses (``his``, ``los``) numbered ``values`` put in the table, those it
     holds already left as they are (the caller keeps it at most half full); returns
     how many were new."""
-    mask = ids.shape[0] - 1
     added = 0
     for k in range(his.shape[0]):
-        at = T.key_slot(his[k], los[k], 0, mask)
-        while ids[at] >= 0 and not (keys[at, 0] == his[k] and keys[at, 1] == los[k]):
-            at = (at + 1) & mask
+        at = _slot(keys, ids, his[k], los[k])
         if ids[at] < 0:
             keys[at, 0], keys[at, 1] = his[k], los[k]
             ids[at] = values[k]
@@ -82,15 +84,12 @@ def number_addresses(rows, keep, hi, lo, keys, ids, found, first, start, next_id
     and listed in ``new_his``, ``new_los``.  No more are numbered than those have room
     for (the caller keeps the table at most half full).  Returns (the ``k`` it stopped
     at, how many it numbered)."""
-    mask = ids.shape[0] - 1
     added = 0
     for k in range(start, keep.shape[0]):
         if found[first + k] >= 0:
             continue
         h, l = rows[keep[k], hi], rows[keep[k], lo]
-        at = T.key_slot(h, l, 0, mask)
-        while ids[at] >= 0 and not (keys[at, 0] == h and keys[at, 1] == l):
-            at = (at + 1) & mask
+        at = _slot(keys, ids, h, l)
         if ids[at] < 0:
             if added == new_his.shape[0]:
                 return k, added
