@@ -159,17 +159,24 @@ def _holds(column, at, values):
     if not (pa.types.is_integer(numeric) or pa.types.is_floating(numeric)
             or pa.types.is_timestamp(numeric)):
         return pa.concat_arrays([column.slice(i, 1) for i in at]).equals(pa.array(values, kind))
-    width = numeric.bit_width // 8
-    dtype = np.dtype("%s%d" % ("f" if pa.types.is_floating(numeric)
-                               else "u" if pa.types.is_unsigned_integer(numeric) else "i", width))
-    numbers = np.frombuffer(array.buffers()[1], dtype, len(array), width * array.offset)
     rows = np.asarray(at, dtype=np.int64)
     valid = _valid_at(array, rows)
-    held = [number if ok else None for number, ok in zip(numbers[rows].tolist(), valid.tolist())]
+    held = [number if ok else None
+            for number, ok in zip(_numbers(array)[rows].tolist(), valid.tolist())]
     if array is not column:
         dictionary = column.dictionary
         held = [None if code is None else dictionary[code].as_py() for code in held]
     return held == values
+
+
+def _numbers(array):
+    """The values of a fixed-width numeric ``array`` (numbers, times, a dictionary's
+    indices) as numpy reads them in its buffer, nulls included."""
+    kind = array.type
+    width = kind.bit_width // 8
+    dtype = np.dtype("%s%d" % ("f" if pa.types.is_floating(kind)
+                               else "u" if pa.types.is_unsigned_integer(kind) else "i", width))
+    return np.frombuffer(array.buffers()[1], dtype, len(array), width * array.offset)
 
 
 def _valid_at(array, rows):
@@ -185,9 +192,8 @@ def _texts_with(column, at, texts):
     """A column of texts (a dictionary array) with ``texts`` (None: null) at rows ``at``:
     its indices rewritten, the texts its dictionary lacks added after it."""
     indices = column.indices
-    codes = np.frombuffer(indices.buffers()[1], dtype=np.int32, count=len(indices),
-                          offset=4 * indices.offset).copy()
-    valid = _valid(indices)
+    codes = _numbers(indices).astype(np.int32)
+    valid = _valid_at(indices, np.arange(len(indices)))
     dictionary = column.dictionary.to_pylist()
     known, added = {}, []
     for k, text in enumerate(dictionary):
@@ -202,15 +208,6 @@ def _texts_with(column, at, texts):
     whole = pa.concat_arrays([column.dictionary, pa.array(added, pa.string())]) \
         if added else column.dictionary
     return pa.DictionaryArray.from_arrays(pa.array(codes, mask=~valid), whole)
-
-
-def _valid(array):
-    """Per row of ``array``, whether it holds a value (its validity bitmap unpacked)."""
-    bitmap = array.buffers()[0]
-    if bitmap is None:
-        return np.ones(len(array), dtype=bool)
-    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
-    return bits[array.offset:array.offset + len(array)].astype(bool)
 
 
 def _column(values, kind, missing=None):
