@@ -73,11 +73,28 @@ class DefaultToSummary(click.Group):
         # instead of 1.55 s.  Frozen, they are left to the end of the process.
         atexit.unregister(gc.freeze)
         atexit.register(gc.freeze)
-        return super().main(*args, **kwargs)
+        return _on_one_stack_chunk(super().main, args, kwargs)
 
     def format_usage(self, ctx, formatter):
         formatter.write_usage(ctx.command_path, "[--format json] [-q] [--queue-depth N] FILE")
         formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="       ")
+
+
+def _on_one_stack_chunk(function, args, kwargs):
+    """``function(*args, **kwargs)`` with room beneath it on the interpreter's frame stack
+    (:data:`STACK_ROOM`)."""
+    return function(*args, **kwargs)
+
+
+#: Values that :func:`_on_one_stack_chunk`'s frame reserves.  CPython keeps its frames in
+#: chunks of 16 KiB and, before 3.13, frees a chunk as soon as the frame at its start
+#: returns, so a loop whose calls land just past the end of a chunk maps and unmaps one at
+#: every call: importing numpy under ``summary`` did so 1,430 times, 10 ms of a 0.14 s run
+#: (docs/benchmarks.md).  A frame this large gets a chunk of its own (1 MiB, mapped lazily:
+#: it touches only its first words) and the calls beneath it fill the rest of that chunk.
+STACK_ROOM = 1 << 16
+_on_one_stack_chunk.__code__ = _on_one_stack_chunk.__code__.replace(
+    co_stacksize=_on_one_stack_chunk.__code__.co_stacksize + STACK_ROOM)
 
 
 def _no_misspelt_command(ctx, word):
