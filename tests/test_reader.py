@@ -354,15 +354,18 @@ def _resident_kib(path):
 
 def test_mmap_release_lets_the_pages_go(tmp_path):
     """The pages before a chunk the consumer is through with leave the process (the
-    C library's madvise, called without the GIL): reading a 16 MiB capture whole
-    leaves a chunk or two of it resident, not all of it."""
-    payloads = [os.urandom(4000) for _ in range(4096)]
-    path = write(tmp_path, "big.pcap", pcap_bytes([(0, i, d) for i, d in enumerate(payloads)]))
+    C library's madvise, called without the GIL): reading a capture four times
+    RELEASE_EVERY whole leaves RELEASE_EVERY and a chunk or two of it resident, not all
+    of it."""
+    payload = os.urandom(4000)
+    records = 4 * sources.RELEASE_EVERY // len(payload)
+    path = write(tmp_path, "big.pcap", pcap_bytes([(0, i, payload) for i in range(records)]))
     with open_capture(path) as cap:
         for chunk in cap.chunks(256):                      # about 1 MiB a chunk
             assert int(chunk.buf[chunk.offs].sum()) >= 0   # every record's first page read
             cap.done(chunk)
-        assert _resident_kib(path) < 4 * 1024 < os.path.getsize(path) // 1024
+        assert _resident_kib(path) < (sources.RELEASE_EVERY >> 10) + 3 * 1024 \
+            < os.path.getsize(path) // 1024
 
 
 def test_pipe_input(tmp_path):

@@ -17,8 +17,11 @@ import numpy as np
 CHUNK = 4 * 1024 * 1024
 #: Compressed bytes read from the file at a time.
 GZ_IN_CHUNK = 1024 * 1024
-#: mmap: drop already-read pages from the process every this many bytes.
-RELEASE_EVERY = 2 * 1024 * 1024
+#: mmap: drop already-read pages from the process every this many bytes.  Each drop
+#: interrupts the other core to flush its address translations (the main thread's, while
+#: the reader's thread drops): every 2 MiB, once a chunk, it cost the summary of 3 M
+#: packets 15-30 ms; the 16 MiB held longer add as much to the peak (docs/benchmarks.md).
+RELEASE_EVERY = 16 * 1024 * 1024
 
 
 def _libc_madvise():
