@@ -15,7 +15,6 @@ import numpy as np
 
 from ..analysis.records import RecordList
 from ..analysis.naming import match_device, match_sessions, summary_label
-from ..kernel_log.events import event_of
 from ..spec.constants import RNBD_OP_NAMES, RNBD_SECTOR_SIZE as SECTOR, RTRS_MSG_NEW_RKEY_F, \
     rnbd_end_sector, rnbd_op_name
 from .words import (
@@ -170,6 +169,7 @@ class MessageView:
     def _kernel_line_wanted(self, rec, errors, devices):
         """A kernel line passes --errors when it tells of a failure, --device when it
         names the device (its path or the client's name)."""
+        from ..kernel_log.events import event_of   # (8 ms of parsers, only with --log)
         event = event_of(rec["text"])
         if errors and not (event and event["kind"] in FAILURES or FAILED.search(rec["text"])):
             return False
