@@ -20,7 +20,7 @@ GZ_IN_CHUNK = 1024 * 1024
 #: mmap: drop already-read pages from the process every this many bytes.  Each drop
 #: interrupts the other core to flush its address translations (the main thread's, while
 #: the reader's thread drops): every 2 MiB, once a chunk, it cost the summary of 3 M
-#: packets 15-30 ms; the 16 MiB held longer add as much to the peak (docs/benchmarks.md).
+#: packets 15-30 ms.  The peak grows by the pages held longer (docs/benchmarks.md).
 RELEASE_EVERY = 16 * 1024 * 1024
 
 
