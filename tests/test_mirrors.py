@@ -21,7 +21,7 @@ from tshark_util import TSHARK, TSHARK_OPTIONS, tshark_env
 from rtrs_scapy.analysis import analyze
 from rtrs_scapy.analysis.parts import map_file, reduce_parts
 from rtrs_scapy.capture import open_capture
-from rtrs_scapy.capture.columns import P_KIND, P_MIRROR
+from rtrs_scapy.capture.columns import P_KIND, X_MIRROR
 from rtrs_scapy.capture.files import Chunk
 from rtrs_scapy.capture.ib import decode_chunk
 from rtrs_scapy.capture.links import mirror_entry
@@ -188,10 +188,10 @@ def _located(frames):
     for frame in frames:
         offs.append(at)
         at += len(frame)
-    out = decode_chunk(np.frombuffer(data, np.uint8), np.array(offs, np.int64),
-                       np.array([len(f) for f in frames], np.int64),
-                       np.ones(len(frames), np.int64))
-    return out[:, P_KIND].tolist(), out[:, P_MIRROR].tolist()
+    packets, extra = decode_chunk(np.frombuffer(data, np.uint8), np.array(offs, np.int64),
+                                  np.array([len(f) for f in frames], np.int64),
+                                  np.ones(len(frames), np.int64))
+    return packets[:, P_KIND].tolist(), extra[:, X_MIRROR].tolist()
 
 
 def _roce_frame(plain):
@@ -268,7 +268,7 @@ def test_the_walk_counts_each_chunk_as_its_columns_do(tmp_path):
                 assert chunk.tally is not None
                 from_columns = Chunk(chunk.data, chunk.buf, chunk.first_frame, chunk.offs,
                                      chunk.caplens, chunk.stamps, chunk.links,
-                                     chunk.packets, chunk.origlens)
+                                     chunk.packets, chunk.origlens, chunk.extra)
                 assert chunk.counts() == from_columns.counts()
                 counted[capture].append(chunk.counts())
     mirrored = [mirrors for _, _, mirrors in counted[mixed]]

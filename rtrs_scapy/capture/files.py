@@ -87,7 +87,8 @@ class Chunk:
     ``buf`` is the buffer as a uint8 array (``data`` the object behind it, kept
     alive); record ``i`` is ``buf[offs[i]:offs[i] + caplens[i]]``, frame number
     ``first_frame + i``, captured at ``stamps[i]`` ns, with link type ``links[i]``;
-    ``packets`` holds its IB headers (a row per record, columns.P_*), from ``decoded()``;
+    ``packets`` and ``extra`` hold its IB headers (a row per record, columns.P_* and
+    columns.X_*), from ``decoded()``;
     ``origlens[i]`` is the record's length on the wire (above ``caplens[i]`` when the
     snaplen cut it; None: every record whole).
     """
@@ -100,6 +101,7 @@ class Chunk:
     links: np.ndarray
     packets: np.ndarray = None
     origlens: np.ndarray = None
+    extra: np.ndarray = None
     counted: tuple = None
     tally: tuple = None         # (records with IB headers, any mirrored, several link
     #                             types), by the walk
@@ -109,8 +111,8 @@ class Chunk:
 
     def decoded(self):
         if self.packets is None:
-            self.packets = decode_chunk(self.buf, self.offs, self.caplens, self.links,
-                                        self.origlens)
+            self.packets, self.extra = decode_chunk(self.buf, self.offs, self.caplens,
+                                                    self.links, self.origlens)
         return self
 
     def counts(self):
@@ -120,14 +122,14 @@ class Chunk:
         3 M load packets, in whichever thread ran it), the mirror codes from their column
         only where the walk saw any (docs/benchmarks.md)."""
         if self.counted is None:
-            packets = self.decoded().packets
+            self.decoded()
             if self.tally is None:
-                ib_frames = int(np.count_nonzero(packets[:, columns.P_KIND]))
+                ib_frames = int(np.count_nonzero(self.packets[:, columns.P_KIND]))
                 mirrored = mixed = True
             else:
                 ib_frames, mirrored, mixed = self.tally
             self.counted = (ib_frames, _distinct(self.links) if mixed else [int(self.links[0])],
-                            mirror_codes(packets[:, columns.P_MIRROR]) if mirrored else [])
+                            mirror_codes(self.extra[:, columns.X_MIRROR]) if mirrored else [])
         return self.counted
 
 
@@ -338,10 +340,11 @@ class Capture:
     def _emit(self, data, buf, n, columns, base):
         """A chunk of the first ``n`` records the walk put in ``columns``: the chunk
         keeps them (the walk goes on in fresh ones, see _columns), not a copy."""
-        offs, caplens, origlens, stamps, links, packets = (column[:n] for column in columns[:6])
-        ib_frames, mirrored, mixed, cut, cut_caplen = columns[6].tolist()
+        offs, caplens, origlens, stamps, links, packets, extra = (column[:n]
+                                                                  for column in columns[:7])
+        ib_frames, mirrored, mixed, cut, cut_caplen = columns[7].tolist()
         chunk = Chunk(data, buf, self.frames + 1, offs, caplens, stamps, links, packets,
-                      origlens, tally=(ib_frames, mirrored > 0, mixed > 0))
+                      origlens, extra, tally=(ib_frames, mirrored > 0, mixed > 0))
         self.cut.count(cut, cut_caplen)
         self.frames += n
         self._pos = base + int(offs[n - 1] + caplens[n - 1])
@@ -519,11 +522,12 @@ _DECODE = (GEOMETRY, ib.OPCODE_TABLE, ib.FIELDS)
 
 def _columns(records):
     """The walk's output: record offsets, captured and original lengths, stamps, link
-    types, packet columns.  Each chunk gets its own: the walk fills the next chunk's
+    types, the two packet tables.  Each chunk gets its own: the walk fills the next chunk's
     while the analysis reads this one, and handing them over costs nothing (copying the
     packet columns out of one reused set was 6 % of the reader's time)."""
     return tuple(np.empty(records, np.int64) for _ in range(5)) + (
-        np.empty((records, columns.P_COLUMNS), np.int64), np.zeros(5, np.int64))
+        np.empty((records, columns.P_COLUMNS), np.int64),
+        np.empty((records, columns.X_COLUMNS), np.int64), np.zeros(5, np.int64))
 
 
 class CutRecords:

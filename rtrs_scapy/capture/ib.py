@@ -19,9 +19,9 @@ import numpy as np
 from .jit import byte_array, compiled, copy_into, helper, read_only
 
 from ..layout import wire
-from .columns import (P_BTH, P_COLUMNS, P_DMALEN, P_DST_HI, P_DST_LO, P_END, P_HDR, P_IETH,
-                      P_IMM, P_KIND, P_OPCODE, P_PSN, P_QPN, P_RKEY, P_SRC_HI, P_SRC_LO,
-                      P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, P_VIS)
+from .columns import (P_COLUMNS, P_DST_HI, P_DST_LO, P_IETH, P_IMM, P_KIND, P_OPCODE, P_PSN,
+                      P_QPN, P_SRC_HI, P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VIS,
+                      X_BTH, X_COLUMNS, X_DMALEN, X_END, X_HDR, X_RKEY, X_VA)
 from .links import GEOMETRY, KIND_NAMES, _locate_one, address_bytes
 
 # opcode classes and positions in a message
@@ -100,35 +100,37 @@ def _be(buf, p, n):
 
 
 @helper(allocates=True)
-def _locate_cut(buf, start, caplen, origlen, link, g, out, i):
+def _locate_cut(buf, start, caplen, origlen, link, g, out, extra, i):
     """A record cut by the snaplen, located as if it were whole: the headers are read
     from a copy of the captured bytes followed by zeros, the lengths they give are held
     against the original length."""
     copy = np.zeros(caplen + CUT_PAD, dtype=np.uint8)
     copy_into(copy[:caplen], buf[start:start + caplen])
-    _locate_one(read_only(copy), 0, origlen, link, g, out, i)
+    _locate_one(read_only(copy), 0, origlen, link, g, out, extra, i)
     if out[i, P_KIND] != 0:
-        out[i, P_HDR] += start
-        out[i, P_BTH] += start
-        out[i, P_END] += start
+        extra[i, X_HDR] += start
+        extra[i, X_BTH] += start
+        extra[i, X_END] += start
 
 
 @helper
-def decode_one(buf, start, caplen, origlen, link, g, optable, fields, out, i):
-    """Row ``i`` of the packet columns: where the IB packet is, and its headers."""
+def decode_one(buf, start, caplen, origlen, link, g, optable, fields, out, extra, i):
+    """Row ``i`` of the packet columns (``out``: P_*, ``extra``: X_*, both zero): where
+    the IB packet is, and its headers."""
     if origlen > caplen:
-        _locate_cut(buf, start, caplen, origlen, link, g, out, i)
+        _locate_cut(buf, start, caplen, origlen, link, g, out, extra, i)
     else:
-        _locate_one(buf, start, start + caplen, link, g, out, i)
+        _locate_one(buf, start, start + caplen, link, g, out, extra, i)
     if out[i, P_KIND] == 0:
         return
-    bth, end = out[i, P_BTH], out[i, P_END]
+    bth, end = extra[i, X_BTH], extra[i, X_END]
     vis = min(end, start + caplen)
     if bth + fields[F_BTH_SIZE] > vis:        # not even the BTH was captured
         out[i, :] = 0
+        extra[i, :] = 0
         return
     out[i, P_VIS] = vis
-    out[i, P_IMM] = out[i, P_IETH] = out[i, P_RKEY] = -1
+    out[i, P_IMM] = out[i, P_IETH] = extra[i, X_RKEY] = -1
     if bth + fields[F_BTH_SIZE] + fields[F_ICRC] > end:
         out[i, P_STATUS] = S_SHORT
         return
@@ -160,39 +162,41 @@ def decode_one(buf, start, caplen, origlen, link, g, optable, fields, out, i):
         out[i, P_IETH] = _be(buf, hdr + at, 4)
     at = optable[opcode, T_RETH]
     if at >= 0:
-        out[i, P_VA] = _be(buf, hdr + at + fields[F_VA], 8)
-        out[i, P_RKEY] = _be(buf, hdr + at + fields[F_RKEY], 4)
-        out[i, P_DMALEN] = _be(buf, hdr + at + fields[F_DMALEN], 4)
+        extra[i, X_VA] = _be(buf, hdr + at + fields[F_VA], 8)
+        extra[i, X_RKEY] = _be(buf, hdr + at + fields[F_RKEY], 4)
+        extra[i, X_DMALEN] = _be(buf, hdr + at + fields[F_DMALEN], 4)
     at = optable[opcode, T_AETH]
     if at >= 0:
         out[i, P_SYNDROME] = np.int64(buf[hdr + at + fields[F_SYNDROME]])
 
 
-@compiled(allocates=True)
-def decode(buf, offs, caplens, origlens, links, geometry, optable, fields):
-    """Packet columns of records already walked: one row per record, P_* columns."""
-    n = offs.shape[0]
-    out = np.zeros((n, P_COLUMNS), dtype=np.int64)
-    for i in range(n):
+@compiled
+def decode(buf, offs, caplens, origlens, links, geometry, optable, fields, out, extra):
+    """Packet columns of records already walked into ``out`` (P_*) and ``extra`` (X_*),
+    zero: one row per record."""
+    for i in range(offs.shape[0]):
         decode_one(buf, offs[i], caplens[i], origlens[i], links[i], geometry, optable, fields,
-                   out, i)
-    return out
+                   out, extra, i)
 
 
 def decode_chunk(buf, offs, caplens, links, origlens=None):
-    """Packet columns of records (``origlens``: their original lengths, when cut)."""
-    return decode(buf, offs, caplens, caplens if origlens is None else origlens, links,
-                  GEOMETRY, OPCODE_TABLE, FIELDS)
+    """Packet columns of records (``origlens``: their original lengths, when cut): the
+    tables ``packets`` (P_*) and ``extra`` (X_*)."""
+    packets = np.zeros((len(offs), P_COLUMNS), dtype=np.int64)
+    extra = np.zeros((len(offs), X_COLUMNS), dtype=np.int64)
+    decode(buf, offs, caplens, caplens if origlens is None else origlens, links,
+           GEOMETRY, OPCODE_TABLE, FIELDS, packets, extra)
+    return packets, extra
 
 
 def ib_offset(buf, start, end, link_type):
     """One frame: ``(kind, hdr_off, ib_end, src, dst)`` or None (kind "rocev2",
     "rocev1" or "ib"; ``hdr_off`` the BTH, GRH or LRH; addresses as bytes)."""
     data = byte_array(buf)
-    out = decode_chunk(data, np.array([start], dtype=np.int64),
-                       np.array([end - start], np.int64), np.array([link_type], np.int64))
+    out, extra = decode_chunk(data, np.array([start], dtype=np.int64),
+                              np.array([end - start], np.int64), np.array([link_type], np.int64))
     if not out[0, P_KIND]:
         return None
-    return (KIND_NAMES[int(out[0, P_KIND])], int(out[0, P_HDR]), int(out[0, P_END]),
+    return (KIND_NAMES[int(out[0, P_KIND])], int(extra[0, X_HDR]), int(extra[0, X_END]),
             address_bytes(out[0, P_SRC_HI], out[0, P_SRC_LO]),
             address_bytes(out[0, P_DST_HI], out[0, P_DST_LO]))

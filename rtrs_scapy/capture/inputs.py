@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from .files import CHUNK_RECORDS, Capture, CaptureError, CutRecords, open_capture
-from .columns import P_BTH, P_KIND, P_VIS
+from .columns import P_KIND, P_VIS, X_BTH
 from .jit import compiled
 
 #: two copies of a frame on different hosts are at most this far apart (seconds),
@@ -223,6 +223,7 @@ class Merged:
         part = replace(chunk, first_frame=self.frames + 1, offs=chunk.offs[pick],
                        caplens=chunk.caplens[pick], stamps=chunk.stamps[pick],
                        links=chunk.links[pick], packets=chunk.packets[pick],
+                       extra=chunk.extra[pick],
                        origlens=None if chunk.origlens is None else chunk.origlens[pick])
         part.capture, part.origin = chunk.capture, chunk
         self.frames += count
@@ -265,18 +266,18 @@ class _Recent:
 def _prints(chunk, start=0, stop=None):
     stop = len(chunk) if stop is None else stop
     return _fingerprints(chunk.buf, chunk.offs[start:stop], chunk.caplens[start:stop],
-                         chunk.packets[start:stop])
+                         chunk.packets[start:stop], chunk.extra[start:stop])
 
 
 @compiled(allocates=True)
-def _fingerprints(buf, offs, caplens, packets):
+def _fingerprints(buf, offs, caplens, packets, extra):
     """FNV-1a of each frame's IB packet from the BTH on (the part both hosts see
     alike), or of the whole frame when it is no IB packet."""
     n = offs.shape[0]
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
         if packets[i, P_KIND]:
-            start, end = packets[i, P_BTH], packets[i, P_VIS]
+            start, end = extra[i, X_BTH], packets[i, P_VIS]
         else:
             start, end = offs[i], offs[i] + caplens[i]
         h = np.uint64(0xCBF29CE484222325)

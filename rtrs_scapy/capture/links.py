@@ -27,8 +27,8 @@ import socket
 import numpy as np
 
 from ..layout import wire
-from .columns import (P_BTH, P_DST_HI, P_DST_LO, P_END, P_HDR, P_KIND, P_MIRROR, P_SRC_HI,
-                      P_SRC_LO)
+from .columns import (P_DST_HI, P_DST_LO, P_KIND, P_SRC_HI, P_SRC_LO, X_BTH, X_END, X_HDR,
+                      X_MIRROR)
 from .jit import helper
 
 NONE, ROCEV2, ROCEV1, IB = 0, 1, 2, 3
@@ -168,7 +168,7 @@ def _grh(buf, p, end, g):
 
 
 @helper
-def _lrh(buf, p, end, g, out, i):
+def _lrh(buf, p, end, g, out, extra, i):
     """Native IB: LRH (and GRH) at p."""
     lrh_size, grh_size, min_packet = g[G_LRH], g[G_GRH], g[G_BTH] + g[G_ICRC]
     if end - p < lrh_size:
@@ -184,9 +184,9 @@ def _lrh(buf, p, end, g, out, i):
     if ib_end - bth < min_packet or ib_end > end:
         return
     out[i, P_KIND] = IB
-    out[i, P_HDR] = p
-    out[i, P_BTH] = bth
-    out[i, P_END] = ib_end
+    extra[i, X_HDR] = p
+    extra[i, X_BTH] = bth
+    extra[i, X_END] = ib_end
     out[i, P_SRC_HI] = np.int64(LID_HI)
     out[i, P_SRC_LO] = _uint(buf, p, g, G_SLID)
     out[i, P_DST_HI] = np.int64(LID_HI)
@@ -299,7 +299,7 @@ def _mpls(buf, p, end, g):
 
 
 @helper
-def _ethertype(buf, p, end, et, g, out, i):
+def _ethertype(buf, p, end, et, g, out, extra, i):
     """The IB packet in what EtherType ``et`` at p carries, through at most MAX_TUNNELS
     tunnels; the innermost IP header's addresses are the frame's."""
     min_packet = g[G_BTH] + g[G_ICRC]
@@ -343,14 +343,14 @@ def _ethertype(buf, p, end, et, g, out, i):
                 return
             sgid, dgid = p + g[G_SGID], p + g[G_DGID]
             out[i, P_KIND] = ROCEV1
-            out[i, P_HDR] = p
-            out[i, P_BTH] = p + g[G_GRH]
-            out[i, P_END] = ib_end
+            extra[i, X_HDR] = p
+            extra[i, X_BTH] = p + g[G_GRH]
+            extra[i, X_END] = ib_end
             out[i, P_SRC_HI] = np.int64(_be64(buf, sgid))
             out[i, P_SRC_LO] = np.int64(_be64(buf, sgid + 8))
             out[i, P_DST_HI] = np.int64(_be64(buf, dgid))
             out[i, P_DST_LO] = np.int64(_be64(buf, dgid + 8))
-            out[i, P_MIRROR] = mirror
+            extra[i, X_MIRROR] = mirror
             return
         elif et == ETH_P_MPLS_UC or et == ETH_P_MPLS_MC:
             p, et, code = _mpls(buf, p, end, g)
@@ -386,46 +386,46 @@ def _ethertype(buf, p, end, et, g, out, i):
         return
     ib_end = u + ulen
     out[i, P_KIND] = ROCEV2
-    out[i, P_HDR] = u + 8
-    out[i, P_BTH] = u + 8
-    out[i, P_END] = ib_end
+    extra[i, X_HDR] = u + 8
+    extra[i, X_BTH] = u + 8
+    extra[i, X_END] = ib_end
     out[i, P_SRC_HI] = np.int64(src_hi)
     out[i, P_SRC_LO] = np.int64(src_lo)
     out[i, P_DST_HI] = np.int64(dst_hi)
     out[i, P_DST_LO] = np.int64(dst_lo)
-    out[i, P_MIRROR] = mirror
+    extra[i, X_MIRROR] = mirror
 
 
 @helper
-def _locate_one(buf, start, end, link, g, out, i):
+def _locate_one(buf, start, end, link, g, out, extra, i):
     if link == 197:                             # ERF: Ethernet or InfiniBand records
         kind = _erf_type(buf, start, end)
         p = _erf_payload(buf, start, end)
         if kind == ERF_TYPE_INFINIBAND:
-            _lrh(buf, p, end, g, out, i)
+            _lrh(buf, p, end, g, out, extra, i)
             return
         if kind != ERF_TYPE_ETH or end - p < 2:
             return
         link, start = 1, p + 2                  # 2 bytes offset/pad, then Ethernet
     if link == 1:
         p, et = _ether(buf, start, end)
-        _ethertype(buf, p, end, et, g, out, i)
+        _ethertype(buf, p, end, et, g, out, extra, i)
     elif link == 113:
         if end - start >= 16:
-            _ethertype(buf, start + 16, end, _be16(buf, start + 14), g, out, i)
+            _ethertype(buf, start + 16, end, _be16(buf, start + 14), g, out, extra, i)
     elif link == 276:
         if end - start >= 20:
-            _ethertype(buf, start + 20, end, _be16(buf, start), g, out, i)
+            _ethertype(buf, start + 20, end, _be16(buf, start), g, out, extra, i)
     elif link == 101 or link == 12 or link == 14 or link == 228 or link == 229:
         if end - start < 1:
             return
         version = np.int64(buf[start]) >> 4
         if version == 4 and link != 229:
-            _ethertype(buf, start, end, ETH_P_IP, g, out, i)
+            _ethertype(buf, start, end, ETH_P_IP, g, out, extra, i)
         elif version == 6 and link != 228:
-            _ethertype(buf, start, end, ETH_P_IPV6, g, out, i)
+            _ethertype(buf, start, end, ETH_P_IPV6, g, out, extra, i)
     elif link == 247:
-        _lrh(buf, start, end, g, out, i)
+        _lrh(buf, start, end, g, out, extra, i)
 
 
 @helper

@@ -18,7 +18,7 @@ into a refill or a problem (see files.py).
 
 import numpy as np
 
-from .columns import P_KIND, P_MIRROR
+from .columns import P_KIND, X_MIRROR
 from .jit import compiled, helper, prefetch
 
 from .ib import decode_one
@@ -85,7 +85,7 @@ def _pcap_header(buf, p):
 
 @compiled
 def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, origlens, stamps,
-              links, packets, tally, geometry, optable, fields):
+              links, packets, extra, tally, geometry, optable, fields):
     """pcap records from ``pos`` (a chunk ends past ``stop``): returns (count, position,
     why, value); ``tally``: see _tally."""
     n = 0
@@ -110,15 +110,17 @@ def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, origle
         stamps[n] = u32(buf, pos, big) * NS + u32(buf, pos + 4, big) * scale
         links[n] = link
         packets[n, :] = 0
-        decode_one(buf, pos + 16, incl, origlens[n], link, geometry, optable, fields, packets, n)
-        _tally(n, packets, links, caplens, origlens, tally)
+        extra[n, :] = 0
+        decode_one(buf, pos + 16, incl, origlens[n], link, geometry, optable, fields, packets,
+                   extra, n)
+        _tally(n, packets, extra, links, caplens, origlens, tally)
         pos += 16 + incl
         n += 1
     return n, pos, FULL, 0
 
 
 @helper
-def _tally(n, packets, links, caplens, origlens, tally):
+def _tally(n, packets, extra, links, caplens, origlens, tally):
     """Count record ``n`` as it is decoded, so that no pass over a chunk's columns is
     made for it after (files.Chunk.counts, files.CutRecords): ``tally[0]`` the records
     with IB headers, ``tally[1]`` those a mirror carried, ``tally[2]`` those of another
@@ -126,7 +128,7 @@ def _tally(n, packets, links, caplens, origlens, tally):
     ``tally[4]`` the longest captured length of these."""
     if packets[n, P_KIND] != 0:
         tally[0] += 1
-    if packets[n, P_MIRROR] != 0:
+    if extra[n, X_MIRROR] != 0:
         tally[1] += 1
     if links[n] != links[0]:
         tally[2] += 1
@@ -152,7 +154,7 @@ def _stamp(units, mode, exp, offset_ns):
 
 @compiled
 def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, if_snap, n_if,
-                last_stamp, offs, caplens, origlens, stamps, links, packets, tally, geometry,
+                last_stamp, offs, caplens, origlens, stamps, links, packets, extra, tally, geometry,
                 optable, fields):
     """pcapng packet blocks from ``pos`` (a chunk ends past ``stop``); returns (count,
     position, why, value, last_stamp); ``tally``: see _tally."""
@@ -195,9 +197,10 @@ def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, i
             stamps[n] = last_stamp
             links[n] = if_link[iface]
             packets[n, :] = 0
+            extra[n, :] = 0
             decode_one(buf, pos + 28, caplen, origlens[n], links[n], geometry, optable, fields,
-                       packets, n)
-            _tally(n, packets, links, caplens, origlens, tally)
+                       packets, extra, n)
+            _tally(n, packets, extra, links, caplens, origlens, tally)
             n += 1
         elif btype == 3:                              # simple packet block
             if blen < 16:
@@ -214,9 +217,10 @@ def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, i
             stamps[n] = last_stamp
             links[n] = if_link[0]
             packets[n, :] = 0
+            extra[n, :] = 0
             decode_one(buf, pos + 12, caplen, origlens[n], links[n], geometry, optable, fields,
-                       packets, n)
-            _tally(n, packets, links, caplens, origlens, tally)
+                       packets, extra, n)
+            _tally(n, packets, extra, links, caplens, origlens, tally)
             n += 1
         elif btype == 1:
             return n, pos, INTERFACE, 0, last_stamp

@@ -30,7 +30,8 @@ def part(chunk, a, b):
     if a == 0 and b == len(chunk):
         return chunk
     return Chunk(chunk.data, chunk.buf, chunk.first_frame + a, chunk.offs[a:b],
-                 chunk.caplens[a:b], chunk.stamps[a:b], chunk.links[a:b], chunk.packets[a:b])
+                 chunk.caplens[a:b], chunk.stamps[a:b], chunk.links[a:b], chunk.packets[a:b],
+                 extra=chunk.extra[a:b])
 
 
 class _Stop(Exception):
