@@ -19,9 +19,9 @@ import numpy as np
 from .jit import byte_array, compiled, copy_into, helper, read_only
 
 from ..layout import wire
-from .columns import (P_COLUMNS, P_DST_HI, P_DST_LO, P_IETH, P_IMM, P_KIND, P_OPCODE, P_PSN,
-                      P_QPN, P_SRC_HI, P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VIS,
-                      X_BTH, X_COLUMNS, X_DMALEN, X_END, X_HDR, X_RKEY, X_VA)
+from .columns import (P_COLUMNS, P_DMALEN, P_DST_HI, P_DST_LO, P_IETH, P_IMM, P_KIND, P_OPCODE,
+                      P_PSN, P_QPN, P_RKEY, P_SRC_HI, P_SRC_LO, P_START, P_STATUS, P_STOP,
+                      P_SYNDROME, P_VA, P_VIS, X_BTH, X_COLUMNS, X_END, X_HDR)
 from .links import GEOMETRY, KIND_NAMES, _locate_one, address_bytes
 
 # opcode classes and positions in a message
@@ -130,7 +130,7 @@ def decode_one(buf, start, caplen, origlen, link, g, optable, fields, out, extra
         extra[i, :] = 0
         return
     out[i, P_VIS] = vis
-    out[i, P_IMM] = out[i, P_IETH] = extra[i, X_RKEY] = -1
+    out[i, P_IMM] = out[i, P_IETH] = out[i, P_RKEY] = -1
     if bth + fields[F_BTH_SIZE] + fields[F_ICRC] > end:
         out[i, P_STATUS] = S_SHORT
         return
@@ -162,9 +162,9 @@ def decode_one(buf, start, caplen, origlen, link, g, optable, fields, out, extra
         out[i, P_IETH] = _be(buf, hdr + at, 4)
     at = optable[opcode, T_RETH]
     if at >= 0:
-        extra[i, X_VA] = _be(buf, hdr + at + fields[F_VA], 8)
-        extra[i, X_RKEY] = _be(buf, hdr + at + fields[F_RKEY], 4)
-        extra[i, X_DMALEN] = _be(buf, hdr + at + fields[F_DMALEN], 4)
+        out[i, P_VA] = _be(buf, hdr + at + fields[F_VA], 8)
+        out[i, P_RKEY] = _be(buf, hdr + at + fields[F_RKEY], 4)
+        out[i, P_DMALEN] = _be(buf, hdr + at + fields[F_DMALEN], 4)
     at = optable[opcode, T_AETH]
     if at >= 0:
         out[i, P_SYNDROME] = np.int64(buf[hdr + at + fields[F_SYNDROME]])

@@ -54,11 +54,11 @@ class Engine:
         start, n = 0, len(chunk)
         while start < n:
             start, why, self.nr, self.na, self.ne, st.nfree = T.run(
-                chunk.buf, packets, chunk.extra, chunk.stamps, chunk.first_frame, start,
-                ib.OPCODE_TABLE, st.table, st.state, st.ring, st.head, st.tail, st.free,
-                st.nfree, st.counters, st.touched, self.rows, self.nr, self.arena, self.na,
-                self.events, self.ne, packet_seq, st.sent, st.missing, st.recent, st.retired,
-                st.retired_slots)
+                chunk.buf, packets, chunk.stamps, chunk.first_frame, start, ib.OPCODE_TABLE,
+                st.table, st.state, st.ring, st.head, st.tail, st.free, st.nfree,
+                st.counters, st.touched, self.rows, self.nr, self.arena, self.na, self.events,
+                self.ne,
+                packet_seq, st.sent, st.missing, st.recent, st.retired, st.retired_slots)
             self.moves += 1
             if why != T.STOP_END or self.nr > ROWS // 2 or self.na > ARENA // 2:
                 self.flush()

@@ -41,8 +41,8 @@ import numpy as np
 from ..capture.jit import compiled, copy_into, helper, prefetch
 from ..layout import wire
 from ..capture.columns import (
-    P_DST_HI, P_DST_LO, P_IETH, P_IMM, P_KIND, P_OPCODE, P_PSN, P_QPN, P_SRC_HI, P_SRC_LO,
-    P_START, P_STATUS, P_STOP, P_SYNDROME, P_VIS, X_DMALEN, X_RKEY, X_VA,
+    P_DMALEN, P_DST_HI, P_DST_LO, P_IETH, P_IMM, P_KIND, P_OPCODE, P_PSN, P_QPN, P_RKEY,
+    P_SRC_HI, P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, P_VIS,
 )
 from ..capture.ib import (
     C_ACK, C_CNP, C_DATA, C_FOREIGN, C_OTHER, C_UD_SEND, P_FIRST, P_LAST, P_MIDDLE, P_ONLY,
@@ -459,11 +459,10 @@ def _wants(send, imm):
 
 
 @compiled
-def run(buf, packets, extra, stamps, first_frame, start, optable, table, state, ring, head,
-        tail, free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq, sent,
+def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, head, tail,
+        free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq, sent,
         missing, recent, retired, retired_slots):
-    """Packets ``start`` … of a chunk (``packets`` and ``extra``: capture.columns; the
-    RETH of ``extra`` is read at a message's start only), appending to
+    """Packets ``start`` … of a chunk (``packets``: capture.columns' P_*), appending to
     ``rows[nr:]``, ``arena[na:]`` and ``events[ne:]``; returns (next packet, why,
     rows, arena bytes, events, free slots).  It stops (STOP_FULL) after a packet
     that evicted streams, before the next one."""
@@ -605,8 +604,8 @@ def run(buf, packets, extra, stamps, first_frame, start, optable, table, state, 
             s[M_CUT] = 0
             s[M_SEQ] = counters[G_SEQ]
             counters[G_SEQ] += 1
-            s[M_VA], s[M_RKEY], s[M_DMALEN] = (extra[i, X_VA], extra[i, X_RKEY],
-                                               extra[i, X_DMALEN])
+            s[M_VA], s[M_RKEY], s[M_DMALEN] = (packets[i, P_VA], packets[i, P_RKEY],
+                                               packets[i, P_DMALEN])
         if pos == P_FIRST or pos == P_MIDDLE:
             if s[ACTIVE]:
                 packet_seq[i] = s[M_SEQ]
@@ -635,8 +634,8 @@ def run(buf, packets, extra, stamps, first_frame, start, optable, table, state, 
             counters[G_SEQ] += 1
             row[R_FIRST_FRAME] = frame
             row[R_FIRST_TS] = stamps[i]
-            row[R_VA], row[R_RKEY], row[R_DMALEN] = (extra[i, X_VA], extra[i, X_RKEY],
-                                                     extra[i, X_DMALEN])
+            row[R_VA], row[R_RKEY], row[R_DMALEN] = (packets[i, P_VA], packets[i, P_RKEY],
+                                                     packets[i, P_DMALEN])
             row[R_LEN] = n_bytes
             row[R_PKTS] = 1
             row[R_PARTIAL] = partial
