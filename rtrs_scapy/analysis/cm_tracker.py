@@ -39,7 +39,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..capture.columns import P_DST_HI, P_DST_LO, P_SRC_HI, P_SRC_LO, P_START, P_STOP
+from ..capture.columns import P_DST_HI, P_DST_LO, P_START, P_STOP, X_SRC_HI, X_SRC_LO
 from ..spec.constants import (
     RTRS_MAGIC, RTRS_MSG_NEW_RKEY_F, RTRS_PROTO_VER_MAJOR, errno_name,
 )
@@ -78,10 +78,10 @@ _conn_req_magic = _conn_req.reader("magic")
 _conn_rsp_magic = _conn_rsp.reader("magic")
 
 
-def _flood_of_new_sessions(buf, packets):
-    """Columns of the MADs ``packets`` (IB packet columns): per MAD, whether it is an
-    RTRS conn_req of the running protocol version behind an RDMA CM IP header, with
-    its client (hi, lo), comm id and sess_uuid (two 64-bit halves)."""
+def _flood_of_new_sessions(buf, packets, extra):
+    """Columns of the MADs ``packets`` and ``extra`` (capture/columns.py): per MAD,
+    whether it is an RTRS conn_req of the running protocol version behind an RDMA CM IP
+    header, with its client (hi, lo), comm id and sess_uuid (two 64-bit halves)."""
     start = packets[:, P_START]
     body = start + MAD_HDR
     private = body + PRIVATE_OFFSET["CMReq"] + CMA_HDR
@@ -98,7 +98,7 @@ def _flood_of_new_sessions(buf, packets):
           & (conn_req.column(np, buf, private, "version") >> 8 == RTRS_PROTO_VER_MAJOR))
     uuid_at = private + conn_req.layout.field("sess_uuid").offset
     raw = buf[uuid_at[:, None] + np.arange(16)]
-    return {"ok": ok, "src_hi": packets[:, P_SRC_HI], "src_lo": packets[:, P_SRC_LO],
+    return {"ok": ok, "src_hi": extra[:, X_SRC_HI], "src_lo": extra[:, X_SRC_LO],
             "comm": req.column(np, buf, body, "local_comm_id"),
             "sess": np.ascontiguousarray(raw).view(">u8").reshape(-1, 2).astype(np.int64)}
 
@@ -145,7 +145,7 @@ class _Block:
         self.frames = chunk.first_frame + np.arange(first, last)
         self.stamps = chunk.stamps[first:last].copy()
         columns = packets[first:last]
-        self.src = columns[:, [P_SRC_HI, P_SRC_LO]].tolist()
+        self.src = chunk.extra[first:last][:, [X_SRC_HI, X_SRC_LO]].tolist()
         self.dst = columns[:, [P_DST_HI, P_DST_LO]].tolist()
         self.data = [bytes(chunk.data[s:e]) for s, e in columns[:, [P_START, P_STOP]].tolist()]
         comm, sess = _keys(flood)
@@ -241,7 +241,7 @@ class CmTracker:
         size = self.an.bounds.size["cm"]
         if last - first < size:
             return 0
-        flood = _flood_of_new_sessions(chunk.buf, packets[first:last])
+        flood = _flood_of_new_sessions(chunk.buf, packets[first:last], chunk.extra[first:last])
         known = [uuid.UUID(key).bytes for key in list(self.an.paths) + list(self.requested)
                  if isinstance(key, str)]
         comm_known = [(src[0], src[1], comm) for (src, comm) in

@@ -20,8 +20,8 @@ from .jit import byte_array, compiled, copy_into, helper, read_only
 
 from ..layout import wire
 from .columns import (P_COLUMNS, P_DMALEN, P_DST_HI, P_DST_LO, P_IETH, P_IMM, P_KIND, P_OPCODE,
-                      P_PSN, P_QPN, P_RKEY, P_SRC_HI, P_SRC_LO, P_START, P_STATUS, P_STOP,
-                      P_SYNDROME, P_VA, P_VIS, X_BTH, X_COLUMNS, X_END, X_HDR)
+                      P_PSN, P_QPN, P_RKEY, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA,
+                      P_VIS, X_BTH, X_COLUMNS, X_END, X_HDR, X_SRC_HI, X_SRC_LO)
 from .links import GEOMETRY, KIND_NAMES, _locate_one, address_bytes
 
 # opcode classes and positions in a message
@@ -198,5 +198,5 @@ def ib_offset(buf, start, end, link_type):
     if not out[0, P_KIND]:
         return None
     return (KIND_NAMES[int(out[0, P_KIND])], int(extra[0, X_HDR]), int(extra[0, X_END]),
-            address_bytes(out[0, P_SRC_HI], out[0, P_SRC_LO]),
+            address_bytes(extra[0, X_SRC_HI], extra[0, X_SRC_LO]),
             address_bytes(out[0, P_DST_HI], out[0, P_DST_LO]))

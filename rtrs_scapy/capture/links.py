@@ -27,8 +27,8 @@ import socket
 import numpy as np
 
 from ..layout import wire
-from .columns import (P_DST_HI, P_DST_LO, P_KIND, P_SRC_HI, P_SRC_LO, X_BTH, X_END, X_HDR,
-                      X_MIRROR)
+from .columns import (P_DST_HI, P_DST_LO, P_KIND, X_BTH, X_END, X_HDR, X_MIRROR, X_SRC_HI,
+                      X_SRC_LO)
 from .jit import helper
 
 NONE, ROCEV2, ROCEV1, IB = 0, 1, 2, 3
@@ -187,8 +187,8 @@ def _lrh(buf, p, end, g, out, extra, i):
     extra[i, X_HDR] = p
     extra[i, X_BTH] = bth
     extra[i, X_END] = ib_end
-    out[i, P_SRC_HI] = np.int64(LID_HI)
-    out[i, P_SRC_LO] = _uint(buf, p, g, G_SLID)
+    extra[i, X_SRC_HI] = np.int64(LID_HI)
+    extra[i, X_SRC_LO] = _uint(buf, p, g, G_SLID)
     out[i, P_DST_HI] = np.int64(LID_HI)
     out[i, P_DST_LO] = _uint(buf, p, g, G_DLID)
 
@@ -346,8 +346,8 @@ def _ethertype(buf, p, end, et, g, out, extra, i):
             extra[i, X_HDR] = p
             extra[i, X_BTH] = p + g[G_GRH]
             extra[i, X_END] = ib_end
-            out[i, P_SRC_HI] = np.int64(_be64(buf, sgid))
-            out[i, P_SRC_LO] = np.int64(_be64(buf, sgid + 8))
+            extra[i, X_SRC_HI] = np.int64(_be64(buf, sgid))
+            extra[i, X_SRC_LO] = np.int64(_be64(buf, sgid + 8))
             out[i, P_DST_HI] = np.int64(_be64(buf, dgid))
             out[i, P_DST_LO] = np.int64(_be64(buf, dgid + 8))
             extra[i, X_MIRROR] = mirror
@@ -389,8 +389,8 @@ def _ethertype(buf, p, end, et, g, out, extra, i):
     extra[i, X_HDR] = u + 8
     extra[i, X_BTH] = u + 8
     extra[i, X_END] = ib_end
-    out[i, P_SRC_HI] = np.int64(src_hi)
-    out[i, P_SRC_LO] = np.int64(src_lo)
+    extra[i, X_SRC_HI] = np.int64(src_hi)
+    extra[i, X_SRC_LO] = np.int64(src_lo)
     out[i, P_DST_HI] = np.int64(dst_hi)
     out[i, P_DST_LO] = np.int64(dst_lo)
     extra[i, X_MIRROR] = mirror

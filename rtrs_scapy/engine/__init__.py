@@ -54,7 +54,8 @@ class Engine:
         start, n = 0, len(chunk)
         while start < n:
             start, why, self.nr, self.na, self.ne, st.nfree = T.run(
-                chunk.buf, packets, chunk.stamps, chunk.first_frame, start, ib.OPCODE_TABLE,
+                chunk.buf, packets, chunk.extra, chunk.stamps, chunk.first_frame, start,
+                ib.OPCODE_TABLE,
                 st.table, st.state, st.ring, st.head, st.tail, st.free, st.nfree,
                 st.counters, st.touched, self.rows, self.nr, self.arena, self.na, self.events,
                 self.ne,
@@ -151,8 +152,8 @@ def mads(chunk, packets, first, last):
     """(frame, stamp, src, dst, data, start, end) of the CM MADs first..last-1 of a
     chunk: the MAD is ``data[start:end]``, addresses are (hi, lo) pairs."""
     for i in range(first, last):
-        column = packets[i].tolist()
+        column, other = packets[i].tolist(), chunk.extra[i].tolist()
         yield (chunk.first_frame + i, int(chunk.stamps[i]),
-               (column[columns.P_SRC_HI], column[columns.P_SRC_LO]),
+               (other[columns.X_SRC_HI], other[columns.X_SRC_LO]),
                (column[columns.P_DST_HI], column[columns.P_DST_LO]), chunk.data,
                column[columns.P_START], column[columns.P_STOP])

@@ -42,7 +42,7 @@ from ..capture.jit import compiled, copy_into, helper, prefetch
 from ..layout import wire
 from ..capture.columns import (
     P_DMALEN, P_DST_HI, P_DST_LO, P_IETH, P_IMM, P_KIND, P_OPCODE, P_PSN, P_QPN, P_RKEY,
-    P_SRC_HI, P_SRC_LO, P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, P_VIS,
+    P_START, P_STATUS, P_STOP, P_SYNDROME, P_VA, P_VIS, X_SRC_HI, X_SRC_LO,
 )
 from ..capture.ib import (
     C_ACK, C_CNP, C_DATA, C_FOREIGN, C_OTHER, C_UD_SEND, P_FIRST, P_LAST, P_MIDDLE, P_ONLY,
@@ -459,10 +459,12 @@ def _wants(send, imm):
 
 
 @compiled
-def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, head, tail,
-        free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq, sent,
+def run(buf, packets, extra, stamps, first_frame, start, optable, table, state, ring, head,
+        tail, free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq, sent,
         missing, recent, retired, retired_slots):
-    """Packets ``start`` … of a chunk (``packets``: capture.columns' P_*), appending to
+    """Packets ``start`` … of a chunk (``packets`` and ``extra``: capture/columns.py; the
+    source address is read of ``extra`` only where a packet opens a stream, pairs one or
+    makes an event), appending to
     ``rows[nr:]``, ``arena[na:]`` and ``events[ne:]``; returns (next packet, why,
     rows, arena bytes, events, free slots).  It stops (STOP_FULL) after a packet
     that evicted streams, before the next one."""
@@ -480,7 +482,6 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
             continue
         frame = first_frame + i
         dhi, dlo = packets[i, P_DST_HI], packets[i, P_DST_LO]
-        shi, slo = packets[i, P_SRC_HI], packets[i, P_SRC_LO]
         status = packets[i, P_STATUS]
         opcode = packets[i, P_OPCODE]
         qpn = packets[i, P_QPN]
@@ -493,7 +494,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         elif status != S_OK:
             kind = EV_UNKNOWN_OPCODE if status > S_HEADERS else EV_TRUNCATED
             ne = _event(events, ne, kind, frame, -1, state, opcode, status == S_HEADERS, qpn,
-                        dhi, dlo, shi, slo)
+                        dhi, dlo, extra[i, X_SRC_HI], extra[i, X_SRC_LO])
             continue
         if cls == C_UD_SEND:
             if qpn == GSI_QPN:
@@ -506,41 +507,46 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
         if cls == C_ACK:       # counted on the stream of the ACK's destination QP
             if slot < 0:
                 slot, nfree = _open(table, state, free, nfree, counters, bucket, dhi, dlo, qpn,
-                                    shi, slo, frame, missing, retired, retired_slots)
+                                    extra[i, X_SRC_HI], extra[i, X_SRC_LO], frame, missing,
+                                    retired, retired_slots)
             state[slot, ACKS] += 1
             syndrome = packets[i, P_SYNDROME]
             peer = state[slot, PEER]
             if syndrome & _AETH_KIND == 0:
                 state[slot, ACK_IN] = psn
                 if _unpaired(state, slot) and _pair_by_ack(state, sent, recent, slot, psn,
-                                                           shi, slo, dhi, dlo):
+                                                           extra[i, X_SRC_HI], extra[i, X_SRC_LO],
+                                                           dhi, dlo):
                     peer = state[slot, PEER]
                 if peer >= 0 and state[peer, GEN] == state[slot, PEER_GEN]:
                     _acknowledged(state, sent, peer, psn, frame)
             if syndrome & _AETH_KIND == _AETH_NAK:
                 state[slot, NAKS] += 1
                 ne = _event(events, ne, EV_NAK, frame, slot, state, syndrome, 0, qpn,
-                            dhi, dlo, shi, slo)
+                            dhi, dlo, extra[i, X_SRC_HI], extra[i, X_SRC_LO])
             elif syndrome & _AETH_KIND == _AETH_RNR:
                 state[slot, RNRS] += 1
             continue
         if cls == C_CNP:
-            ne = _event(events, ne, EV_CNP, frame, slot, state, 0, 0, qpn, dhi, dlo, shi, slo)
+            ne = _event(events, ne, EV_CNP, frame, slot, state, 0, 0, qpn, dhi, dlo,
+                        extra[i, X_SRC_HI], extra[i, X_SRC_LO])
             if slot >= 0:
                 state[slot, CNPS] += 1
             continue
         if cls == C_FOREIGN:
             if slot >= 0:
                 ne = _event(events, ne, EV_FOREIGN_OPCODE, frame, slot, state, opcode,
-                            packets[i, P_STOP] - packets[i, P_START], qpn, dhi, dlo, shi, slo)
+                            packets[i, P_STOP] - packets[i, P_START], qpn, dhi, dlo,
+                            extra[i, X_SRC_HI], extra[i, X_SRC_LO])
             continue
         # -- RC SEND / RDMA WRITE ------------------------------------------------
         if slot < 0:
             slot, nfree = _open(table, state, free, nfree, counters, bucket, dhi, dlo, qpn,
-                                shi, slo, frame, missing, retired, retired_slots)
+                                extra[i, X_SRC_HI], extra[i, X_SRC_LO], frame, missing, retired,
+                                retired_slots)
         s = state[slot]
         if s[SRC_HI] == 0 and s[SRC_LO] == 0:     # bound by the CM before its first packet
-            s[SRC_HI], s[SRC_LO] = shi, slo
+            s[SRC_HI], s[SRC_LO] = extra[i, X_SRC_HI], extra[i, X_SRC_LO]
         if s[FIRST_PSN] < 0:                      # opened by the CM or an ACK
             s[FIRST_PSN] = psn
         s[LAST_FRAME] = frame
@@ -623,7 +629,7 @@ def run(buf, packets, stamps, first_frame, start, optable, table, state, ring, h
                 if s[SYNCED]:
                     partial = PARTIAL_LOST
                     ne = _event(events, ne, EV_PARTIAL_MESSAGE, frame, slot, state, 0, 0, qpn,
-                                dhi, dlo, shi, slo)
+                                dhi, dlo, extra[i, X_SRC_HI], extra[i, X_SRC_LO])
                 else:
                     partial = PARTIAL_START
             elif not fill:
