@@ -463,7 +463,7 @@ def run(buf, packets, extra, stamps, first_frame, start, optable, table, state, 
         tail, free, nfree, counters, touched, rows, nr, arena, na, events, ne, packet_seq, sent,
         missing, recent, retired, retired_slots):
     """Packets ``start`` … of a chunk (``packets`` and ``extra``: capture/columns.py; the
-    source address is read of ``extra`` only where a packet opens a stream, pairs one or
+    source address is read from ``extra`` only where a packet opens a stream, pairs one or
     makes an event), appending to
     ``rows[nr:]``, ``arena[na:]`` and ``events[ne:]``; returns (next packet, why,
     rows, arena bytes, events, free slots).  It stops (STOP_FULL) after a packet
