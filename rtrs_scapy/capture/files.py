@@ -344,7 +344,7 @@ class Capture:
                                                                   for column in columns[:7])
         ib_frames, mirrored, mixed, cut, cut_caplen = columns[7].tolist()
         chunk = Chunk(data, buf, self.frames + 1, offs, caplens, stamps, links, packets,
-                      origlens, extra, tally=(ib_frames, mirrored > 0, mixed > 0))
+                      origlens, extra=extra, tally=(ib_frames, mirrored > 0, mixed > 0))
         self.cut.count(cut, cut_caplen)
         self.frames += n
         self._pos = base + int(offs[n - 1] + caplens[n - 1])

@@ -325,7 +325,8 @@ def _skipped(s, missing, slot, expected, count):
 
 
 @helper
-def _event(events, ne, kind, frame, slot, state, a, b, qpn, dhi, dlo, shi, slo):
+def _event(events, ne, kind, frame, slot, state, a, b, packets, extra, i):
+    """An event of packet ``i`` (its QP and addresses from the packet tables)."""
     row = events[ne]
     row[E_KIND] = kind
     row[E_FRAME] = frame
@@ -334,11 +335,11 @@ def _event(events, ne, kind, frame, slot, state, a, b, qpn, dhi, dlo, shi, slo):
     row[E_CONN] = state[slot, CONN] if slot >= 0 else -1
     row[E_A] = a
     row[E_B] = b
-    row[E_QPN] = qpn
-    row[E_DST_HI] = dhi
-    row[E_DST_LO] = dlo
-    row[E_SRC_HI] = shi
-    row[E_SRC_LO] = slo
+    row[E_QPN] = packets[i, P_QPN]
+    row[E_DST_HI] = packets[i, P_DST_HI]
+    row[E_DST_LO] = packets[i, P_DST_LO]
+    row[E_SRC_HI] = extra[i, X_SRC_HI]
+    row[E_SRC_LO] = extra[i, X_SRC_LO]
     return ne + 1
 
 
@@ -493,8 +494,8 @@ def run(buf, packets, extra, stamps, first_frame, start, optable, table, state, 
                 continue
         elif status != S_OK:
             kind = EV_UNKNOWN_OPCODE if status > S_HEADERS else EV_TRUNCATED
-            ne = _event(events, ne, kind, frame, -1, state, opcode, status == S_HEADERS, qpn,
-                        dhi, dlo, extra[i, X_SRC_HI], extra[i, X_SRC_LO])
+            ne = _event(events, ne, kind, frame, -1, state, opcode, status == S_HEADERS,
+                        packets, extra, i)
             continue
         if cls == C_UD_SEND:
             if qpn == GSI_QPN:
@@ -522,22 +523,20 @@ def run(buf, packets, extra, stamps, first_frame, start, optable, table, state, 
                     _acknowledged(state, sent, peer, psn, frame)
             if syndrome & _AETH_KIND == _AETH_NAK:
                 state[slot, NAKS] += 1
-                ne = _event(events, ne, EV_NAK, frame, slot, state, syndrome, 0, qpn,
-                            dhi, dlo, extra[i, X_SRC_HI], extra[i, X_SRC_LO])
+                ne = _event(events, ne, EV_NAK, frame, slot, state, syndrome, 0, packets,
+                            extra, i)
             elif syndrome & _AETH_KIND == _AETH_RNR:
                 state[slot, RNRS] += 1
             continue
         if cls == C_CNP:
-            ne = _event(events, ne, EV_CNP, frame, slot, state, 0, 0, qpn, dhi, dlo,
-                        extra[i, X_SRC_HI], extra[i, X_SRC_LO])
+            ne = _event(events, ne, EV_CNP, frame, slot, state, 0, 0, packets, extra, i)
             if slot >= 0:
                 state[slot, CNPS] += 1
             continue
         if cls == C_FOREIGN:
             if slot >= 0:
                 ne = _event(events, ne, EV_FOREIGN_OPCODE, frame, slot, state, opcode,
-                            packets[i, P_STOP] - packets[i, P_START], qpn, dhi, dlo,
-                            extra[i, X_SRC_HI], extra[i, X_SRC_LO])
+                            packets[i, P_STOP] - packets[i, P_START], packets, extra, i)
             continue
         # -- RC SEND / RDMA WRITE ------------------------------------------------
         if slot < 0:
@@ -628,8 +627,8 @@ def run(buf, packets, extra, stamps, first_frame, start, optable, table, state, 
             if pos == P_LAST:
                 if s[SYNCED]:
                     partial = PARTIAL_LOST
-                    ne = _event(events, ne, EV_PARTIAL_MESSAGE, frame, slot, state, 0, 0, qpn,
-                                dhi, dlo, extra[i, X_SRC_HI], extra[i, X_SRC_LO])
+                    ne = _event(events, ne, EV_PARTIAL_MESSAGE, frame, slot, state, 0, 0,
+                                packets, extra, i)
                 else:
                     partial = PARTIAL_START
             elif not fill:
