@@ -18,6 +18,11 @@ from .schema import JSON_TEXTS, schema
 DISTINCT_TEXTS = frozenset(("rnbd",))
 #: the file's key-value metadata entry where Arrow keeps a file's Arrow schema
 ARROW_SCHEMA = b"ARROW:schema"
+#: rows the writer encodes at a time: a row group's worth (the tables' row groups are
+#: 16,384 rows), rather than Parquet's 1,024, whose checks of the page's size and the
+#: dictionary's after every 1,024 rows cost the ``messages`` table a fifteenth of its
+#: encoding (docs/benchmarks.md)
+WRITE_BATCH_ROWS = 1 << 14
 
 
 def arriving(fields, columns):
@@ -43,7 +48,8 @@ def parquet_writer(path, table, pieces=None):
     fields = schema(table)
     pieces = fields if pieces is None else pieces
     deltas = [f.name for f in fields if pa.types.is_int64(f.type) or pa.types.is_timestamp(f.type)]
-    writer = pq.ParquetWriter(path, pieces.remove_metadata(), store_schema=False, use_dictionary=[
+    writer = pq.ParquetWriter(path, pieces.remove_metadata(), store_schema=False,
+                              write_batch_size=WRITE_BATCH_ROWS, use_dictionary=[
         f.name for f in fields if f.name not in deltas and f.name not in DISTINCT_TEXTS
         and not pa.types.is_floating(f.type)],
         column_encoding=dict.fromkeys(deltas, "DELTA_BINARY_PACKED"), write_statistics=[
