@@ -32,8 +32,8 @@ SPEC = {"a": (np.int64, -1), "b": (np.float64, 0.0), "c": (np.int16, 0)}
 
 
 def test_columns_read_back_what_was_written():
-    """Appends, writes to any row (spilled ones too, some rewriting their chunk) and
-    reads, against a plain numpy table doing the same."""
+    """Appends, writes to any row (spilled ones too, some rewriting their chunk), one
+    column or several at once, and reads, against a plain numpy table doing the same."""
     rng = np.random.default_rng(7)
     cols = Columns(SPEC, chunk=4)
     plain = {name: np.zeros(0, dtype=dtype) for name, (dtype, _) in SPEC.items()}
@@ -52,6 +52,12 @@ def test_columns_read_back_what_was_written():
             plain[name][rows] = values
         cols.put("a", int(rows[0]), 5)
         plain["a"][rows[0]] = 5
+        # several columns at once (a batch's records), the newest rows or any
+        rows = rng.integers(max(0, len(cols) - 4) if rng.integers(2) else 0, len(cols), 3)
+        values = {"a": rng.integers(0, 1000, 3), "b": 2.5, "c": rng.integers(0, 9, 3)}
+        cols.put_columns(rows, values)
+        for name, value in values.items():
+            plain[name][rows] = value
     assert cols.base > 0 and cols.files.count > 10
     everything = np.arange(len(cols))
     rng.shuffle(everything)

@@ -99,6 +99,18 @@ class Columns:
         self.data[name][rows[here] - self.base] = values[here]
         self.files.patch(name, rows[~here], values[~here])
 
+    def put_columns(self, rows, columns):
+        """``columns`` (name -> values, one or one per row) into ``rows`` (an array): a
+        batch's records get a dozen columns at once, their place looked up once."""
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if len(rows) and rows.min() >= self.base:
+            at = rows - self.base
+            for name, values in columns.items():
+                self.data[name][at] = values
+            return
+        for name, values in columns.items():
+            self.put(name, rows, values)
+
     def take(self, names, rows):
         """{name: values at ``rows``} for the columns ``names``.  Where ``rows`` are one
         run of records, as the tables and lines of records in capture order ask for

@@ -358,27 +358,25 @@ class Records:
         if not len(mine):
             return
         at = index[mine]
-        put = self.cols.put
-        put("msg", at, np.where(is_read[mine], READ, WRITE))
-        for name, column in (("buf_id", buf_id), ("offset", offset), ("usr_len", usr_len),
-                             ("data_len", data_len), ("sg_cnt", sg_cnt),
-                             ("first_frame", first_frame), ("desc_addr", desc_addr),
-                             ("desc_key", desc_key), ("desc_len", desc_len)):
-            put(name, at, column[mine])
         desc = is_read[mine] & (sg_cnt[mine] != 0)
         flags = F_REQUEST | np.where(cut[mine], F_CUT, np.where(partial[mine], F_PARTIAL, 0)) \
             | np.where(desc, F_DESC, 0)
         whole = (rnbd_cols["rnbd_type"][mine] == RNBD_MSG_IO) \
             & (rnbd_cols["usr_seen"][mine] >= rnbd.IO_SIZE)
-        put("flags", at, flags | np.where(whole, F_RNBD_IO, 0))
-        for name in ("device_id", "rw", "bi_size", "prio"):
-            put(name, at, rnbd_cols[name][mine])
-        put("sector", at, rnbd_cols["sector"][mine].view(np.uint64))
+        columns = {"msg": np.where(is_read[mine], READ, WRITE), "buf_id": buf_id[mine],
+                   "offset": offset[mine], "usr_len": usr_len[mine],
+                   "data_len": data_len[mine], "sg_cnt": sg_cnt[mine],
+                   "first_frame": first_frame[mine], "desc_addr": desc_addr[mine],
+                   "desc_key": desc_key[mine], "desc_len": desc_len[mine],
+                   "flags": flags | np.where(whole, F_RNBD_IO, 0),
+                   "sector": rnbd_cols["sector"][mine].view(np.uint64), "inv": -1}
+        columns.update((name, rnbd_cols[name][mine])
+                       for name in ("device_id", "rw", "bi_size", "prio"))
+        self.cols.put_columns(at, columns)
         for k in np.flatnonzero(~whole).tolist():
             header = rnbd.decode(usr[mine[k]])
             if header is not None:
                 self.rnbd[int(at[k])] = header
-        put("inv", at, -1)
         self._written(at)
         # a client buffer's key comes back: the recent reads of each are kept
         read = at[desc]
@@ -391,13 +389,11 @@ class Records:
         columns (an rkey_rsp's buf_id and rkey where ``rkey_rsp``)."""
         mine = np.flatnonzero(index >= 0)
         at = index[mine]
-        put = self.cols.put
-        put("msg", at, IO_RSP)
-        for name, column in (("buf_id", msg_id), ("errno", errno),
-                             ("rkey_buf_id", rkey_buf_id), ("rkey", rkey)):
-            put(name, at, column[mine])
-        put("flags", at, F_RESPONSE | np.where(with_invalidate[mine] != 0, F_WITH_INV, 0)
-            | np.where(rkey_rsp[mine] != 0, F_RKEY, 0))
+        self.cols.put_columns(at, {
+            "msg": IO_RSP, "buf_id": msg_id[mine], "errno": errno[mine],
+            "rkey_buf_id": rkey_buf_id[mine], "rkey": rkey[mine],
+            "flags": F_RESPONSE | np.where(with_invalidate[mine] != 0, F_WITH_INV, 0)
+            | np.where(rkey_rsp[mine] != 0, F_RKEY, 0)})
         self._written(at)
 
     def _written(self, at):
