@@ -115,8 +115,10 @@ def _locate_cut(buf, start, caplen, origlen, link, g, out, extra, i):
 
 @helper
 def decode_one(buf, start, caplen, origlen, link, g, optable, fields, out, extra, i):
-    """Row ``i`` of the packet columns (``out``: P_*, ``extra``: X_*, both zero): where
-    the IB packet is, and its headers."""
+    """Row ``i`` of the packet columns (``out``: P_*, ``extra``: X_*): where the IB
+    packet is, and its headers; zero where the record holds none."""
+    out[i, :] = 0
+    extra[i, :] = 0
     if origlen > caplen:
         _locate_cut(buf, start, caplen, origlen, link, g, out, extra, i)
     else:
@@ -172,8 +174,8 @@ def decode_one(buf, start, caplen, origlen, link, g, optable, fields, out, extra
 
 @compiled
 def decode(buf, offs, caplens, origlens, links, geometry, optable, fields, out, extra):
-    """Packet columns of records already walked into ``out`` (P_*) and ``extra`` (X_*),
-    zero: one row per record."""
+    """Packet columns of records already walked into ``out`` (P_*) and ``extra`` (X_*):
+    one row per record."""
     for i in range(offs.shape[0]):
         decode_one(buf, offs[i], caplens[i], origlens[i], links[i], geometry, optable, fields,
                    out, extra, i)
@@ -182,8 +184,8 @@ def decode(buf, offs, caplens, origlens, links, geometry, optable, fields, out, 
 def decode_chunk(buf, offs, caplens, links, origlens=None):
     """Packet columns of records (``origlens``: their original lengths, when cut): the
     tables ``packets`` (P_*) and ``extra`` (X_*)."""
-    packets = np.zeros((len(offs), P_COLUMNS), dtype=np.int64)
-    extra = np.zeros((len(offs), X_COLUMNS), dtype=np.int64)
+    packets = np.empty((len(offs), P_COLUMNS), dtype=np.int64)
+    extra = np.empty((len(offs), X_COLUMNS), dtype=np.int64)
     decode(buf, offs, caplens, caplens if origlens is None else origlens, links,
            GEOMETRY, OPCODE_TABLE, FIELDS, packets, extra)
     return packets, extra

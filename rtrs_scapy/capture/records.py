@@ -109,8 +109,6 @@ def walk_pcap(buf, pos, end, stop, big, nano, limit, link, offs, caplens, origle
         origlens[n] = max(incl, u32(buf, pos + 12, big))
         stamps[n] = u32(buf, pos, big) * NS + u32(buf, pos + 4, big) * scale
         links[n] = link
-        packets[n, :] = 0
-        extra[n, :] = 0
         decode_one(buf, pos + 16, incl, origlens[n], link, geometry, optable, fields, packets,
                    extra, n)
         _tally(n, packets, extra, links, caplens, origlens, tally)
@@ -196,8 +194,6 @@ def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, i
             origlens[n] = max(caplen, u32(buf, pos + 24, big))
             stamps[n] = last_stamp
             links[n] = if_link[iface]
-            packets[n, :] = 0
-            extra[n, :] = 0
             decode_one(buf, pos + 28, caplen, origlens[n], links[n], geometry, optable, fields,
                        packets, extra, n)
             _tally(n, packets, extra, links, caplens, origlens, tally)
@@ -216,8 +212,6 @@ def walk_pcapng(buf, pos, end, stop, big, if_link, if_mode, if_exp, if_offset, i
             origlens[n] = max(caplen, original)
             stamps[n] = last_stamp
             links[n] = if_link[0]
-            packets[n, :] = 0
-            extra[n, :] = 0
             decode_one(buf, pos + 12, caplen, origlens[n], links[n], geometry, optable, fields,
                        packets, extra, n)
             _tally(n, packets, extra, links, caplens, origlens, tally)
